@@ -1,0 +1,68 @@
+"""API handlers, one module per API family, each registering the versions it implements.
+
+ApiVersions is computed from this registry, never written by hand: what is registered here is
+exactly what the broker advertises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pybroker.broker import Broker
+    from pybroker.protocol.codec import RequestHeader
+
+Response = dict[str, Any] | None
+HandlerFn = Callable[["RequestContext", dict[str, Any]], Response | Awaitable[Response]]
+
+
+@dataclass(slots=True)
+class RequestContext:
+    broker: Broker
+    header: RequestHeader
+    peer: str
+
+    @property
+    def version(self) -> int:
+        return self.header.api_version
+
+
+@dataclass(frozen=True, slots=True)
+class ApiHandler:
+    api_key: int
+    min_version: int
+    max_version: int
+    fn: HandlerFn
+    # Advertised minimum when it differs from the implemented one (Produce: KAFKA-18659, see produce.py).
+    advertised_min: int | None = None
+
+
+REGISTRY: dict[int, ApiHandler] = {}
+
+
+def handles(api_key: int, min_version: int, max_version: int, *, advertised_min: int | None = None):
+    def register(fn: HandlerFn) -> HandlerFn:
+        if api_key in REGISTRY:
+            raise RuntimeError(f"api key {api_key} registered twice")
+        REGISTRY[api_key] = ApiHandler(api_key, min_version, max_version, fn, advertised_min)
+        return fn
+
+    return register
+
+
+def load_all() -> dict[int, ApiHandler]:
+    """Import every handler module so it registers itself."""
+    from pybroker.apis import (  # noqa: F401
+        admin,
+        api_versions,
+        configs,
+        list_offsets,
+        metadata,
+        produce,
+        fetch,
+        producer_ids,
+    )
+
+    return REGISTRY

@@ -1,0 +1,151 @@
+"""Topic administration: CreateTopics (19), DeleteTopics (20), CreatePartitions (37), DeleteRecords (21).
+
+On a cluster these go to the controller; a single broker is its own controller and applies them
+at once, so the timeouts in the requests never expire.
+"""
+
+from __future__ import annotations
+
+from pybroker import config as broker_config
+from pybroker.apis import RequestContext, handles
+from pybroker.protocol.errors import ErrorCode, KafkaError
+from pybroker.storage.errors import OffsetOutOfRangeError
+
+
+def _replication_error(ctx: RequestContext, rf: int, assignments: list[dict]) -> KafkaError | None:
+    brokers = 1
+    if rf == -1:
+        rf = ctx.broker.config.default_replication_factor
+    if assignments:
+        for a in assignments:
+            if any(n != ctx.broker.node_id for n in a["broker_ids"]):
+                return KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Unknown broker in assignment {a['broker_ids']}")
+        return None
+    if rf <= 0:
+        return KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
+    if rf > brokers:
+        return KafkaError(
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} "
+            f"cannot be reached because only {brokers} broker(s) are registered.",
+        )
+    return None
+
+
+@handles(19, 0, 7)
+def handle_create_topics(ctx: RequestContext, request: dict) -> dict:
+    b = ctx.broker
+    validate_only = request.get("validate_only", False)
+    results = []
+    seen: set[str] = set()
+    for t in request["topics"]:
+        name = t["name"]
+        out = {"name": name, "error_code": ErrorCode.NONE, "error_message": None, "num_partitions": -1,
+               "replication_factor": -1, "configs": None}
+        try:
+            if name in seen:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, f"Create topics request from client contains duplicate topic {name}")
+            seen.add(name)
+            err = _replication_error(ctx, t["replication_factor"], t["assignments"])
+            if err is not None:
+                raise err
+            n = t["num_partitions"]
+            if t["assignments"]:
+                if n != -1:
+                    raise KafkaError(ErrorCode.INVALID_REQUEST, "Both numPartitions and assignments were set.")
+                n = len(t["assignments"])
+            elif n == -1:
+                n = b.config.num_partitions
+            configs = {c["name"]: c["value"] for c in t["configs"]}
+            rec = b.create_topic(name, n, configs, validate_only=validate_only)
+            out["num_partitions"] = n
+            out["replication_factor"] = 1
+            if rec is not None:
+                out["topic_id"] = rec.topic_id
+            if ctx.version >= 5:
+                out["configs"] = [
+                    {"name": e.name, "value": e.value, "read_only": e.read_only, "config_source": e.source,
+                     "is_sensitive": e.sensitive}
+                    for e in broker_config.describe_topic_config(b.config, {k: v for k, v in configs.items() if v is not None})
+                ]
+        except KafkaError as e:
+            out.update(error_code=e.code, error_message=e.message)
+        results.append(out)
+    return {"throttle_time_ms": 0, "topics": results}
+
+
+@handles(20, 0, 6)
+def handle_delete_topics(ctx: RequestContext, request: dict) -> dict:
+    b = ctx.broker
+    if ctx.version >= 6:
+        wanted = [(t.get("name"), t.get("topic_id")) for t in request["topics"]]
+    else:
+        wanted = [(n, None) for n in request["topic_names"]]
+    responses = []
+    for name, tid in wanted:
+        out: dict = {"name": name, "error_code": ErrorCode.NONE, "error_message": None}
+        if name is None and tid is not None:
+            rec = b.metadata.topics_by_id.get(tid)
+            if rec is None:
+                out.update(topic_id=tid, error_code=ErrorCode.UNKNOWN_TOPIC_ID, error_message="unknown topic id")
+                responses.append(out)
+                continue
+            name = rec.name
+            out["name"] = name
+        rec = b.topic(name)
+        if rec is not None:
+            out["topic_id"] = rec.topic_id
+        try:
+            b.delete_topic(name)
+        except KafkaError as e:
+            out.update(error_code=e.code, error_message=e.message)
+        responses.append(out)
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+@handles(37, 0, 3)
+def handle_create_partitions(ctx: RequestContext, request: dict) -> dict:
+    b = ctx.broker
+    results = []
+    for t in request["topics"]:
+        out = {"name": t["name"], "error_code": ErrorCode.NONE, "error_message": None}
+        try:
+            assignments = t.get("assignments")
+            if assignments:
+                for a in assignments:
+                    if any(n != b.node_id for n in a["broker_ids"]):
+                        raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Unknown broker in {a['broker_ids']}")
+            b.add_partitions(t["name"], t["count"], validate_only=request.get("validate_only", False))
+        except KafkaError as e:
+            out.update(error_code=e.code, error_message=e.message)
+        results.append(out)
+    return {"throttle_time_ms": 0, "results": results}
+
+
+@handles(21, 0, 2)
+def handle_delete_records(ctx: RequestContext, request: dict) -> dict:
+    b = ctx.broker
+    topics = []
+    for t in request["topics"]:
+        parts = []
+        for rp in t["partitions"]:
+            idx = rp["partition_index"]
+            out = {"partition_index": idx, "low_watermark": -1, "error_code": ErrorCode.NONE}
+            p = b.partition(t["name"], idx)
+            if p is None:
+                out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                offset = rp["offset"]
+                if offset == -1:  # -1 means "up to the high watermark"
+                    offset = p.high_watermark
+                if offset < 0 or offset > p.high_watermark:
+                    out["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+                else:
+                    try:
+                        p.log.delete_records_before(offset)
+                        out["low_watermark"] = p.log_start_offset
+                    except OffsetOutOfRangeError:
+                        out["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+            parts.append(out)
+        topics.append({"name": t["name"], "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics}

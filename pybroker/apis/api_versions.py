@@ -1,0 +1,33 @@
+"""ApiVersions (18): the advertised table is computed from the handler registry."""
+
+from __future__ import annotations
+
+import re
+
+from pybroker.apis import REGISTRY, RequestContext, handles
+from pybroker.protocol.errors import ErrorCode
+
+# KIP-511: Apache brokers validate the client's self-description with this pattern.
+_SOFTWARE_RE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
+
+
+def advertised_api_keys() -> list[dict]:
+    return [
+        {
+            "api_key": h.api_key,
+            "min_version": h.advertised_min if h.advertised_min is not None else h.min_version,
+            "max_version": h.max_version,
+        }
+        for h in sorted(REGISTRY.values(), key=lambda h: h.api_key)
+    ]
+
+
+@handles(18, 0, 4)
+def handle_api_versions(ctx: RequestContext, request: dict) -> dict:
+    if ctx.version >= 3:
+        name = request.get("client_software_name", "")
+        version = request.get("client_software_version", "")
+        if not _SOFTWARE_RE.match(name) or not _SOFTWARE_RE.match(version):
+            return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": []}
+    # No finalized features: clients then stay on the behaviour every broker supports (pitfall 24).
+    return {"error_code": ErrorCode.NONE, "api_keys": advertised_api_keys(), "throttle_time_ms": 0}

@@ -1,0 +1,144 @@
+"""DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44) for topics and the broker."""
+
+from __future__ import annotations
+
+import logging
+
+from pybroker import config as broker_config
+from pybroker.apis import RequestContext, handles
+from pybroker.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+TOPIC = 2
+BROKER = 4
+BROKER_LOGGER = 8
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def _entry(e, version: int, include_synonyms: bool, include_docs: bool) -> dict:
+    return {
+        "name": e.name,
+        "value": e.value,
+        "read_only": e.read_only,
+        "is_default": e.is_default,
+        "config_source": e.source,
+        "is_sensitive": e.sensitive,
+        "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in e.synonyms] if include_synonyms else [],
+        "config_type": e.config_type,
+        "documentation": e.documentation if include_docs else None,
+    }
+
+
+def _broker_resource_ok(ctx: RequestContext, name: str) -> bool:
+    return name == "" or name == str(ctx.broker.node_id)
+
+
+@handles(32, 0, 4)
+def handle_describe_configs(ctx: RequestContext, request: dict) -> dict:
+    b = ctx.broker
+    include_synonyms = request.get("include_synonyms", False)
+    include_docs = request.get("include_documentation", False)
+    results = []
+    for r in request["resources"]:
+        rtype, rname, keys = r["resource_type"], r["resource_name"], r["configuration_keys"]
+        out = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": rtype,
+               "resource_name": rname, "configs": []}
+        if rtype == TOPIC:
+            rec = b.topic(rname)
+            if rec is None:
+                out.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                           error_message=f"Topic '{rname}' does not exist.")
+                results.append(out)
+                continue
+            entries = broker_config.describe_topic_config(b.config, rec.configs)
+        elif rtype == BROKER and _broker_resource_ok(ctx, rname):
+            entries = broker_config.describe_broker_config(b.config)
+        else:
+            out.update(error_code=ErrorCode.INVALID_REQUEST,
+                       error_message=f"Unsupported resource type {rtype} or unknown resource '{rname}'")
+            results.append(out)
+            continue
+        if keys is not None:
+            wanted = set(keys)
+            entries = [e for e in entries if e.name in wanted]
+        out["configs"] = [_entry(e, ctx.version, include_synonyms, include_docs) for e in entries]
+        results.append(out)
+    return {"throttle_time_ms": 0, "results": results}
+
+
+def _apply_topic_configs(ctx: RequestContext, name: str, new: dict[str, str], validate_only: bool) -> tuple[ErrorCode, str | None]:
+    b = ctx.broker
+    try:
+        broker_config.validate_topic_configs(new)
+    except broker_config.ConfigError as e:
+        return ErrorCode.INVALID_CONFIG, str(e)
+    if not validate_only:
+        b.set_topic_configs(name, new)
+        log.info("topic %s configs now %s", name, new)
+    return ErrorCode.NONE, None
+
+
+def _alter(ctx: RequestContext, request: dict, incremental: bool) -> dict:
+    b = ctx.broker
+    validate_only = request.get("validate_only", False)
+    responses = []
+    for r in request["resources"]:
+        rtype, rname = r["resource_type"], r["resource_name"]
+        code, message = ErrorCode.NONE, None
+        if rtype == TOPIC:
+            rec = b.topic(rname)
+            if rec is None:
+                code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{rname}' does not exist."
+            else:
+                new = dict(rec.configs) if incremental else {}
+                try:
+                    for c in r["configs"]:
+                        _apply_op(new, c, incremental, b)
+                except ValueError as e:
+                    code, message = ErrorCode.INVALID_CONFIG, str(e)
+                else:
+                    code, message = _apply_topic_configs(ctx, rname, new, validate_only)
+        elif rtype in (BROKER, BROKER_LOGGER):
+            code, message = ErrorCode.INVALID_REQUEST, "dynamic broker configuration is not supported yet"
+        else:
+            code, message = ErrorCode.INVALID_REQUEST, f"unsupported resource type {rtype}"
+        responses.append({"error_code": code, "error_message": message, "resource_type": rtype, "resource_name": rname})
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+def _apply_op(configs: dict[str, str], c: dict, incremental: bool, broker) -> None:
+    name, value = c["name"], c["value"]
+    op = c.get("config_operation", SET) if incremental else SET
+    if op == SET:
+        if value is None and not incremental:
+            configs.pop(name, None)
+        else:
+            configs[name] = value
+    elif op == DELETE:
+        configs.pop(name, None)
+    elif op in (APPEND, SUBTRACT):
+        current = configs.get(name)
+        if current is None:
+            current = broker_config.effective_topic_config_str(broker.config, configs, name)
+        items = [x for x in (current or "").split(",") if x]
+        for v in (value or "").split(","):
+            if not v:
+                continue
+            if op == APPEND and v not in items:
+                items.append(v)
+            elif op == SUBTRACT and v in items:
+                items.remove(v)
+        configs[name] = ",".join(items)
+    else:
+        raise ValueError(f"unknown config operation {op}")
+
+
+@handles(33, 0, 2)
+def handle_alter_configs(ctx: RequestContext, request: dict) -> dict:
+    return _alter(ctx, request, incremental=False)
+
+
+@handles(44, 0, 1)
+def handle_incremental_alter_configs(ctx: RequestContext, request: dict) -> dict:
+    return _alter(ctx, request, incremental=True)

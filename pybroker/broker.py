@@ -1,0 +1,247 @@
+"""The broker process: wires config, storage, metadata, partitions and the server together,
+runs the background tasks (retention, flush, checkpoints) and shuts down cleanly on a signal."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pybroker import config as broker_config
+from pybroker.apis import load_all
+from pybroker.metadata.store import InvalidTopicName, MetadataStore, TopicRecord, validate_topic_name
+from pybroker.protocol.api import REQUESTS
+from pybroker.protocol.errors import ErrorCode, KafkaError
+from pybroker.replication.partition import Partition
+from pybroker.server import serve
+from pybroker.storage import LogConfig, LogManager
+
+if TYPE_CHECKING:
+    from pybroker.config import BrokerConfig
+
+log = logging.getLogger(__name__)
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.node_id: int = config.node_id
+        self.log_dirs = [Path(d) for d in config.log_dirs]
+        self.request_specs = REQUESTS
+        self.handlers = load_all()
+        self.connections: set[Any] = set()
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.metadata = MetadataStore(self.log_dirs[0])
+        self.log_manager: LogManager | None = None
+        self.cluster_id = ""
+        self.host, self.port = config.listener_host_port()
+        self.advertised_host, self.advertised_port = config.advertised_host_port()
+        self._server: asyncio.base_events.Server | None = None
+        self._tasks: list[asyncio.Task] = []
+        self.started = False
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    async def start(self) -> None:
+        for d in self.log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+        self.cluster_id = broker_config.ensure_meta_properties(self.config)
+        self.metadata.load()
+        t0 = time.monotonic()
+        self.log_manager = LogManager(self.log_dirs)
+        await asyncio.get_running_loop().run_in_executor(None, self.log_manager.startup)
+        self._open_partitions()
+        log.info(
+            "loaded %d partitions of %d topics in %.2fs", len(self.partitions), len(self.metadata.topics),
+            time.monotonic() - t0,
+        )
+        if self.port == 0 or self.advertised_port == 0:
+            raise SystemExit("listeners must name a port")
+        self._server = await serve(self, self.host, self.port)
+        self._tasks = [
+            asyncio.ensure_future(self._every(self.config.log_retention_check_interval_ms, self._retention)),
+            asyncio.ensure_future(self._every(self.config.log_flush_offset_checkpoint_interval_ms, self._checkpoint)),
+            asyncio.ensure_future(self._every(self.config.log_flush_scheduler_interval_ms, self._flush)),
+        ]
+        self.started = True
+        log.info("pybroker node %d started (cluster id %s)", self.node_id, self.cluster_id)
+
+    async def stop(self) -> None:
+        log.info("shutting down")
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self.connections):
+            conn.close("broker shutting down")
+        for t in self._tasks:
+            t.cancel()
+        for p in self.partitions.values():
+            p.close()
+        if self.log_manager is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.log_manager.shutdown)
+        self.metadata.save()
+        log.info("shut down cleanly")
+
+    def _open_partitions(self) -> None:
+        assert self.log_manager is not None
+        for rec in self.metadata.topics.values():
+            cfg = self.log_config(rec)
+            for i in range(rec.partitions):
+                lg = self.log_manager.get_log(rec.name, i)
+                if lg is None:
+                    lg = self.log_manager.create_log(rec.name, i, cfg, rec.topic_id)
+                else:
+                    lg.update_config(cfg)
+                self.partitions[(rec.name, i)] = Partition(rec.name, i, rec.topic_id, lg, self.node_id)
+        known = set(self.partitions)
+        for lg in list(self.log_manager.all_logs()):
+            if (lg.topic, lg.partition) not in known:
+                # A log whose topic was deleted (or never committed to metadata) before a crash.
+                log.warning("deleting stray log %s-%d with no topic metadata", lg.topic, lg.partition)
+                self.log_manager.delete_log(lg.topic, lg.partition)
+
+    async def _every(self, interval_ms: int, fn) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                await loop.run_in_executor(None, fn)
+            except Exception:
+                log.exception("background task %s failed", fn.__name__)
+
+    def _retention(self) -> None:
+        assert self.log_manager is not None
+        n = self.log_manager.retention_pass(int(time.time() * 1000))
+        if n:
+            log.info("retention deleted %d segments", n)
+
+    def _checkpoint(self) -> None:
+        assert self.log_manager is not None
+        self.log_manager.checkpoint()
+
+    def _flush(self) -> None:
+        assert self.log_manager is not None
+        self.log_manager.flush_dirty()
+
+    # -- topics ------------------------------------------------------------------------------
+    def log_config(self, rec: TopicRecord) -> LogConfig:
+        effective = broker_config.effective_topic_config(self.config, rec.configs)
+        return LogConfig(**broker_config.log_config_kwargs(effective))
+
+    def topic(self, name: str) -> TopicRecord | None:
+        return self.metadata.topics.get(name)
+
+    def partition(self, topic: str, index: int) -> Partition | None:
+        return self.partitions.get((topic, index))
+
+    def create_topic(
+        self, name: str, num_partitions: int, configs: dict[str, str], *, validate_only: bool = False
+    ) -> TopicRecord | None:
+        """Raises KafkaError with the code CreateTopics returns."""
+        try:
+            validate_topic_name(name)
+        except InvalidTopicName as e:
+            raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(e)) from None
+        if name in self.metadata.topics:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        if num_partitions <= 0:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+        try:
+            broker_config.validate_topic_configs(configs)
+        except broker_config.ConfigError as e:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from None
+        if validate_only:
+            return None
+        rec = self.metadata.add_topic(name, num_partitions, {k: v for k, v in configs.items() if v is not None})
+        self._create_partitions(rec, 0, num_partitions)
+        log.info("created topic %s (id %s) with %d partitions", name, rec.topic_id, num_partitions)
+        return rec
+
+    def _create_partitions(self, rec: TopicRecord, start: int, end: int) -> None:
+        assert self.log_manager is not None
+        cfg = self.log_config(rec)
+        for i in range(start, end):
+            lg = self.log_manager.create_log(rec.name, i, cfg, rec.topic_id)
+            self.partitions[(rec.name, i)] = Partition(rec.name, i, rec.topic_id, lg, self.node_id)
+
+    def auto_create_topic(self, name: str) -> TopicRecord | None:
+        if not self.config.auto_create_topics_enable:
+            return None
+        try:
+            return self.create_topic(name, self.config.num_partitions, {})
+        except KafkaError:
+            return None
+
+    def delete_topic(self, name: str) -> None:
+        assert self.log_manager is not None
+        rec = self.metadata.topics.get(name)
+        if rec is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        if not self.config.delete_topic_enable:
+            raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
+        self.metadata.remove_topic(name)
+        for i in range(rec.partitions):
+            p = self.partitions.pop((name, i), None)
+            if p is not None:
+                p.close()
+            self.log_manager.delete_log(name, i)
+        log.info("deleted topic %s", name)
+
+    def add_partitions(self, name: str, total: int, *, validate_only: bool = False) -> None:
+        rec = self.metadata.topics.get(name)
+        if rec is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        if total < rec.partitions:
+            raise KafkaError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"Topic currently has {rec.partitions} partitions, which is higher than the requested {total}.",
+            )
+        if total == rec.partitions:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {rec.partitions} partitions.")
+        if validate_only:
+            return
+        old = rec.partitions
+        self.metadata.set_partitions(name, total)
+        self._create_partitions(rec, old, total)
+        log.info("topic %s now has %d partitions", name, total)
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        rec = self.metadata.topics[name]
+        self.metadata.set_configs(name, configs)
+        cfg = self.log_config(rec)
+        for i in range(rec.partitions):
+            p = self.partitions.get((name, i))
+            if p is not None:
+                p.log.update_config(cfg)
+
+    def new_topic_id(self) -> uuid.UUID:
+        return uuid.uuid4()
+
+
+def run(config: BrokerConfig) -> int:
+    """Run the broker until SIGTERM/SIGINT; returns the process exit code."""
+    if getattr(config, "event_loop", "uvloop") == "uvloop":
+        import uvloop
+
+        runner = uvloop.run
+    else:
+        runner = asyncio.run
+    return runner(_main(config))
+
+
+async def _main(config: BrokerConfig) -> int:
+    broker = Broker(config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await broker.start()
+    except OSError as e:
+        log.error("cannot start: %s", e)
+        return 1
+    await stop.wait()
+    await broker.stop()
+    return 0

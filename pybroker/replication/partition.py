@@ -1,0 +1,134 @@
+"""A partition as its leader sees it: the log plus leader epoch, ISR and high watermark.
+
+The high watermark is kept distinct from the log end offset even on one broker: it advances when
+every in-sync replica has the data.  With a single replica the ISR is just this broker, so the
+high watermark follows the log end offset at once and ``acks=all`` completes immediately; when
+followers arrive they report their fetch offsets through ``update_follower_offset`` and the same
+waiters complete later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pybroker.storage import Log
+
+log = logging.getLogger(__name__)
+
+
+class Partition:
+    __slots__ = (
+        "topic",
+        "index",
+        "topic_id",
+        "log",
+        "leader_id",
+        "leader_epoch",
+        "replicas",
+        "isr",
+        "high_watermark",
+        "_follower_offsets",
+        "_acks_waiters",
+        "_data_listeners",
+    )
+
+    def __init__(self, topic: str, index: int, topic_id: uuid.UUID, log_: Log, node_id: int, leader_epoch: int = 0):
+        self.topic = topic
+        self.index = index
+        self.topic_id = topic_id
+        self.log = log_
+        self.leader_id = node_id
+        self.leader_epoch = leader_epoch
+        self.replicas = [node_id]
+        self.isr = [node_id]
+        self._follower_offsets: dict[int, int] = {}
+        self._acks_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        # Callables run after every append (long-poll fetches registered on this partition).
+        self._data_listeners: set[Callable[[], None]] = set()
+        self.high_watermark = log_.log_end_offset
+
+    # -- offsets ---------------------------------------------------------------------------
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        # No transactions yet, so nothing is open: the LSO is the high watermark.
+        return self.high_watermark
+
+    def _maybe_advance_high_watermark(self) -> None:
+        new_hw = self.log.log_end_offset
+        for replica in self.isr:
+            if replica != self.leader_id:
+                new_hw = min(new_hw, self._follower_offsets.get(replica, self.high_watermark))
+        if new_hw > self.high_watermark:
+            self.high_watermark = new_hw
+            self._complete_acks_waiters()
+        elif new_hw < self.high_watermark:
+            # Only after truncation (DeleteRecords never lowers the log end): keep it consistent.
+            self.high_watermark = new_hw
+
+    def update_follower_offset(self, replica: int, fetch_offset: int) -> None:
+        self._follower_offsets[replica] = fetch_offset
+        self._maybe_advance_high_watermark()
+
+    # -- produce ---------------------------------------------------------------------------
+    def append_as_leader(self, buf: bytearray, batches: list, now_ms: int):
+        info = self.log.append(buf, batches, leader_epoch=self.leader_epoch, now_ms=now_ms)
+        if not info.duplicate:
+            self._maybe_advance_high_watermark()
+            self.notify_data()
+        return info
+
+    def wait_replicated(self, last_offset: int) -> asyncio.Future[None] | None:
+        """None when ``last_offset`` is already below the high watermark (acks=all satisfied)."""
+        if last_offset < self.high_watermark:
+            return None
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._acks_waiters.append((last_offset, fut))
+        return fut
+
+    def _complete_acks_waiters(self) -> None:
+        if not self._acks_waiters:
+            return
+        hw = self.high_watermark
+        still = []
+        for offset, fut in self._acks_waiters:
+            if offset < hw:
+                if not fut.done():
+                    fut.set_result(None)
+            elif not fut.done():
+                still.append((offset, fut))
+        self._acks_waiters = still
+
+    # -- fetch -----------------------------------------------------------------------------
+    def add_data_listener(self, fn: Callable[[], None]) -> None:
+        self._data_listeners.add(fn)
+
+    def remove_data_listener(self, fn: Callable[[], None]) -> None:
+        self._data_listeners.discard(fn)
+
+    def notify_data(self) -> None:
+        if self._data_listeners:
+            for fn in list(self._data_listeners):
+                fn()
+
+    def fetch_upper_bound(self, read_committed: bool) -> int:
+        return self.last_stable_offset if read_committed else self.high_watermark
+
+    def close(self) -> None:
+        for _, fut in self._acks_waiters:
+            if not fut.done():
+                fut.cancel()
+        self._acks_waiters.clear()
+        self._data_listeners.clear()

@@ -1,0 +1,220 @@
+"""Sockets, framing and dispatch: the only module that touches connections.
+
+One ``KafkaConnection`` (an ``asyncio.Protocol``: measured ~5x cheaper than streams for 1 KiB
+frames here) per client.  Frames are cut sans-IO by ``protocol.framing``; each request is decoded
+by ``protocol.codec``, handled by its ``apis`` module, encoded and written.  Requests of one
+connection are answered strictly in order: handlers that answer at once are written in one batch
+per read; a handler that must wait (long-poll fetch, acks=all) holds back the following requests
+of that connection until it is done, as Kafka's own network layer mutes a channel while a request
+is in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from pybroker.apis import REGISTRY, RequestContext
+from pybroker.protocol import codec
+from pybroker.protocol.api import RESPONSES
+from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.framing import FrameError, FrameReader
+
+if TYPE_CHECKING:
+    from pybroker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+API_VERSIONS = 18
+
+
+class CloseConnection(Exception):
+    """The request cannot be answered in Kafka's protocol: log it and close the connection."""
+
+
+def _part_size(part: Any) -> int:
+    return part.size if hasattr(part, "size") and not isinstance(part, bytes | bytearray | memoryview) else len(part)
+
+
+class KafkaConnection(asyncio.Protocol):
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.reader = FrameReader(broker.config.socket_request_max_bytes)
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self._backlog: deque[memoryview] = deque()
+        self._busy = False  # an async handler is in flight: later requests wait their turn
+        self._closed = False
+
+    # -- asyncio.Protocol ------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.broker.connections.add(self)
+        log.debug("connection from %s", self.peer)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self.broker.connections.discard(self)
+        self._backlog.clear()
+        log.debug("connection from %s closed (%s)", self.peer, exc or "eof")
+
+    def pause_writing(self) -> None:
+        # The client is not reading its responses: stop reading its requests too.
+        if self.transport is not None:
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.transport is not None and not self._closed:
+            self.transport.resume_reading()
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self.reader.feed(data)
+        except FrameError as e:
+            self.close(f"invalid frame: {e}")
+            return
+        if not frames:
+            return
+        if self._busy:
+            self._backlog.extend(frames)
+            return
+        self._process(frames)
+
+    # -- dispatch ----------------------------------------------------------------------------
+    def _process(self, frames: list[memoryview] | deque[memoryview]) -> None:
+        out: list[Any] = []
+        queue = deque(frames) if not isinstance(frames, deque) else frames
+        while queue and not self._closed:
+            frame = queue.popleft()
+            try:
+                result = self._handle(frame)
+            except CloseConnection as e:
+                self._write(out)
+                self.close(str(e))
+                return
+            if result is None:
+                continue
+            if isinstance(result, list):
+                out.extend(result)
+                continue
+            # An awaitable: everything after it waits.
+            self._write(out)
+            out = []
+            self._busy = True
+            self._backlog.extendleft(reversed(queue))
+            queue.clear()
+            task = asyncio.ensure_future(result)
+            task.add_done_callback(self._async_done)
+            return
+        self._write(out)
+
+    def _async_done(self, task: asyncio.Future) -> None:
+        self._busy = False
+        if self._closed:
+            return
+        try:
+            parts = task.result()
+        except CloseConnection as e:
+            self.close(str(e))
+            return
+        except Exception:
+            log.exception("request from %s failed", self.peer)
+            self.close("internal error while handling a request")
+            return
+        if parts:
+            self._write(parts)
+        if self._backlog:
+            backlog = self._backlog
+            self._backlog = deque()
+            self._process(backlog)
+
+    def _handle(self, frame: memoryview):
+        """Returns the response parts, None (no response), or an awaitable of the parts."""
+        try:
+            header = codec.decode_request_header(frame)
+        except Exception as e:  # noqa: BLE001 - any decode failure of a header is the peer's fault
+            raise CloseConnection(f"unparseable request header: {e}") from None
+        handler = REGISTRY.get(header.api_key)
+        version = header.api_version
+        if header.api_key == API_VERSIONS and (handler is None or version > handler.max_version):
+            # KIP-511: a too-new ApiVersions request is answered in v0 with UNSUPPORTED_VERSION and our range.
+            return self._encode_response(header.api_key, 0, header.correlation_id, {
+                "error_code": ErrorCode.UNSUPPORTED_VERSION,
+                "api_keys": [{"api_key": API_VERSIONS, "min_version": handler.min_version if handler else 0,
+                              "max_version": handler.max_version if handler else 0}],
+            })
+        if handler is None:
+            raise CloseConnection(f"unknown api key {header.api_key}")
+        if not (handler.min_version <= version <= handler.max_version) and (
+            handler.advertised_min is None or not handler.advertised_min <= version <= handler.max_version
+        ):
+            raise CloseConnection(
+                f"unsupported version {version} of api key {header.api_key} "
+                f"(supported {handler.min_version}-{handler.max_version})"
+            )
+        try:
+            request, end = codec.decode(self.broker.request_specs[header.api_key], version, frame, header.body_offset)
+        except Exception as e:  # noqa: BLE001
+            raise CloseConnection(f"unparseable {codec_name(header.api_key)} v{version} request: {e}") from None
+        ctx = RequestContext(self.broker, header, self.peer)
+        response = handler.fn(ctx, request)
+        if response is None:
+            return None
+        if isinstance(response, dict):
+            return self._encode_response(header.api_key, version, header.correlation_id, response)
+        return self._await_response(header.api_key, version, header.correlation_id, response)
+
+    async def _await_response(self, api_key: int, version: int, correlation_id: int, awaitable) -> list[Any] | None:
+        response = await awaitable
+        if response is None:
+            return None
+        return self._encode_response(api_key, version, correlation_id, response)
+
+    @staticmethod
+    def _encode_response(api_key: int, version: int, correlation_id: int, response: dict) -> list[Any]:
+        head = codec.encode_response_header(api_key, version, correlation_id)
+        parts = codec.encode_parts(RESPONSES[api_key], version, response)
+        size = len(head) + sum(_part_size(p) for p in parts)
+        if parts and isinstance(parts[0], bytes):
+            parts[0] = _SIZE.pack(size) + head + parts[0]
+            return parts
+        return [_SIZE.pack(size) + head, *parts]
+
+    # -- output ------------------------------------------------------------------------------
+    def _write(self, parts: list[Any]) -> None:
+        if not parts or self._closed or self.transport is None:
+            return
+        chunk: list[bytes] = []
+        for p in parts:
+            if isinstance(p, bytes | bytearray | memoryview):
+                chunk.append(p)
+            else:
+                chunk.append(p.read())  # a storage FileSlice: single copy from the page cache
+        self.transport.write(b"".join(chunk) if len(chunk) > 1 else chunk[0])
+
+    def close(self, reason: str) -> None:
+        if self._closed:
+            return
+        log.warning("closing connection from %s: %s", self.peer, reason)
+        self._closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+
+def codec_name(api_key: int) -> str:
+    from pybroker.protocol.api import API_NAMES
+
+    return API_NAMES.get(api_key, f"api key {api_key}")
+
+
+async def serve(broker: Broker, host: str, port: int) -> asyncio.base_events.Server:
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(lambda: KafkaConnection(broker), host, port, reuse_address=True, backlog=1024)
+    log.info("listening on %s:%d (%s)", host, port, type(loop).__module__.split(".")[0])
+    return server
