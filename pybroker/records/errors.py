@@ -1,0 +1,17 @@
+"""Errors raised while parsing record batches."""
+
+
+class RecordFormatError(Exception):
+    """Base class for malformed record data."""
+
+
+class CorruptRecordError(RecordFormatError):
+    """Bad CRC, truncated batch or impossible length (Kafka: CORRUPT_MESSAGE)."""
+
+
+class InvalidRecordError(RecordFormatError):
+    """Well-formed bytes that break a rule: old magic, bad counts (Kafka: INVALID_RECORD)."""
+
+
+class UnsupportedCompressionError(RecordFormatError):
+    """Compression codec id outside 0..4 (Kafka: UNSUPPORTED_COMPRESSION_TYPE)."""
