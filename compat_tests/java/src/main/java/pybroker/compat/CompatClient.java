@@ -1,0 +1,72 @@
+package pybroker.compat;
+
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.util.Set;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ExecutionException;
+
+/**
+ * {@code java -jar compat-client.jar <command> --bootstrap HOST:PORT [options]}.
+ *
+ * <p>stdout carries only JSON lines; a failure is one {@code {"error", "error_class", "message"}}
+ * object on stdout and exit code 1 (2 for a usage error), so a caller can assert on the Kafka
+ * exception a broker provoked.
+ */
+public final class CompatClient {
+    private static final Set<String> ADMIN_COMMANDS = Set.of(
+            "create-topic", "delete-topic", "list-topics", "describe-topic", "describe-configs",
+            "alter-configs", "create-partitions", "list-offsets", "delete-records", "describe-cluster");
+
+    private CompatClient() {}
+
+    public static void main(String[] argv) {
+        int exitCode;
+        try {
+            if (argv.length == 0) {
+                throw new UsageException("usage: <command> --bootstrap HOST:PORT [options]");
+            }
+            run(argv[0], Args.parse(argv, 1));
+            exitCode = 0;
+        } catch (UsageException e) {
+            emitError(e);
+            exitCode = 2;
+        } catch (Throwable e) {
+            emitError(rootCause(e));
+            exitCode = 1;
+        }
+        System.out.flush();
+        // Client threads (metadata refresh, network) must not keep the JVM alive past the answer.
+        Runtime.getRuntime().halt(exitCode);
+    }
+
+    private static void run(String command, Args args) throws Exception {
+        switch (command) {
+            case "produce" -> ProduceCommand.run(args);
+            case "consume" -> ConsumeCommand.consume(args);
+            case "offset-for-time" -> ConsumeCommand.offsetForTime(args);
+            default -> {
+                if (!ADMIN_COMMANDS.contains(command)) {
+                    throw new UsageException("unknown command " + command);
+                }
+                AdminCommands.run(command, args);
+            }
+        }
+    }
+
+    private static Throwable rootCause(Throwable e) {
+        Throwable current = e;
+        while ((current instanceof ExecutionException || current instanceof CompletionException)
+                && current.getCause() != null) {
+            current = current.getCause();
+        }
+        return current;
+    }
+
+    private static void emitError(Throwable e) {
+        ObjectNode error = Json.object();
+        error.put("error", e.getClass().getSimpleName());
+        error.put("error_class", e.getClass().getName());
+        error.put("message", e.getMessage());
+        Json.emit(error);
+    }
+}

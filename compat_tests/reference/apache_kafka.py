@@ -1,0 +1,318 @@
+"""Start and stop a real Apache Kafka (single-node KRaft, broker+controller) for reference runs.
+
+The server jars come from Maven Central through ``pom.xml`` beside this file, resolved into the
+project-local Maven repository (see ``maven.py``); nothing is downloaded from anywhere else.
+
+    python -m compat_tests.reference.apache_kafka install              # resolve the jars only
+    python -m compat_tests.reference.apache_kafka run --dir D [--port P]  # foreground until Ctrl-C/SIGTERM
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from types import TracebackType
+
+from compat_tests.reference.kafka_probe import broker_count
+from compat_tests.reference.maven import CACHE_DIR, build_lock, run_maven
+
+logger = logging.getLogger(__name__)
+
+REFERENCE_DIR = Path(__file__).resolve().parent
+POM = REFERENCE_DIR / "pom.xml"
+LOG4J_CONFIG = REFERENCE_DIR / "log4j2.properties"
+
+# The settings pybroker runs with, so both systems answer the same scenario the same way.
+DEFAULT_SETTINGS: dict[str, str] = {
+    "auto.create.topics.enable": "true",
+    "num.partitions": "1",
+    "default.replication.factor": "1",
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "transaction.state.log.num.partitions": "1",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+    "group.initial.rebalance.delay.ms": "0",
+    "delete.topic.enable": "true",
+}
+
+JVM_OPTIONS = [
+    "-Xmx512m",
+    "-Xms128m",
+    "-Xshare:auto",
+    "-XX:+UseG1GC",
+    "-Djava.awt.headless=true",
+    # Keep logging alive while Kafka's own shutdown hook runs, so the shutdown shows in kafka.out.
+    "-Dlog4j2.shutdownHookEnabled=false",
+]
+
+
+def classpath_file() -> Path:
+    """Keyed by the POM's content, so changing the Kafka version re-resolves."""
+    digest = hashlib.sha256(POM.read_bytes()).hexdigest()[:12]
+    return CACHE_DIR / "apache-kafka" / f"classpath-{digest}.txt"
+
+
+def install() -> str:
+    """Resolve the Kafka server jars (idempotent, offline when already resolved); returns the classpath."""
+    target = classpath_file()
+    with build_lock("apache-kafka"):
+        if target.exists():
+            classpath = target.read_text().strip()
+            if classpath and all(Path(jar).exists() for jar in classpath.split(os.pathsep)):
+                return classpath
+        target.parent.mkdir(parents=True, exist_ok=True)
+        run_maven(REFERENCE_DIR, ["dependency:build-classpath", f"-Dmdep.outputFile={target}"])
+        return target.read_text().strip()
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def random_cluster_id() -> str:
+    """Kafka's cluster id format: a UUID as 22 characters of URL-safe base64."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+class ApacheKafkaError(RuntimeError):
+    """Apache Kafka failed to format or start; the message carries its log tail."""
+
+
+class ApacheKafka:
+    """One single-node KRaft Apache Kafka listening on 127.0.0.1."""
+
+    def __init__(self, workdir: Path, port: int | None = None, overrides: dict[str, str] | None = None):
+        self.workdir = Path(workdir)
+        self.requested_port = port
+        self.overrides = dict(overrides or {})
+        self.port: int | None = None
+        self.controller_port: int | None = None
+        self.bootstrap: str = ""
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int:
+        if self._process is None:
+            raise RuntimeError("Apache Kafka is not running")
+        return self._process.pid
+
+    @property
+    def data_dir(self) -> Path:
+        return self.workdir / "data"
+
+    @property
+    def log_file(self) -> Path:
+        return self.workdir / "kafka.out"
+
+    def start(self, timeout_s: float = 120) -> str:
+        """Format (first time only), start, and wait until Metadata lists the broker."""
+        if self._process is not None:
+            raise RuntimeError("already started")
+        classpath = install()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        deadline = time.monotonic() + timeout_s
+        # A free port can be taken between probing and binding; with chosen ports, retry on new ones.
+        attempts = 1 if self.requested_port is not None else 3
+        for attempt in range(1, attempts + 1):
+            self.port = self.requested_port or free_port()
+            self.controller_port = free_port()
+            while self.controller_port == self.port:
+                self.controller_port = free_port()
+            config = self._write_config()
+            self._format(classpath, config)
+            self._launch(classpath, config)
+            try:
+                self._wait_until_ready(deadline)
+            except ApacheKafkaError:
+                port_clash = "Address already in use" in self._log_tail()
+                self.stop()
+                if port_clash and attempt < attempts:
+                    logger.warning("port clash starting Apache Kafka; retrying on other ports")
+                    continue
+                raise
+            self.bootstrap = f"127.0.0.1:{self.port}"
+            logger.info("Apache Kafka pid %d ready at %s", self.pid, self.bootstrap)
+            return self.bootstrap
+        raise AssertionError("unreachable")
+
+    def stop(self, timeout_s: float = 30) -> None:
+        """SIGTERM (Kafka shuts down cleanly), wait, then SIGKILL if it is still there."""
+        process = self._process
+        if process is None:
+            return
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                logger.warning(
+                    "Apache Kafka pid %d ignored SIGTERM for %.0fs; killing", process.pid, timeout_s
+                )
+                process.kill()
+                process.wait(timeout=timeout_s)
+        logger.info("Apache Kafka pid %d exited with code %s", process.pid, process.returncode)
+        self._process = None
+
+    def __enter__(self) -> ApacheKafka:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def _write_config(self) -> Path:
+        settings = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.data_dir),
+            **DEFAULT_SETTINGS,
+            **self.overrides,
+        }
+        config = self.workdir / "server.properties"
+        config.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
+        return config
+
+    def _java(self, classpath: str, main_class: str, *args: str) -> list[str]:
+        return [
+            "java",
+            *JVM_OPTIONS,
+            f"-Dlog4j2.configurationFile={LOG4J_CONFIG}",
+            f"-Dkafka.logs.dir={self.workdir / 'logs'}",
+            "-cp",
+            classpath,
+            main_class,
+            *args,
+        ]
+
+    def _format(self, classpath: str, config: Path) -> None:
+        if (self.data_dir / "meta.properties").exists():
+            return  # formatted by an earlier start: keep the data (restart scenarios)
+        command = self._java(
+            classpath, "kafka.tools.StorageTool", "format", "-t", random_cluster_id(), "-c", str(config)
+        )
+        result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        if result.returncode != 0:
+            raise ApacheKafkaError(f"kafka-storage format failed:\n{result.stdout}{result.stderr}")
+
+    def _launch(self, classpath: str, config: Path) -> None:
+        with open(self.log_file, "ab") as log:
+            self._process = subprocess.Popen(
+                self._java(classpath, "kafka.Kafka", str(config)),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                # Own session: a Ctrl-C aimed at the test runner must not kill the broker mid-scenario.
+                start_new_session=True,
+            )
+
+    def _wait_until_ready(self, deadline: float) -> None:
+        assert self._process is not None and self.port is not None
+        last_error: Exception | None = None
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise ApacheKafkaError(
+                    f"Apache Kafka exited with code {self._process.returncode}:\n{self._log_tail()}"
+                )
+            try:
+                if broker_count("127.0.0.1", self.port) >= 1:
+                    return
+            except (OSError, ValueError) as error:
+                last_error = error
+            except Exception as error:  # a half-started broker can answer oddly; keep polling
+                last_error = error
+            # Poll interval while the JVM boots; readiness itself is the condition we wait on.
+            self._process_exit_or_timeout(0.2)
+        raise ApacheKafkaError(
+            f"Apache Kafka not ready in time (last probe error: {last_error}):\n{self._log_tail()}"
+        )
+
+    def _process_exit_or_timeout(self, seconds: float) -> None:
+        assert self._process is not None
+        try:
+            self._process.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def _log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return "(no log)"
+
+
+def _run_foreground(workdir: Path, port: int | None, overrides: dict[str, str]) -> int:
+    kafka = ApacheKafka(workdir, port=port, overrides=overrides)
+    stopping = threading.Event()
+
+    def request_stop(signum: int, _frame: object) -> None:
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    try:
+        bootstrap = kafka.start()
+        print(bootstrap, flush=True)
+        while not stopping.wait(timeout=1.0):
+            if kafka._process is not None and kafka._process.poll() is not None:
+                logger.error("Apache Kafka exited unexpectedly; see %s", kafka.log_file)
+                return 1
+    finally:
+        kafka.stop()
+    return 0
+
+
+def _parse_overrides(pairs: list[str]) -> dict[str, str]:
+    overrides = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--set expects key=value, got {pair!r}")
+        overrides[key] = value
+    return overrides
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    parser = argparse.ArgumentParser(prog="python -m compat_tests.reference.apache_kafka")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("install", help="resolve the Apache Kafka jars from Maven Central")
+    run = commands.add_parser("run", help="start Apache Kafka in the foreground; prints the bootstrap")
+    run.add_argument("--dir", type=Path, required=True, help="work directory (data, config, logs)")
+    run.add_argument("--port", type=int, default=None, help="client port (default: a free one)")
+    run.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a broker setting"
+    )
+    args = parser.parse_args(argv)
+    if args.command == "install":
+        classpath = install()
+        print(f"{len(classpath.split(os.pathsep))} jars resolved", flush=True)
+        return 0
+    return _run_foreground(args.dir, args.port, _parse_overrides(args.set))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""A minimal Kafka wire probe: is a broker up and serving metadata?
+
+Hand-rolled (ApiVersions v0 + Metadata v1..7) so the launcher depends on no client library and
+on nothing in pybroker; it is the same first exchange every stock client starts with.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+API_VERSIONS = 18
+METADATA = 3
+CLIENT_ID = b"pybroker-readiness-probe"
+
+
+class ProbeError(Exception):
+    """The broker answered, but not with a ready cluster."""
+
+
+def _request(sock: socket.socket, api_key: int, version: int, correlation_id: int, body: bytes) -> bytes:
+    header = struct.pack(">hhih", api_key, version, correlation_id, len(CLIENT_ID)) + CLIENT_ID
+    payload = header + body
+    sock.sendall(struct.pack(">i", len(payload)) + payload)
+    (size,) = struct.unpack(">i", _read_exact(sock, 4))
+    response = _read_exact(sock, size)
+    (echoed,) = struct.unpack_from(">i", response)
+    if echoed != correlation_id:
+        raise ProbeError(f"correlation id {echoed} != {correlation_id}")
+    return response[4:]
+
+
+def _read_exact(sock: socket.socket, size: int) -> bytes:
+    chunks = bytearray()
+    while len(chunks) < size:
+        chunk = sock.recv(size - len(chunks))
+        if not chunk:
+            raise ConnectionError("broker closed the connection")
+        chunks += chunk
+    return bytes(chunks)
+
+
+def _metadata_version(api_versions_body: bytes) -> int:
+    error_code, count = struct.unpack_from(">hi", api_versions_body)
+    if error_code != 0:
+        raise ProbeError(f"ApiVersions error code {error_code}")
+    for index in range(count):
+        key, low, high = struct.unpack_from(">hhh", api_versions_body, 6 + 6 * index)
+        if key == METADATA:
+            version = max(low, 1)
+            if version > min(high, 7):
+                raise ProbeError(f"no Metadata version in 1..7 (broker offers {low}..{high})")
+            return min(high, 7)
+    raise ProbeError("broker does not offer Metadata")
+
+
+def broker_count(host: str, port: int, timeout_s: float = 2.0) -> int:
+    """How many brokers a Metadata response lists (KRaft lists only registered, unfenced ones)."""
+    with socket.create_connection((host, port), timeout=timeout_s) as sock:
+        version = _metadata_version(_request(sock, API_VERSIONS, 0, 1, b""))
+        body = struct.pack(">i", -1)  # null topic list: all topics
+        if version >= 4:
+            body += b"\x00"  # allow_auto_topic_creation=false
+        response = _request(sock, METADATA, version, 2, body)
+        offset = 4 if version >= 3 else 0  # throttle_time_ms
+        (count,) = struct.unpack_from(">i", response, offset)
+        return count
