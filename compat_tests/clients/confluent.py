@@ -1,0 +1,250 @@
+"""confluent-kafka (librdkafka) adapter."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    TIMESTAMP_LOG_APPEND_TIME,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicCollection,
+    TopicPartition,
+)
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+    ResourceType,
+)
+from confluent_kafka.admin import (
+    OffsetSpec as RdOffsetSpec,
+)
+
+from .base import (
+    Acks,
+    ClientError,
+    Compression,
+    ConsumedRecord,
+    Delivery,
+    ListedOffset,
+    OffsetSpec,
+    Record,
+    Start,
+    TopicDescription,
+)
+from .errors import kafka_error_name
+
+# librdkafka reports broker errors with the Kafka code and local ones with negative codes.
+_LOCAL_NAMES = {
+    KafkaError._UNKNOWN_TOPIC: "UNKNOWN_TOPIC_OR_PARTITION",
+    KafkaError._UNKNOWN_PARTITION: "UNKNOWN_TOPIC_OR_PARTITION",
+}
+TIMEOUT_S = 30.0
+
+
+def to_client_error(error: KafkaError) -> ClientError:
+    code = error.code()
+    name = _LOCAL_NAMES.get(code) or (kafka_error_name(code) if code >= 0 else error.name())
+    return ClientError(name, f"KafkaError.{error.name()}", error.str())
+
+
+def _raise_from(exc: KafkaException) -> ClientError:
+    error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+    if error is None:
+        return ClientError("UNKNOWN", type(exc).__name__, str(exc))
+    return to_client_error(error)
+
+
+class ConfluentClient:
+    name = "confluent"
+
+    # ---- producer / consumer -------------------------------------------------------------
+    def produce(
+        self,
+        bootstrap: str,
+        topic: str,
+        records: list[Record],
+        *,
+        compression: Compression = "none",
+        idempotent: bool = False,
+        acks: Acks = "all",
+    ) -> list[Delivery]:
+        producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "compression.type": compression,
+                "enable.idempotence": idempotent,
+                "acks": "-1" if acks == "all" else acks,
+                "linger.ms": 5,
+                # Large enough that only the broker (topic max.message.bytes) refuses big records.
+                "message.max.bytes": 10_000_000,
+                "message.timeout.ms": int(TIMEOUT_S * 1000),
+            }
+        )
+        results: list[Delivery | ClientError | None] = [None] * len(records)
+
+        def on_delivery_for(index: int):  # noqa: ANN202 - librdkafka callback
+            def on_delivery(err: KafkaError | None, msg) -> None:  # noqa: ANN001
+                if err is not None:
+                    results[index] = to_client_error(err)
+                else:
+                    results[index] = Delivery(msg.partition(), msg.offset(), msg.timestamp()[1])
+
+            return on_delivery
+
+        for index, record in enumerate(records):
+            kwargs: dict = {"value": record.value, "key": record.key, "on_delivery": on_delivery_for(index)}
+            if record.headers:
+                kwargs["headers"] = list(record.headers)
+            if record.timestamp_ms is not None:
+                kwargs["timestamp"] = record.timestamp_ms
+            if record.partition is not None:
+                kwargs["partition"] = record.partition
+            producer.produce(topic, **kwargs)
+            producer.poll(0)
+        remaining = producer.flush(TIMEOUT_S)
+        if remaining:
+            raise ClientError("REQUEST_TIMED_OUT", "flush", f"{remaining} records unacknowledged")
+        for result in results:
+            if isinstance(result, ClientError):
+                raise result
+        return [r for r in results if isinstance(r, Delivery)]
+
+    def _consumer(self, bootstrap: str) -> Consumer:
+        return Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"compat-{uuid.uuid4().hex}",  # required by the API; never joined (assign only)
+                "enable.auto.commit": False,
+                "allow.auto.create.topics": False,
+                "enable.partition.eof": False,
+                "isolation.level": "read_uncommitted",
+            }
+        )
+
+    def consume(
+        self, bootstrap: str, topic: str, partition: int, *, start: Start, count: int, timeout_s: float = 30.0
+    ) -> list[ConsumedRecord]:
+        consumer = self._consumer(bootstrap)
+        try:
+            offset = OFFSET_BEGINNING if start == "beginning" else OFFSET_END if start == "end" else start
+            consumer.assign([TopicPartition(topic, partition, offset)])
+            out: list[ConsumedRecord] = []
+            deadline = time.monotonic() + timeout_s
+            while len(out) < count and time.monotonic() < deadline:
+                msg = consumer.poll(min(1.0, max(0.0, deadline - time.monotonic())))
+                if msg is None:
+                    continue
+                if msg.error():
+                    error = to_client_error(msg.error())
+                    if error.error == "UNKNOWN_TOPIC_OR_PARTITION":
+                        raise error
+                    continue  # transient (e.g. partition EOF / broker transport) — keep polling
+                ts_type, ts = msg.timestamp()
+                out.append(
+                    ConsumedRecord(
+                        topic=msg.topic(),
+                        partition=msg.partition(),
+                        offset=msg.offset(),
+                        timestamp_ms=ts,
+                        timestamp_type="LogAppendTime"
+                        if ts_type == TIMESTAMP_LOG_APPEND_TIME
+                        else "CreateTime",
+                        key=msg.key(),
+                        value=msg.value(),
+                        headers=tuple(msg.headers() or ()),
+                    )
+                )
+            return out
+        finally:
+            consumer.close()
+
+    def offset_for_time(self, bootstrap: str, topic: str, partition: int, timestamp_ms: int) -> int | None:
+        consumer = self._consumer(bootstrap)
+        try:
+            (result,) = consumer.offsets_for_times(
+                [TopicPartition(topic, partition, timestamp_ms)], TIMEOUT_S
+            )
+            if result.error:
+                raise to_client_error(result.error)
+            return None if result.offset < 0 else result.offset
+        finally:
+            consumer.close()
+
+    # ---- admin -------------------------------------------------------------------------
+    def _admin(self, bootstrap: str) -> AdminClient:
+        return AdminClient({"bootstrap.servers": bootstrap})
+
+    def _call(self, bootstrap: str, operation) -> list:  # noqa: ANN001
+        # The AdminClient must stay referenced until its futures resolve: dropping it destroys the
+        # handle and fails them with _DESTROY.
+        admin = self._admin(bootstrap)
+        futures = operation(admin)
+        try:
+            return [future.result(TIMEOUT_S) for future in futures.values()]
+        except KafkaException as exc:
+            raise _raise_from(exc) from exc
+
+    def create_topic(
+        self, bootstrap: str, topic: str, *, partitions: int = 1, configs: dict[str, str] | None = None
+    ) -> None:
+        new_topic = NewTopic(
+            topic, num_partitions=partitions, replication_factor=1, config=dict(configs or {})
+        )
+        self._call(bootstrap, lambda admin: admin.create_topics([new_topic], operation_timeout=TIMEOUT_S))
+
+    def delete_topic(self, bootstrap: str, topic: str) -> None:
+        self._call(bootstrap, lambda admin: admin.delete_topics([topic], operation_timeout=TIMEOUT_S))
+
+    def describe_configs(self, bootstrap: str, topic: str) -> dict[str, str]:
+        (entries,) = self._call(
+            bootstrap, lambda admin: admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)])
+        )
+        return {name: entry.value or "" for name, entry in entries.items()}
+
+    def alter_configs(self, bootstrap: str, topic: str, configs: dict[str, str]) -> None:
+        entries = [
+            ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+            for name, value in configs.items()
+        ]
+        resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)
+        self._call(bootstrap, lambda admin: admin.incremental_alter_configs([resource]))
+
+    def create_partitions(self, bootstrap: str, topic: str, total: int) -> None:
+        self._call(
+            bootstrap,
+            lambda admin: admin.create_partitions([NewPartitions(topic, total)], operation_timeout=TIMEOUT_S),
+        )
+
+    def list_offsets(self, bootstrap: str, topic: str, partition: int, spec: OffsetSpec) -> ListedOffset:
+        if spec == "earliest":
+            rd_spec = RdOffsetSpec.earliest()
+        elif spec == "latest":
+            rd_spec = RdOffsetSpec.latest()
+        elif spec == "max-timestamp":
+            rd_spec = RdOffsetSpec.max_timestamp()
+        else:
+            rd_spec = RdOffsetSpec.for_timestamp(spec)
+        (info,) = self._call(
+            bootstrap, lambda admin: admin.list_offsets({TopicPartition(topic, partition): rd_spec})
+        )
+        return ListedOffset(info.offset, info.timestamp)
+
+    def delete_records(self, bootstrap: str, topic: str, partition: int, before_offset: int) -> int:
+        (deleted,) = self._call(
+            bootstrap, lambda admin: admin.delete_records([TopicPartition(topic, partition, before_offset)])
+        )
+        return deleted.low_watermark
+
+    def describe_topic(self, bootstrap: str, topic: str) -> TopicDescription:
+        (description,) = self._call(bootstrap, lambda admin: admin.describe_topics(TopicCollection([topic])))
+        return TopicDescription(description.name, len(description.partitions))

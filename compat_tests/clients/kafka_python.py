@@ -1,0 +1,222 @@
+"""kafka-python 3.0.x adapter."""
+
+from __future__ import annotations
+
+import time
+
+import kafka.errors as kerrors
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import ConfigResource, ConfigResourceType, OffsetTimestamp
+from kafka.admin import OffsetSpec as KpOffsetSpec
+
+from .base import (
+    Acks,
+    ClientError,
+    Compression,
+    ConsumedRecord,
+    Delivery,
+    ListedOffset,
+    NotSupportedByClient,
+    OffsetSpec,
+    Record,
+    Start,
+    TopicDescription,
+)
+from .errors import kafka_error_name
+
+TIMEOUT_S = 30.0
+
+
+def to_client_error(exc: BaseException) -> ClientError:
+    errno = getattr(exc, "errno", None)
+    if isinstance(exc, kerrors.KafkaTimeoutError):
+        name = "REQUEST_TIMED_OUT"
+    elif isinstance(errno, int):
+        name = kafka_error_name(errno)
+    else:
+        name = "UNKNOWN"
+    return ClientError(name, type(exc).__name__, str(exc))
+
+
+class KafkaPythonClient:
+    name = "kafka-python"
+
+    def produce(
+        self,
+        bootstrap: str,
+        topic: str,
+        records: list[Record],
+        *,
+        compression: Compression = "none",
+        idempotent: bool = False,
+        acks: Acks = "all",
+    ) -> list[Delivery]:
+        if any(value is None for record in records for _, value in record.headers):
+            raise NotSupportedByClient(
+                "kafka-python's send() accepts only (str, bytes) headers, no NULL header value"
+            )
+        producer = KafkaProducer(
+            bootstrap_servers=bootstrap,
+            compression_type=None if compression == "none" else compression,
+            enable_idempotence=idempotent,
+            acks=-1 if acks == "all" else int(acks),
+            linger_ms=5,
+            # Only the broker (topic max.message.bytes) should refuse a big record.
+            max_request_size=10_000_000,
+            retries=0 if not idempotent else 5,
+            request_timeout_ms=int(TIMEOUT_S * 1000),
+        )
+        try:
+            futures = []
+            for record in records:
+                futures.append(
+                    producer.send(
+                        topic,
+                        value=record.value,
+                        key=record.key,
+                        headers=list(record.headers) if record.headers else None,
+                        partition=record.partition,
+                        timestamp_ms=record.timestamp_ms,
+                    )
+                )
+            producer.flush(TIMEOUT_S)
+            deliveries = []
+            for future in futures:
+                try:
+                    metadata = future.get(TIMEOUT_S)
+                except kerrors.KafkaError as exc:
+                    raise to_client_error(exc) from exc
+                deliveries.append(Delivery(metadata.partition, metadata.offset, metadata.timestamp))
+            return deliveries
+        finally:
+            producer.close(timeout=5)
+
+    def _consumer(self, bootstrap: str) -> KafkaConsumer:
+        return KafkaConsumer(
+            bootstrap_servers=bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            allow_auto_create_topics=False,
+            request_timeout_ms=int(TIMEOUT_S * 1000),
+        )
+
+    def consume(
+        self, bootstrap: str, topic: str, partition: int, *, start: Start, count: int, timeout_s: float = 30.0
+    ) -> list[ConsumedRecord]:
+        consumer = self._consumer(bootstrap)
+        try:
+            tp = TopicPartition(topic, partition)
+            consumer.assign([tp])
+            if start == "beginning":
+                consumer.seek_to_beginning(tp)
+            elif start == "end":
+                consumer.seek_to_end(tp)
+                consumer.position(tp)  # resolve "end" now, before anything else is produced
+            else:
+                consumer.seek(tp, start)
+            out: list[ConsumedRecord] = []
+            deadline = time.monotonic() + timeout_s
+            while len(out) < count and time.monotonic() < deadline:
+                try:
+                    batches = consumer.poll(timeout_ms=500, max_records=count - len(out))
+                except kerrors.KafkaError as exc:
+                    raise to_client_error(exc) from exc
+                for msg in batches.get(tp, []):
+                    out.append(
+                        ConsumedRecord(
+                            topic=msg.topic,
+                            partition=msg.partition,
+                            offset=msg.offset,
+                            timestamp_ms=msg.timestamp,
+                            timestamp_type="LogAppendTime" if msg.timestamp_type == 1 else "CreateTime",
+                            key=msg.key,
+                            value=msg.value,
+                            headers=tuple((name, value) for name, value in msg.headers or ()),
+                        )
+                    )
+            return out
+        finally:
+            consumer.close()
+
+    def offset_for_time(self, bootstrap: str, topic: str, partition: int, timestamp_ms: int) -> int | None:
+        consumer = self._consumer(bootstrap)
+        try:
+            tp = TopicPartition(topic, partition)
+            result = consumer.offsets_for_times({tp: timestamp_ms})[tp]
+            return None if result is None else result.offset
+        finally:
+            consumer.close()
+
+    # ---- admin -------------------------------------------------------------------------
+    def _admin(self, bootstrap: str) -> KafkaAdminClient:
+        return KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(TIMEOUT_S * 1000))
+
+    def _call(self, bootstrap: str, operation):  # noqa: ANN001, ANN202
+        admin = self._admin(bootstrap)
+        try:
+            return operation(admin)
+        except kerrors.KafkaError as exc:
+            raise to_client_error(exc) from exc
+        finally:
+            admin.close()
+
+    def create_topic(
+        self, bootstrap: str, topic: str, *, partitions: int = 1, configs: dict[str, str] | None = None
+    ) -> None:
+        spec = {
+            topic: {"num_partitions": partitions, "replication_factor": 1, "configs": dict(configs or {})}
+        }
+        self._call(bootstrap, lambda admin: admin.create_topics(spec, timeout_ms=int(TIMEOUT_S * 1000)))
+
+    def delete_topic(self, bootstrap: str, topic: str) -> None:
+        self._call(bootstrap, lambda admin: admin.delete_topics([topic], timeout_ms=int(TIMEOUT_S * 1000)))
+
+    def describe_configs(self, bootstrap: str, topic: str) -> dict[str, str]:
+        resource = ConfigResource(ConfigResourceType.TOPIC, topic)
+        result = self._call(bootstrap, lambda admin: admin.describe_configs([resource], config_filter="all"))
+        entries = _only_value(_only_value(result))
+        return {
+            name: ("" if data.get("value") is None else str(data["value"])) for name, data in entries.items()
+        }
+
+    def alter_configs(self, bootstrap: str, topic: str, configs: dict[str, str]) -> None:
+        resource = ConfigResource(ConfigResourceType.TOPIC, topic, configs=dict(configs))
+        result = self._call(bootstrap, lambda admin: admin.alter_configs([resource], incremental=True))
+        outcome = _only_value(_only_value(result))
+        if isinstance(outcome, BaseException):
+            raise to_client_error(outcome)
+
+    def create_partitions(self, bootstrap: str, topic: str, total: int) -> None:
+        self._call(
+            bootstrap, lambda admin: admin.create_partitions({topic: total}, timeout_ms=int(TIMEOUT_S * 1000))
+        )
+
+    def list_offsets(self, bootstrap: str, topic: str, partition: int, spec: OffsetSpec) -> ListedOffset:
+        named = {
+            "earliest": KpOffsetSpec.EARLIEST,
+            "latest": KpOffsetSpec.LATEST,
+            "max-timestamp": KpOffsetSpec.MAX_TIMESTAMP,
+        }
+        wire_spec = named[spec] if isinstance(spec, str) else OffsetTimestamp(spec)
+        tp = TopicPartition(topic, partition)
+        result = self._call(bootstrap, lambda admin: admin.list_partition_offsets({tp: wire_spec}))
+        info = result[tp]
+        return ListedOffset(info.offset, info.timestamp)
+
+    def delete_records(self, bootstrap: str, topic: str, partition: int, before_offset: int) -> int:
+        tp = TopicPartition(topic, partition)
+        result = self._call(bootstrap, lambda admin: admin.delete_records({tp: before_offset}))
+        info = result[tp]
+        return info["low_watermark"] if isinstance(info, dict) else info.low_watermark
+
+    def describe_topic(self, bootstrap: str, topic: str) -> TopicDescription:
+        (description,) = self._call(bootstrap, lambda admin: admin.describe_topics([topic]))
+        error_code = description.get("error_code", 0)
+        if error_code:
+            raise ClientError(kafka_error_name(error_code), "describe_topics error_code", topic)
+        return TopicDescription(description["name"], len(description["partitions"]))
+
+
+def _only_value(mapping: dict):  # noqa: ANN202
+    (value,) = mapping.values()
+    return value
