@@ -1,0 +1,416 @@
+"""Log: one partition's segments (Kafka's UnifiedLog/LocalLog, scaled down)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from bisect import bisect_right
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from pybroker.records.batch import (
+    BatchHeader,
+    stamp_base_offset,
+    stamp_log_append_time,
+    stamp_partition_leader_epoch,
+)
+from pybroker.storage.config import LogConfig
+from pybroker.storage.errors import OffsetOutOfRangeError, RecordTooLargeError, StorageError
+from pybroker.storage.file_slice import FileSlice
+from pybroker.storage.producer_state import ProducerStateManager
+from pybroker.storage.segment import BatchInfo, LogSegment
+
+logger = logging.getLogger(__name__)
+
+_CLEANUP_SUFFIXES = (".deleted", ".cleaned", ".swap", ".tmp")
+
+
+@dataclass(frozen=True)
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    log_append_time_ms: int
+    log_start_offset: int
+    duplicate: bool = False
+
+
+class Log:
+    """Segments of one partition, by base offset. Not thread-safe: the event loop owns it."""
+
+    def __init__(self, directory: Path, topic: str, partition: int, config: LogConfig, now_ms: int) -> None:
+        self.directory = directory
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self.segments: list[LogSegment] = []
+        self._base_offsets: list[int] = []
+        self.log_start_offset = 0
+        self.recovery_point = 0
+        self.producer_state = ProducerStateManager(directory)
+        self._last_flush_ms = now_ms
+        self._dir_dirty = False
+
+    # ---- construction ------------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, directory: Path, topic: str, partition: int, config: LogConfig, now_ms: int) -> Log:
+        directory.mkdir(parents=True, exist_ok=False)
+        log = cls(directory, topic, partition, config, now_ms)
+        log._add_segment(LogSegment.create(directory, 0, config, now_ms))
+        _fsync_dir(directory.parent)
+        return log
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        now_ms: int,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        clean_shutdown: bool = False,
+    ) -> Log:
+        log = cls(directory, topic, partition, config, now_ms)
+        for path in directory.iterdir():
+            if path.name.endswith(_CLEANUP_SUFFIXES):
+                path.unlink()
+        base_offsets = sorted(int(p.stem) for p in directory.glob("*.log") if p.stem.isdigit())
+        for base_offset in base_offsets:
+            log._add_segment(LogSegment.open(directory, base_offset, config, now_ms))
+        if not log.segments:
+            log._add_segment(LogSegment.create(directory, max(log_start_offset, 0), config, now_ms))
+        log._recover(recovery_point, clean_shutdown)
+        log.log_start_offset = max(log_start_offset, log.segments[0].base_offset)
+        if log.log_start_offset > log.log_end_offset:
+            log.log_start_offset = log.log_end_offset
+        log.recovery_point = log.log_end_offset if clean_shutdown else min(recovery_point, log.log_end_offset)
+        log._load_producer_state()
+        return log
+
+    def _recover(self, recovery_point: int, clean_shutdown: bool) -> None:
+        first_unsafe = len(self.segments) if clean_shutdown else max(0, self._segment_index(recovery_point))
+        for position, segment in enumerate(self.segments):
+            if position < first_unsafe and not segment.needs_recovery:
+                continue
+            truncated = segment.recover()
+            if truncated:
+                # Everything after a corrupt batch is unreachable: drop the later segments (Kafka does too).
+                for later in self.segments[position + 1 :]:
+                    logger.warning("%s: deleting segment %s after a corrupt tail", self.name, later.log_path)
+                    later.delete()
+                del self.segments[position + 1 :]
+                del self._base_offsets[position + 1 :]
+                break
+
+    def _load_producer_state(self) -> None:
+        end = self.log_end_offset
+        self.producer_state.delete_snapshots(above=end)
+        start = self.log_start_offset
+        for offset in reversed(self.producer_state.snapshot_offsets()):
+            if self.producer_state.load_snapshot(offset):
+                start = offset
+                break
+        self.producer_state.replay(self.iter_headers(start))
+
+    # ---- basic properties --------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.segments[-1].next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(segment.size for segment in self.segments)
+
+    def update_config(self, config: LogConfig) -> None:
+        self.config = config
+        for segment in self.segments:
+            segment.config = config
+
+    def _add_segment(self, segment: LogSegment) -> None:
+        self.segments.append(segment)
+        self._base_offsets.append(segment.base_offset)
+
+    def _segment_index(self, offset: int) -> int:
+        return bisect_right(self._base_offsets, offset) - 1
+
+    # ---- append --------------------------------------------------------------------------------------
+
+    def append(
+        self, buf: bytearray, batches: list[BatchHeader], *, leader_epoch: int, now_ms: int
+    ) -> AppendInfo:
+        """Append a validated request's batches for this partition, all or nothing, as the leader."""
+        if not batches:
+            raise ValueError("nothing to append")
+        total_size = 0
+        for batch in batches:
+            if batch.size > self.config.max_message_bytes:
+                raise RecordTooLargeError(
+                    f"batch of {batch.size} bytes exceeds max.message.bytes {self.config.max_message_bytes}"
+                )
+            total_size += batch.size
+        if total_size > self.config.segment_bytes:
+            raise RecordTooLargeError(f"{total_size} bytes exceed segment.bytes {self.config.segment_bytes}")
+        first_offset = self.log_end_offset
+        plan = self.producer_state.prepare_append(batches, first_offset)
+        if plan.duplicate is not None:
+            return AppendInfo(
+                plan.duplicate.first_offset, plan.duplicate.last_offset, -1, self.log_start_offset, True
+            )
+        log_append_time = self.config.uses_log_append_time
+        infos: list[BatchInfo] = []
+        next_offset = first_offset
+        for batch in batches:
+            stamp_base_offset(buf, batch.position, next_offset)
+            stamp_partition_leader_epoch(buf, batch.position, leader_epoch)
+            max_timestamp = batch.max_timestamp
+            if log_append_time:
+                stamp_log_append_time(buf, batch.position, now_ms)
+                max_timestamp = now_ms
+            next_offset += batch.last_offset_delta + 1
+            infos.append((next_offset - 1, max_timestamp, batch.size))
+        self._write(buf, batches, infos, now_ms)
+        self.producer_state.commit(plan)
+        self._maybe_flush_after_append(now_ms)
+        return AppendInfo(
+            first_offset, next_offset - 1, now_ms if log_append_time else -1, self.log_start_offset, False
+        )
+
+    def append_as_follower(self, buf: bytearray | bytes, batches: list[BatchHeader], *, now_ms: int) -> None:
+        """Append batches that already carry their offsets (replication); updates producer state."""
+        if not batches:
+            return
+        if batches[0].base_offset < self.log_end_offset:
+            raise StorageError(
+                f"{self.name}: follower append at {batches[0].base_offset} below log end {self.log_end_offset}"
+            )
+        infos = [(b.last_offset, b.max_timestamp, b.size) for b in batches]
+        if batches[0].base_offset > self.log_end_offset and self.active_segment.size == 0:
+            self._replace_empty_active_segment(batches[0].base_offset, now_ms)
+        self._write(buf, batches, infos, now_ms)
+        self.producer_state.replay(batches)
+        self._maybe_flush_after_append(now_ms)
+
+    def _write(
+        self, buf: bytearray | bytes, batches: list[BatchHeader], infos: list[BatchInfo], now_ms: int
+    ) -> None:
+        total_size = sum(info[2] for info in infos)
+        max_timestamp = max(info[1] for info in infos)
+        segment = self.active_segment
+        if segment.should_roll(total_size, max_timestamp, infos[-1][0], now_ms):
+            segment = self.roll(now_ms)
+        start, end = batches[0].position, batches[-1].end_position
+        if end - start == total_size:
+            segment.append(memoryview(buf)[start:end], infos)
+        else:
+            view = memoryview(buf)
+            segment.append(b"".join(view[b.position : b.end_position] for b in batches), infos)
+
+    def _maybe_flush_after_append(self, now_ms: int) -> None:
+        if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
+            self.flush()
+            self._last_flush_ms = now_ms
+
+    def roll(self, now_ms: int) -> LogSegment:
+        """Start a new active segment at the log end offset (snapshotting producer state there)."""
+        old = self.active_segment
+        new_base = self.log_end_offset
+        if old.size == 0:
+            return old
+        old.on_become_inactive()
+        old.offset_index.flush(fsync=False)
+        old.time_index.flush(fsync=False)
+        segment = LogSegment.create(self.directory, new_base, self.config, now_ms)
+        self._add_segment(segment)
+        self.producer_state.take_snapshot(new_base)
+        self._dir_dirty = True
+        logger.debug("%s: rolled new segment at offset %d", self.name, new_base)
+        return segment
+
+    def _replace_empty_active_segment(self, base_offset: int, now_ms: int) -> None:
+        self.segments.pop().delete()
+        self._base_offsets.pop()
+        self._add_segment(LogSegment.create(self.directory, base_offset, self.config, now_ms))
+        self._dir_dirty = True
+
+    # ---- read ------------------------------------------------------------------------------------------
+
+    def read(
+        self, offset: int, max_bytes: int, max_offset: int | None = None, min_one_batch: bool = True
+    ) -> FileSlice | None:
+        """File slice starting at the batch containing `offset`; None when nothing is readable below max_offset.
+
+        Bytes at/past `max_offset` are never returned, except the rest of a batch that starts below it.
+        """
+        end = self.log_end_offset
+        if offset < self.log_start_offset or offset > end:
+            raise OffsetOutOfRangeError(
+                f"{self.name}: offset {offset} outside [{self.log_start_offset}, {end}]"
+            )
+        if max_offset is None or max_offset > end:
+            max_offset = end
+        if offset >= max_offset:
+            return None
+        for segment in self.segments[max(0, self._segment_index(offset)) :]:
+            if segment.base_offset >= max_offset:
+                return None
+            if max_offset >= segment.next_offset:
+                max_position = segment.size
+            else:
+                max_position = segment.position_of_first_batch_from(max_offset)
+            file_slice = segment.read(offset, max_bytes, max_position, min_one_batch)
+            if file_slice is not None:
+                return file_slice
+        return None
+
+    def iter_headers(self, start_offset: int = 0) -> Iterator[BatchHeader]:
+        """Headers of every batch whose last offset is >= `start_offset`."""
+        for segment in self.segments[max(0, self._segment_index(start_offset)) :]:
+            first = segment.translate_offset(start_offset)
+            if first is None:
+                continue
+            yield from segment.iter_headers(first.position)
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= `timestamp`, or None."""
+        for segment in self.segments:
+            if segment.max_timestamp >= timestamp:
+                found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                if found is not None:
+                    return found
+        return None
+
+    def offset_of_max_timestamp(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record carrying the log's largest timestamp (KIP-734)."""
+        best: LogSegment | None = None
+        for segment in self.segments:
+            if segment.size and (best is None or segment.max_timestamp > best.max_timestamp):
+                best = segment
+        if best is None or best.max_timestamp < 0:
+            return None
+        return best.find_offset_by_timestamp(best.max_timestamp, self.log_start_offset)
+
+    # ---- truncation, deletion, retention -----------------------------------------------------------
+
+    def truncate_to(self, offset: int, now_ms: int) -> None:
+        """Remove every batch at or after the one containing `offset` (follower truncation)."""
+        if offset >= self.log_end_offset:
+            return
+        while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
+            self.segments.pop().delete()
+            self._base_offsets.pop()
+        self.active_segment.truncate_to(offset)
+        if self.active_segment.size == 0 and self.active_segment.base_offset != self.log_end_offset:
+            self._replace_empty_active_segment(self.log_end_offset, now_ms)
+        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.producer_state.delete_snapshots(above=self.log_end_offset)
+        self.producer_state.producers.clear()
+        self._load_producer_state()
+
+    def delete_records_before(self, offset: int) -> int:
+        """Move the log start offset to `offset` (DeleteRecords) and drop segments wholly below it."""
+        if offset > self.log_end_offset or offset < 0:
+            raise OffsetOutOfRangeError(
+                f"{self.name}: cannot delete before {offset} (log end {self.log_end_offset})"
+            )
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+        return self._delete_segments_below_log_start()
+
+    def _delete_segments_below_log_start(self) -> int:
+        count = 0
+        while len(self.segments) > 1 and self.segments[1].base_offset <= self.log_start_offset:
+            self._delete_oldest_segment()
+            count += 1
+        return count
+
+    def _delete_oldest_segment(self) -> None:
+        segment = self.segments.pop(0)
+        self._base_offsets.pop(0)
+        segment.delete()
+        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        self.producer_state.delete_snapshots(below=self.segments[0].base_offset)
+
+    def apply_retention(self, now_ms: int) -> int:
+        """Delete old segments by retention.ms / retention.bytes and the log start offset. Returns count."""
+        deleted = self._delete_segments_below_log_start()
+        if not self.config.deletes_by_retention:
+            return deleted
+        retention_ms = self.config.retention_ms
+        if retention_ms >= 0:
+            while len(self.segments) > 1 and now_ms - self.segments[0].largest_timestamp > retention_ms:
+                self._delete_oldest_segment()
+                deleted += 1
+        retention_bytes = self.config.retention_bytes
+        if retention_bytes >= 0:
+            excess = self.size_bytes - retention_bytes
+            while len(self.segments) > 1 and excess - self.segments[0].size >= 0:
+                excess -= self.segments[0].size
+                self._delete_oldest_segment()
+                deleted += 1
+        if deleted:
+            logger.info(
+                "%s: deleted %d segments, log start offset now %d", self.name, deleted, self.log_start_offset
+            )
+        return deleted
+
+    # ---- durability --------------------------------------------------------------------------------------
+
+    def flush(self, up_to: int | None = None) -> None:
+        """fsync segments holding offsets in [recovery_point, up_to) and advance the recovery point."""
+        end = self.log_end_offset
+        target = end if up_to is None else min(up_to, end)
+        if target <= self.recovery_point and not self._dir_dirty:
+            return
+        for segment in self.segments[max(0, self._segment_index(self.recovery_point)) :]:
+            if segment.base_offset >= target and segment is not self.active_segment:
+                break
+            segment.flush()
+        if self._dir_dirty:
+            _fsync_dir(self.directory)
+            self._dir_dirty = False
+        self.recovery_point = max(self.recovery_point, target)
+
+    def flush_if_due(self, now_ms: int) -> bool:
+        if now_ms - self._last_flush_ms >= self.config.flush_ms and self.log_end_offset > self.recovery_point:
+            self.flush()
+            self._last_flush_ms = now_ms
+            return True
+        return False
+
+    def close(self) -> None:
+        """Flush everything, snapshot producer state at the log end and release the files."""
+        self.flush()
+        self.producer_state.take_snapshot(self.log_end_offset)
+        for segment in self.segments:
+            segment.close()
+
+    def delete(self) -> None:
+        for segment in self.segments:
+            segment.file = None  # type: ignore[assignment]
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+__all__ = ["AppendInfo", "Log"]

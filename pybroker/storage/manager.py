@@ -1,0 +1,189 @@
+"""LogManager: log directories, partition logs, recovery, retention and checkpoints."""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from pybroker.storage.checkpoint import (
+    read_offset_checkpoint,
+    read_partition_metadata,
+    write_offset_checkpoint,
+    write_partition_metadata,
+)
+from pybroker.storage.config import LogConfig
+from pybroker.storage.errors import LogDirLockedError, StorageError
+from pybroker.storage.log import Log
+
+logger = logging.getLogger(__name__)
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+LOCK_FILE = ".lock"
+DELETE_DIR_SUFFIX = "-delete"
+
+
+def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        return None
+    return topic, int(partition)
+
+
+class LogManager:
+    def __init__(
+        self,
+        log_dirs: list[Path],
+        clock: Callable[[], float] = time.time,
+        default_config: LogConfig | None = None,
+    ) -> None:
+        if not log_dirs:
+            raise ValueError("at least one log directory is needed")
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self.clock = clock
+        self.default_config = default_config or LogConfig()
+        self._logs: dict[tuple[str, int], Log] = {}
+        self._log_dir_of: dict[tuple[str, int], Path] = {}
+        self.topic_ids: dict[tuple[str, int], uuid.UUID | None] = {}
+        self._lock_fds: list[int] = []
+        self._pending_deletes: list[tuple[int, Path]] = []
+
+    def now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    # ---- startup / shutdown ---------------------------------------------------------------------------
+
+    def startup(self, config_for: Callable[[str], LogConfig] | None = None) -> None:
+        """Lock the dirs and load every partition, recovering after an unclean shutdown."""
+        now_ms = self.now_ms()
+        for log_dir in self.log_dirs:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            self._lock(log_dir)
+            clean_marker = log_dir / CLEAN_SHUTDOWN_FILE
+            clean_shutdown = clean_marker.exists()
+            recovery_points = read_offset_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
+            start_offsets = read_offset_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
+            for entry in sorted(log_dir.iterdir()):
+                if not entry.is_dir():
+                    continue
+                if entry.name.endswith(DELETE_DIR_SUFFIX):
+                    shutil.rmtree(entry, ignore_errors=True)
+                    continue
+                parsed = parse_partition_dir_name(entry.name)
+                if parsed is None:
+                    continue
+                config = config_for(parsed[0]) if config_for else self.default_config
+                log = Log.open(
+                    entry,
+                    parsed[0],
+                    parsed[1],
+                    config,
+                    now_ms,
+                    recovery_point=recovery_points.get(parsed, 0),
+                    log_start_offset=start_offsets.get(parsed, 0),
+                    clean_shutdown=clean_shutdown,
+                )
+                self._logs[parsed] = log
+                self._log_dir_of[parsed] = log_dir
+                self.topic_ids[parsed] = read_partition_metadata(entry)
+            if clean_shutdown:
+                clean_marker.unlink()
+            logger.info("loaded log dir %s (%s shutdown)", log_dir, "clean" if clean_shutdown else "unclean")
+        self.checkpoint()
+
+    def _lock(self, log_dir: Path) -> None:
+        fd = os.open(log_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            os.close(fd)
+            raise LogDirLockedError(f"log directory {log_dir} is in use by another process") from exc
+        self._lock_fds.append(fd)
+
+    def shutdown(self) -> None:
+        """Flush every log, snapshot producer state, write checkpoints and the clean-shutdown marker."""
+        for log in self._logs.values():
+            log.close()
+        self.checkpoint()
+        for log_dir in self.log_dirs:
+            (log_dir / CLEAN_SHUTDOWN_FILE).touch()
+        self.purge_deleted(force=True)
+        for fd in self._lock_fds:
+            os.close(fd)
+        self._lock_fds.clear()
+        self._logs.clear()
+
+    # ---- logs -----------------------------------------------------------------------------------------
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get((topic, partition))
+
+    def all_logs(self) -> list[Log]:
+        return list(self._logs.values())
+
+    def create_log(self, topic: str, partition: int, config: LogConfig, topic_id: uuid.UUID) -> Log:
+        key = (topic, partition)
+        existing = self._logs.get(key)
+        if existing is not None:
+            if self.topic_ids.get(key) not in (None, topic_id):
+                raise StorageError(f"log {topic}-{partition} exists with another topic id")
+            existing.update_config(config)
+            return existing
+        log_dir = min(self.log_dirs, key=lambda d: sum(1 for v in self._log_dir_of.values() if v == d))
+        log = Log.create(log_dir / f"{topic}-{partition}", topic, partition, config, self.now_ms())
+        write_partition_metadata(log.directory, topic_id)
+        self._logs[key] = log
+        self._log_dir_of[key] = log_dir
+        self.topic_ids[key] = topic_id
+        return log
+
+    def delete_log(self, topic: str, partition: int) -> None:
+        """Rename the partition dir to `<name>.<uuid>-delete` now; its files go at the next purge."""
+        key = (topic, partition)
+        log = self._logs.pop(key, None)
+        if log is None:
+            return
+        self._log_dir_of.pop(key, None)
+        self.topic_ids.pop(key, None)
+        target = log.directory.with_name(f"{log.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        os.replace(log.directory, target)
+        for segment in log.segments:
+            segment.file = None  # type: ignore[assignment]
+        self._pending_deletes.append((self.now_ms() + log.config.file_delete_delay_ms, target))
+
+    def purge_deleted(self, force: bool = False) -> int:
+        now_ms = self.now_ms()
+        due = [(t, p) for t, p in self._pending_deletes if force or t <= now_ms]
+        for item in due:
+            shutil.rmtree(item[1], ignore_errors=True)
+            self._pending_deletes.remove(item)
+        return len(due)
+
+    # ---- periodic work ------------------------------------------------------------------------------------
+
+    def retention_pass(self, now_ms: int | None = None) -> int:
+        now_ms = self.now_ms() if now_ms is None else now_ms
+        deleted = sum(log.apply_retention(now_ms) for log in self._logs.values())
+        self.purge_deleted()
+        return deleted
+
+    def flush_dirty(self, now_ms: int | None = None) -> int:
+        now_ms = self.now_ms() if now_ms is None else now_ms
+        return sum(1 for log in self._logs.values() if log.flush_if_due(now_ms))
+
+    def checkpoint(self) -> None:
+        for log_dir in self.log_dirs:
+            keys = [k for k, d in self._log_dir_of.items() if d == log_dir]
+            write_offset_checkpoint(
+                log_dir / RECOVERY_POINT_CHECKPOINT, {k: self._logs[k].recovery_point for k in keys}
+            )
+            write_offset_checkpoint(
+                log_dir / LOG_START_OFFSET_CHECKPOINT, {k: self._logs[k].log_start_offset for k in keys}
+            )

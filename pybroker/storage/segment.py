@@ -1,0 +1,322 @@
+"""LogSegment: one .log file with its offset and time indexes (Kafka's LogSegment, scaled down)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from crc32c import crc32c
+
+from pybroker.records.batch import (
+    ATTRIBUTES_OFFSET,
+    BATCH_HEADER_SIZE,
+    CURRENT_MAGIC,
+    HEADER_STRUCT,
+    MIN_BATCH_LENGTH,
+    BatchHeader,
+)
+from pybroker.records.reader import decode_batch_records
+from pybroker.storage.config import LogConfig
+from pybroker.storage.errors import StorageError
+from pybroker.storage.file_slice import FileSlice, SegmentFile
+from pybroker.storage.index import CorruptIndexError, OffsetIndex, TimeIndex
+
+logger = logging.getLogger(__name__)
+
+INT32_MAX = 2**31 - 1
+# One batch as (last offset, max timestamp, size in bytes), in append order.
+BatchInfo = tuple[int, int, int]
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+class LogSegment:
+    def __init__(self, directory: Path, base_offset: int, config: LogConfig, created_ms: int) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.config = config
+        self.created_ms = created_ms
+        self.log_path = directory / segment_file_name(base_offset, ".log")
+        self.file = SegmentFile(self.log_path)
+        self.size = os.fstat(self.file.fileno()).st_size
+        self.offset_index = OffsetIndex(
+            directory / segment_file_name(base_offset, ".index"), base_offset, config.max_offset_index_entries
+        )
+        self.time_index = TimeIndex(
+            directory / segment_file_name(base_offset, ".timeindex"),
+            base_offset,
+            config.max_time_index_entries,
+        )
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = base_offset
+        self.rolling_based_timestamp: int | None = None
+        self._bytes_since_index_entry = 0
+        self.needs_recovery = False
+
+    # ---- lifecycle -------------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
+        segment = cls(directory, base_offset, config, now_ms)
+        if segment.size:
+            segment.file = None  # type: ignore[assignment]
+            raise StorageError(f"segment {segment.log_path} already exists")
+        return segment
+
+    @classmethod
+    def open(cls, directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
+        """Open an existing segment, trusting its indexes when they load; else mark it for recovery."""
+        segment = cls(directory, base_offset, config, now_ms)
+        try:
+            segment.offset_index = OffsetIndex.load(
+                segment.offset_index.path, base_offset, config.max_offset_index_entries
+            )
+            segment.time_index = TimeIndex.load(
+                segment.time_index.path, base_offset, config.max_time_index_entries
+            )
+            _, last_position = segment.offset_index.last_entry
+            if last_position > segment.size:
+                raise CorruptIndexError(f"{segment.offset_index.path} points past the end of the segment")
+            next_offset = base_offset
+            for header in segment.iter_headers(last_position):
+                next_offset = header.next_offset
+            segment.next_offset = max(
+                next_offset,
+                segment.offset_index.last_entry[0] + 1 if len(segment.offset_index) else base_offset,
+            )
+            segment.max_timestamp, segment.offset_of_max_timestamp = segment.time_index.last_entry
+            first = segment.read_header(0) if segment.size >= BATCH_HEADER_SIZE else None
+            segment.rolling_based_timestamp = first.max_timestamp if first else None
+        except (CorruptIndexError, StorageError) as exc:
+            logger.warning("segment %s needs recovery: %s", segment.log_path, exc)
+            segment.offset_index.reset()
+            segment.time_index.reset()
+            segment.needs_recovery = True
+        return segment
+
+    # ---- append and read -------------------------------------------------------------------------
+
+    def append(self, data: bytes | bytearray | memoryview, batches: list[BatchInfo]) -> None:
+        position = self.size
+        _write_fully(self.file.fileno(), data, position)
+        self._index_batches(batches, position)
+        self.size = position + len(data)
+
+    def _index_batches(self, batches: list[BatchInfo], position: int) -> None:
+        interval = self.config.index_interval_bytes
+        if self.rolling_based_timestamp is None and batches:
+            self.rolling_based_timestamp = batches[0][1]
+        for last_offset, max_timestamp, size in batches:
+            if max_timestamp > self.max_timestamp:
+                self.max_timestamp = max_timestamp
+                self.offset_of_max_timestamp = last_offset
+            if self._bytes_since_index_entry > interval:
+                self.offset_index.append(last_offset, position)
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+                self._bytes_since_index_entry = 0
+            position += size
+            self._bytes_since_index_entry += size
+        if batches:
+            self.next_offset = batches[-1][0] + 1
+
+    def read_header(self, position: int) -> BatchHeader | None:
+        """The header of the batch at `position`, or None at (or past) a torn end."""
+        data = os.pread(self.file.fileno(), BATCH_HEADER_SIZE, position)
+        if len(data) < BATCH_HEADER_SIZE:
+            return None
+        header = BatchHeader._make((*HEADER_STRUCT.unpack(data), position))
+        if header.magic != CURRENT_MAGIC or header.batch_length < MIN_BATCH_LENGTH:
+            return None
+        if position + header.size > self.size:
+            return None
+        return header
+
+    def iter_headers(self, start_position: int = 0) -> Iterator[BatchHeader]:
+        """Headers from `start_position` on, reading 61 bytes per batch (never the records)."""
+        position = start_position
+        while position < self.size:
+            header = self.read_header(position)
+            if header is None:
+                raise StorageError(f"{self.log_path}: unreadable batch header at position {position}")
+            yield header
+            position += header.size
+
+    def translate_offset(self, offset: int, start_position: int = 0) -> BatchHeader | None:
+        """Header of the first batch whose last offset is >= `offset`, or None."""
+        _, position = self.offset_index.lookup(offset)
+        for header in self.iter_headers(max(position, start_position)):
+            if header.last_offset >= offset:
+                return header
+        return None
+
+    def position_of_first_batch_from(self, offset: int) -> int:
+        """File position of the first batch whose base offset is >= `offset` (the size when none)."""
+        header = self.translate_offset(offset)
+        if header is None:
+            return self.size
+        if header.base_offset >= offset:
+            return header.position
+        return header.position + header.size
+
+    def read(
+        self, start_offset: int, max_size: int, max_position: int | None = None, min_one_batch: bool = True
+    ) -> FileSlice | None:
+        """A slice starting at the batch that contains `start_offset`, or None past the end."""
+        if max_position is None:
+            max_position = self.size
+        header = self.translate_offset(start_offset)
+        if header is None or header.position >= max_position:
+            return None
+        limit = max(max_size, header.size) if min_one_batch else max_size
+        size = min(max_position - header.position, limit)
+        if size <= 0:
+            return None
+        return FileSlice(self.file, header.position, size)
+
+    def read_batch(self, header: BatchHeader) -> bytes:
+        return FileSlice(self.file, header.position, header.size).read()
+
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int = 0) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at/after `start_offset` with timestamp >= `timestamp`."""
+        _, indexed_offset = self.time_index.lookup(timestamp)
+        _, position = self.offset_index.lookup(max(indexed_offset, start_offset))
+        for header in self.iter_headers(position):
+            if header.max_timestamp < timestamp or header.last_offset < start_offset:
+                continue
+            for record in decode_batch_records(self.read_batch(header), header):
+                if record.timestamp >= timestamp and record.offset >= start_offset:
+                    return record.offset, record.timestamp
+        return None
+
+    # ---- rolling, recovery, truncation ---------------------------------------------------------------
+
+    def should_roll(self, messages_size: int, max_timestamp: int, max_offset: int, now_ms: int) -> bool:
+        if self.size == 0:
+            return False
+        if self.size > self.config.segment_bytes - messages_size:
+            return True
+        if self.time_waited_for_roll(now_ms, max_timestamp) > self.config.segment_ms:
+            return True
+        if self.offset_index.is_full or self.time_index.is_full:
+            return True
+        return max_offset - self.base_offset > INT32_MAX
+
+    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+        # Kafka measures segment age by record timestamps when the first batch has one, else by wall clock.
+        if self.rolling_based_timestamp is not None and self.rolling_based_timestamp >= 0:
+            return message_timestamp - self.rolling_based_timestamp
+        return now_ms - self.created_ms
+
+    def recover(self) -> int:
+        """Validate every batch from the start, truncate a torn/corrupt tail, rebuild the indexes.
+
+        Returns the number of bytes truncated.
+        """
+        fd = self.file.fileno()
+        file_size = os.fstat(fd).st_size
+        self.size = file_size
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = self.base_offset
+        self.next_offset = self.base_offset
+        self.rolling_based_timestamp = None
+        self._bytes_since_index_entry = 0
+        position = 0
+        expected_min_offset = self.base_offset
+        while position < file_size:
+            header = self.read_header(position)
+            if header is None or header.base_offset < expected_min_offset:
+                break
+            data = os.pread(fd, header.size, position)
+            if len(data) < header.size or crc32c(memoryview(data)[ATTRIBUTES_OFFSET:]) != header.crc:
+                break
+            if header.last_offset - self.base_offset > INT32_MAX or header.last_offset_delta < 0:
+                break
+            self._index_batches([(header.last_offset, header.max_timestamp, header.size)], position)
+            expected_min_offset = header.next_offset
+            position += header.size
+        truncated = file_size - position
+        if truncated:
+            logger.warning(
+                "%s: truncating %d invalid bytes at position %d (next offset %d)",
+                self.log_path,
+                truncated,
+                position,
+                self.next_offset,
+            )
+            os.ftruncate(fd, position)
+        self.size = position
+        self.needs_recovery = False
+        self.offset_index.flush(fsync=False)
+        self.time_index.flush(fsync=False)
+        return truncated
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch whose last offset is >= `offset`; returns bytes removed."""
+        header = self.translate_offset(offset)
+        if header is None:
+            return 0
+        removed = self.size - header.position
+        os.ftruncate(self.file.fileno(), header.position)
+        self.size = header.position
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
+        self.next_offset = self.base_offset
+        _, position = self.offset_index.last_entry
+        for batch in self.iter_headers(position):
+            self.next_offset = batch.next_offset
+            if batch.max_timestamp > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = batch.max_timestamp, batch.last_offset
+        if self.size == 0:
+            self.rolling_based_timestamp = None
+        self._bytes_since_index_entry = 0
+        return removed
+
+    def on_become_inactive(self) -> None:
+        # Kafka records the segment's final max timestamp so lookups and retention see it after a restart.
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+
+    def flush(self) -> None:
+        os.fsync(self.file.fileno())
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        self.on_become_inactive()
+        self.offset_index.flush(fsync=True)
+        self.time_index.flush(fsync=True)
+        os.fsync(self.file.fileno())
+        # Dropping the reference closes the descriptor once no FileSlice holds it.
+        self.file = None  # type: ignore[assignment]
+
+    def delete(self) -> None:
+        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+        self.file = None  # type: ignore[assignment]
+
+    def last_modified_ms(self) -> int:
+        return int(os.stat(self.log_path).st_mtime * 1000)
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Max record timestamp, or the file's modification time when no batch carries one (Kafka)."""
+        return self.max_timestamp if self.max_timestamp >= 0 else self.last_modified_ms()
+
+
+def _write_fully(fd: int, data: bytes | bytearray | memoryview, position: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, position)
+        position += written
+        view = view[written:]
