@@ -1,0 +1,945 @@
+"""One generic codec for every declared Kafka message and version.
+
+Messages are plain dicts keyed by snake_case field names (see docs/ARCHITECTURE.md). For each
+(spec, version) the field list is compiled once into a flat list of reader/writer closures, with runs of
+fixed-size fields merged into one precompiled ``struct.Struct``, and cached; decoding and encoding then
+just walk that list.
+
+Wire rules follow Apache Kafka's generated message classes (``generator/.../MessageDataGenerator.java``):
+compact encodings and a tagged-field section in flexible versions, tagged fields written only when they
+differ from their default, unknown tagged fields kept (under ``"_unknown_tags"``) and written back in tag
+order, nullable structs prefixed by an int8 (-1 null / 1 present), or by an unsigned varint (0 / 1)
+when tagged.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import uuid
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from pybroker.protocol.api import REQUESTS, RESPONSES
+from pybroker.protocol.schema import INHERIT, FieldSpec, MessageSpec, VersionRange, in_range
+
+logger = logging.getLogger(__name__)
+
+UNKNOWN_TAGS = "_unknown_tags"
+
+_INT8 = struct.Struct(">b")
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
+_UINT16 = struct.Struct(">H")
+_UINT32 = struct.Struct(">I")
+_FLOAT64 = struct.Struct(">d")
+_HEADER_PREFIX = struct.Struct(">hhi")
+
+_FIXED_FORMATS = {
+    "bool": "?",
+    "int8": "b",
+    "int16": "h",
+    "int32": "i",
+    "int64": "q",
+    "uint16": "H",
+    "uint32": "I",
+    "float64": "d",
+}
+
+_NULL_INT16 = _INT16.pack(-1)
+_NULL_INT32 = _INT32.pack(-1)
+_ZERO_UUID = uuid.UUID(int=0)
+_MAX_STRING_LENGTH = 0x7FFF
+
+
+class DecodeError(ValueError):
+    """The bytes are not a valid encoding of the message at that version."""
+
+
+class EncodeError(ValueError):
+    """The message cannot be encoded at that version."""
+
+
+class UnsupportedFieldError(EncodeError):
+    """A non-default value was given for a field the version does not have (Kafka's
+    UnsupportedVersionException), and the field is not ``ignorable``."""
+
+
+class UnsupportedVersionError(ValueError):
+    """The spec does not declare this version."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Varints. Exported: the records layer may use them (or its own).
+
+
+def encode_uvarint(value: int) -> bytes:
+    if value < 0:
+        raise EncodeError(f"unsigned varint cannot be negative: {value}")
+    if value < 0x80:
+        return bytes((value,))
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def decode_uvarint(buf: Any, pos: int, max_bytes: int = 5) -> tuple[int, int]:
+    """Reads an unsigned varint of at most ``max_bytes`` bytes (5 for int32, 10 for int64)."""
+    result = 0
+    shift = 0
+    for index in range(max_bytes):
+        try:
+            byte = buf[pos + index]
+        except IndexError:
+            raise DecodeError("truncated varint") from None
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos + index + 1
+        shift += 7
+    raise DecodeError("varint is too long")
+
+
+def encode_varint(value: int) -> bytes:
+    """Zigzag-encodes a signed 32-bit value."""
+    return encode_uvarint(((value << 1) ^ (value >> 31)) & 0xFFFFFFFF)
+
+
+def decode_varint(buf: Any, pos: int) -> tuple[int, int]:
+    raw, pos = decode_uvarint(buf, pos, 5)
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+def encode_varlong(value: int) -> bytes:
+    """Zigzag-encodes a signed 64-bit value."""
+    return encode_uvarint(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
+
+
+def decode_varlong(buf: Any, pos: int) -> tuple[int, int]:
+    raw, pos = decode_uvarint(buf, pos, 10)
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+_decode_uvarint = decode_uvarint
+_encode_uvarint = encode_uvarint
+_UVARINT_SMALL = [bytes((value,)) for value in range(0x80)]
+
+
+def _uvarint_bytes(value: int) -> bytes:
+    if 0 <= value < 0x80:
+        return _UVARINT_SMALL[value]
+    return encode_uvarint(value)
+
+
+# --------------------------------------------------------------------------------------------------
+# Defaults
+
+
+def _is_nullable_anywhere(field: FieldSpec) -> bool:
+    return not field.nullable_versions.is_empty
+
+
+def _default_value(field: FieldSpec) -> Any:
+    """The field's default as Kafka's generator defines it (immutable stand-ins for lists/structs)."""
+    text = field.default
+    kind = field.type
+    if field.is_array:
+        return None if text == "null" else ()
+    if field.is_struct:
+        return None if text == "null" else _EMPTY_STRUCT
+    if kind in ("int8", "int16", "int32", "int64", "uint16", "uint32"):
+        return int(text, 0) if text not in (None, "") else 0
+    if kind == "float64":
+        return float(text) if text not in (None, "") else 0.0
+    if kind == "bool":
+        return text == "true"
+    if kind == "string":
+        if text == "null":
+            return None
+        return text if text is not None else ""
+    if kind == "bytes":
+        return None if text == "null" else b""
+    if kind == "records":
+        # Kafka's generator defaults records to null.
+        return None if _is_nullable_anywhere(field) or text == "null" else b""
+    if kind == "uuid":
+        return uuid.UUID(text) if text not in (None, "") else _ZERO_UUID
+    raise ValueError(f"unknown type {kind}")
+
+
+class _EmptyStruct(dict):
+    """Read-only stand-in for a struct whose every field has its default."""
+
+    def __setitem__(self, key: Any, value: Any) -> None:  # pragma: no cover - defensive
+        raise TypeError("the shared default struct is read-only")
+
+
+_EMPTY_STRUCT: dict = _EmptyStruct()
+
+
+def _is_default(field: FieldSpec, value: Any) -> bool:
+    default = _default_value(field)
+    if field.is_array:
+        return (value is None and default is None) or (
+            value is not None and default is not None and len(value) == 0
+        )
+    if field.is_struct:
+        if value is None or default is None:
+            return value is default
+        return all(
+            _is_default(child, value[child.name]) for child in field.fields if child.name in value
+        ) and not value.get(UNKNOWN_TAGS)
+    if field.type in ("bytes", "records") and value is not None and default is not None:
+        return len(value) == 0
+    return value == default
+
+
+# --------------------------------------------------------------------------------------------------
+# Compilation
+
+Reader = Callable[[memoryview, int], tuple[Any, int]]
+Writer = Callable[[list, Any], None]
+
+
+class _StructCodec:
+    """Compiled reader and writer of one struct (or the message body) at one version."""
+
+    __slots__ = ("read", "write", "default_factory")
+
+    def __init__(self, read: Reader, write: Writer, default_factory: Callable[[], dict]) -> None:
+        self.read = read
+        self.write = write
+        self.default_factory = default_factory
+
+
+def _field_is_flexible(field: FieldSpec, version: int, message_flexible: bool) -> bool:
+    if field.flexible_versions == INHERIT:
+        return message_flexible
+    return in_range(field.flexible_versions, version)  # type: ignore[arg-type]
+
+
+def _check_room(mv: memoryview, pos: int, length: int, what: str) -> int:
+    end = pos + length
+    if end > len(mv):
+        raise DecodeError(f"{what}: length {length} runs past the end of the buffer")
+    return end
+
+
+def _primitive_reader(field: FieldSpec, kind: str, flexible: bool, nullable: bool) -> Reader:
+    name = field.json_name
+    if kind in _FIXED_FORMATS:
+        unpack = struct.Struct(">" + _FIXED_FORMATS[kind]).unpack_from
+        size = struct.calcsize(">" + _FIXED_FORMATS[kind])
+
+        def read_fixed(mv: memoryview, pos: int) -> tuple[Any, int]:
+            return unpack(mv, pos)[0], pos + size
+
+        return read_fixed
+    if kind == "uuid":
+
+        def read_uuid(mv: memoryview, pos: int) -> tuple[Any, int]:
+            end = _check_room(mv, pos, 16, name)
+            return uuid.UUID(bytes=bytes(mv[pos:end])), end
+
+        return read_uuid
+    if kind in ("string", "bytes", "records"):
+        as_text = kind == "string"
+        as_view = kind == "records"
+        limit = _MAX_STRING_LENGTH if as_text else None
+        if flexible:
+
+            def read_length(mv: memoryview, pos: int) -> tuple[int, int]:
+                raw, pos = _decode_uvarint(mv, pos)
+                return raw - 1, pos
+
+        elif as_text:
+            unpack16 = _INT16.unpack_from
+
+            def read_length(mv: memoryview, pos: int) -> tuple[int, int]:
+                return unpack16(mv, pos)[0], pos + 2
+
+        else:
+            unpack32 = _INT32.unpack_from
+
+            def read_length(mv: memoryview, pos: int) -> tuple[int, int]:
+                return unpack32(mv, pos)[0], pos + 4
+
+        def read_sized(mv: memoryview, pos: int) -> tuple[Any, int]:
+            length, pos = read_length(mv, pos)
+            if length < 0:
+                if length == -1 and nullable:
+                    return None, pos
+                raise DecodeError(
+                    f"non-nullable field {name} was serialized as null or negative length {length}"
+                )
+            if limit is not None and length > limit:
+                raise DecodeError(f"string field {name} had invalid length {length}")
+            end = pos + length
+            if end > len(mv):
+                raise DecodeError(f"{name}: length {length} runs past the end of the buffer")
+            if as_text:
+                return str(mv[pos:end], "utf-8"), end
+            if as_view:
+                return mv[pos:end], end
+            return bytes(mv[pos:end]), end
+
+        return read_sized
+    raise ValueError(f"unknown primitive type {kind}")
+
+
+def _array_reader(field: FieldSpec, element_reader: Reader, flexible: bool, nullable: bool) -> Reader:
+    name = field.json_name
+    unpack32 = _INT32.unpack_from
+
+    def read_array(mv: memoryview, pos: int) -> tuple[Any, int]:
+        if flexible:
+            raw, pos = _decode_uvarint(mv, pos)
+            count = raw - 1
+        else:
+            count = unpack32(mv, pos)[0]
+            pos += 4
+        if count < 0:
+            if count == -1 and nullable:
+                return None, pos
+            raise DecodeError(f"non-nullable field {name} was serialized as null or negative length {count}")
+        if count > len(mv) - pos:
+            raise DecodeError(f"{name}: array of {count} elements but only {len(mv) - pos} bytes remain")
+        items = []
+        append = items.append
+        for _ in range(count):
+            item, pos = element_reader(mv, pos)
+            append(item)
+        return items, pos
+
+    return read_array
+
+
+def _fixed_array_reader(field: FieldSpec, code: str, flexible: bool, nullable: bool) -> Reader:
+    """Arrays of a fixed-size primitive decode with a single unpack."""
+    name = field.json_name
+    item_size = struct.calcsize(">" + code)
+    unpack32 = _INT32.unpack_from
+    is_bool = code == "?"
+
+    def read_fixed_array(mv: memoryview, pos: int) -> tuple[Any, int]:
+        if flexible:
+            raw, pos = _decode_uvarint(mv, pos)
+            count = raw - 1
+        else:
+            count = unpack32(mv, pos)[0]
+            pos += 4
+        if count < 0:
+            if count == -1 and nullable:
+                return None, pos
+            raise DecodeError(f"non-nullable field {name} was serialized as null or negative length {count}")
+        end = pos + count * item_size
+        if end > len(mv):
+            raise DecodeError(f"{name}: array of {count} elements runs past the end of the buffer")
+        values = list(struct.unpack_from(f">{count}{code}", mv, pos))
+        if is_bool:
+            values = [bool(v) for v in values]
+        return values, end
+
+    return read_fixed_array
+
+
+def _nullable_struct_reader(inner: Reader, tagged: bool) -> Reader:
+    unpack8 = _INT8.unpack_from
+
+    if tagged:
+
+        def read_tagged_nullable_struct(mv: memoryview, pos: int) -> tuple[Any, int]:
+            marker, pos = _decode_uvarint(mv, pos)
+            if marker <= 0:
+                return None, pos
+            return inner(mv, pos)
+
+        return read_tagged_nullable_struct
+
+    def read_nullable_struct(mv: memoryview, pos: int) -> tuple[Any, int]:
+        marker = unpack8(mv, pos)[0]
+        pos += 1
+        if marker < 0:
+            return None, pos
+        return inner(mv, pos)
+
+    return read_nullable_struct
+
+
+def _field_reader(field: FieldSpec, version: int, message_flexible: bool, tagged: bool) -> Reader:
+    flexible = _field_is_flexible(field, version, message_flexible)
+    nullable = in_range(field.nullable_versions, version)
+    if field.is_struct:
+        inner = _compile_struct(field.fields, version, message_flexible).read
+        if field.is_array:
+            return _array_reader(field, inner, flexible, nullable)
+        if nullable:
+            return _nullable_struct_reader(inner, tagged)
+        return inner
+    if field.is_array:
+        element = field.element_type
+        if element in _FIXED_FORMATS:
+            return _fixed_array_reader(field, _FIXED_FORMATS[element], flexible, nullable)
+        element_reader = _primitive_reader(field, element, flexible, False)
+        return _array_reader(field, element_reader, flexible, nullable)
+    return _primitive_reader(field, field.type, flexible, nullable)
+
+
+def _primitive_writer(field: FieldSpec, kind: str, flexible: bool, nullable: bool) -> Writer:
+    name = field.json_name
+    if kind in _FIXED_FORMATS:
+        pack = struct.Struct(">" + _FIXED_FORMATS[kind]).pack
+
+        def write_fixed(out: list, value: Any) -> None:
+            out.append(pack(value))
+
+        return write_fixed
+    if kind == "uuid":
+
+        def write_uuid(out: list, value: Any) -> None:
+            if isinstance(value, uuid.UUID):
+                out.append(value.bytes)
+            elif isinstance(value, bytes | bytearray) and len(value) == 16:
+                out.append(bytes(value))
+            else:
+                raise EncodeError(f"{name}: expected uuid.UUID, got {value!r}")
+
+        return write_uuid
+    if kind == "string":
+        pack16 = _INT16.pack
+        null_marker = b"\x00" if flexible else _NULL_INT16
+
+        def write_string(out: list, value: Any) -> None:
+            if value is None:
+                if not nullable:
+                    raise EncodeError(f"non-nullable field {name} cannot be null")
+                out.append(null_marker)
+                return
+            data = value.encode("utf-8")
+            length = len(data)
+            if length > _MAX_STRING_LENGTH:
+                raise EncodeError(f"{name}: string of {length} bytes is longer than {_MAX_STRING_LENGTH}")
+            out.append((_uvarint_bytes(length + 1) if flexible else pack16(length)) + data)
+
+        return write_string
+    if kind in ("bytes", "records"):
+        pack32 = _INT32.pack
+        null_marker = b"\x00" if flexible else _NULL_INT32
+        allow_slices = kind == "records"
+
+        def write_bytes(out: list, value: Any) -> None:
+            if value is None:
+                if not nullable:
+                    raise EncodeError(f"non-nullable field {name} cannot be null")
+                out.append(null_marker)
+                return
+            if isinstance(value, bytes | bytearray):
+                length = len(value)
+            elif isinstance(value, memoryview):
+                length = value.nbytes
+            elif allow_slices and isinstance(getattr(value, "size", None), int):
+                # A file range (storage FileSlice) travels as itself so the server can sendfile it.
+                length = value.size
+            else:
+                raise EncodeError(f"{name}: expected bytes, got {type(value).__name__}")
+            out.append(_uvarint_bytes(length + 1) if flexible else pack32(length))
+            if length:
+                out.append(value)
+
+        return write_bytes
+    raise ValueError(f"unknown primitive type {kind}")
+
+
+def _array_writer(field: FieldSpec, element_writer: Writer, flexible: bool, nullable: bool) -> Writer:
+    name = field.json_name
+    pack32 = _INT32.pack
+    null_marker = b"\x00" if flexible else _NULL_INT32
+
+    def write_array(out: list, value: Any) -> None:
+        if value is None:
+            if not nullable:
+                raise EncodeError(f"non-nullable field {name} cannot be null")
+            out.append(null_marker)
+            return
+        count = len(value)
+        out.append(_uvarint_bytes(count + 1) if flexible else pack32(count))
+        for item in value:
+            element_writer(out, item)
+
+    return write_array
+
+
+def _fixed_array_writer(field: FieldSpec, code: str, flexible: bool, nullable: bool) -> Writer:
+    name = field.json_name
+    pack32 = _INT32.pack
+    null_marker = b"\x00" if flexible else _NULL_INT32
+    pack = struct.pack
+
+    def write_fixed_array(out: list, value: Any) -> None:
+        if value is None:
+            if not nullable:
+                raise EncodeError(f"non-nullable field {name} cannot be null")
+            out.append(null_marker)
+            return
+        count = len(value)
+        prefix = _uvarint_bytes(count + 1) if flexible else pack32(count)
+        out.append(prefix + pack(f">{count}{code}", *value))
+
+    return write_fixed_array
+
+
+def _struct_value_writer(field: FieldSpec, inner: Writer, nullable: bool, tagged: bool) -> Writer:
+    name = field.json_name
+    present = b"\x01"
+    null_marker = b"\x00" if tagged else b"\xff"
+
+    def write_struct_value(out: list, value: Any) -> None:
+        if value is None:
+            if not nullable:
+                raise EncodeError(f"non-nullable field {name} cannot be null")
+            out.append(null_marker)
+            return
+        if nullable:
+            out.append(present)
+        inner(out, value)
+
+    return write_struct_value
+
+
+def _field_writer(field: FieldSpec, version: int, message_flexible: bool, tagged: bool) -> Writer:
+    flexible = _field_is_flexible(field, version, message_flexible)
+    nullable = in_range(field.nullable_versions, version)
+    if field.is_struct:
+        inner = _compile_struct(field.fields, version, message_flexible).write
+        if field.is_array:
+            return _array_writer(field, inner, flexible, nullable)
+        return _struct_value_writer(field, inner, nullable, tagged)
+    if field.is_array:
+        element = field.element_type
+        if element in _FIXED_FORMATS:
+            return _fixed_array_writer(field, _FIXED_FORMATS[element], flexible, nullable)
+        element_writer = _primitive_writer(field, element, flexible, False)
+        return _array_writer(field, element_writer, flexible, nullable)
+    return _primitive_writer(field, field.type, flexible, nullable)
+
+
+def _default_factory(field: FieldSpec, version: int, message_flexible: bool) -> Callable[[], Any]:
+    """Fresh default values for decoded messages (callers may mutate them)."""
+    default = _default_value(field)
+    if field.is_array:
+        return (lambda: None) if default is None else list
+    if field.is_struct:
+        if default is None:
+            return lambda: None
+        return _compile_struct(field.fields, version, message_flexible).default_factory
+    return lambda: default
+
+
+_STRUCT_CACHE: dict[tuple[int, int, bool], tuple[tuple[FieldSpec, ...], _StructCodec]] = {}
+
+
+def _compile_struct(fields: tuple[FieldSpec, ...], version: int, flexible: bool) -> _StructCodec:
+    key = (id(fields), version, flexible)
+    cached = _STRUCT_CACHE.get(key)
+    if cached is not None:
+        return cached[1]
+    codec = _build_struct(fields, version, flexible)
+    # Keeping ``fields`` in the value pins the object, so its id cannot be reused by another tuple.
+    _STRUCT_CACHE[key] = (fields, codec)
+    return codec
+
+
+def _build_struct(fields: tuple[FieldSpec, ...], version: int, flexible: bool) -> _StructCodec:
+    read_steps: list[Callable[[memoryview, int, dict], int]] = []
+    write_steps: list[Callable[[list, Callable], None]] = []
+    tagged_fields: list[FieldSpec] = []
+    absent_checks: list[FieldSpec] = []
+    factories: list[tuple[str, Callable[[], Any]]] = []
+
+    # Consecutive fixed-size untagged fields share one Struct.
+    run: list[FieldSpec] = []
+
+    def flush_run() -> None:
+        if not run:
+            return
+        codes = "".join(_FIXED_FORMATS[f.type] for f in run)
+        packer = struct.Struct(">" + codes)
+        keys = tuple(f.name for f in run)
+        pairs = tuple((f.name, _default_value(f)) for f in run)
+        unpack_from = packer.unpack_from
+        size = packer.size
+        pack = packer.pack
+
+        if len(run) == 1:
+            only_key = keys[0]
+
+            def read_one(mv: memoryview, pos: int, out: dict) -> int:
+                out[only_key] = unpack_from(mv, pos)[0]
+                return pos + size
+
+            read_steps.append(read_one)
+            only_default = pairs[0][1]
+
+            def write_one(out: list, get: Callable) -> None:
+                out.append(pack(get(only_key, only_default)))
+
+            write_steps.append(write_one)
+        else:
+
+            def read_run(mv: memoryview, pos: int, out: dict) -> int:
+                out.update(zip(keys, unpack_from(mv, pos), strict=True))
+                return pos + size
+
+            read_steps.append(read_run)
+
+            def write_run(out: list, get: Callable) -> None:
+                out.append(pack(*[get(key, default) for key, default in pairs]))
+
+            write_steps.append(write_run)
+        run.clear()
+
+    for field in fields:
+        if not in_range(field.versions, version):
+            if not field.ignorable:
+                absent_checks.append(field)
+            continue
+        factories.append((field.name, _default_factory(field, version, flexible)))
+        if flexible and in_range(field.tagged_versions, version):
+            tagged_fields.append(field)
+            continue
+        if not field.is_array and field.type in _FIXED_FORMATS:
+            run.append(field)
+            continue
+        flush_run()
+        read_steps.append(_reading_step(field.name, _field_reader(field, version, flexible, False)))
+        write_steps.append(
+            _writing_step(field.name, _field_writer(field, version, flexible, False), _default_value(field))
+        )
+    flush_run()
+
+    tagged_fields.sort(key=lambda f: f.tag)  # type: ignore[arg-type, return-value]
+    tagged_readers = {f.tag: (f.name, _field_reader(f, version, flexible, True)) for f in tagged_fields}
+    tagged_writers = tuple(
+        (f.tag, f.name, _field_writer(f, version, flexible, True), _encoded_default(f, version, flexible))
+        for f in tagged_fields
+    )
+    tagged_factories = tuple((f.name, _default_factory(f, version, flexible)) for f in tagged_fields)
+    read_steps_t = tuple(read_steps)
+    write_steps_t = tuple(write_steps)
+    absent_t = tuple(absent_checks)
+    factories_t = tuple(factories)
+
+    if flexible:
+
+        def read(mv: memoryview, pos: int) -> tuple[dict, int]:
+            out: dict = {}
+            for step in read_steps_t:
+                pos = step(mv, pos, out)
+            count, pos = _decode_uvarint(mv, pos)
+            unknown = None
+            for _ in range(count):
+                tag, pos = _decode_uvarint(mv, pos)
+                size, pos = _decode_uvarint(mv, pos)
+                end = pos + size
+                if end > len(mv):
+                    raise DecodeError(f"tagged field {tag}: size {size} runs past the end of the buffer")
+                known = tagged_readers.get(tag)
+                if known is None:
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = bytes(mv[pos:end])
+                else:
+                    # The reader sees only this field's bytes, so a lying size cannot make it overrun.
+                    out[known[0]] = known[1](mv[:end], pos)[0]
+                pos = end
+            for name, factory in tagged_factories:
+                if name not in out:
+                    out[name] = factory()
+            if unknown:
+                out[UNKNOWN_TAGS] = unknown
+            return out, pos
+
+        def write(out: list, value: dict) -> None:
+            if absent_t:
+                _check_absent(absent_t, value, version)
+            get = value.get
+            for step in write_steps_t:
+                step(out, get)
+            tags: list[tuple[int, bytes]] = []
+            for tag, name, writer, default_bytes in tagged_writers:
+                if name in value:
+                    parts: list = []
+                    writer(parts, value[name])
+                    data = b"".join(parts)
+                    if data != default_bytes:
+                        tags.append((tag, data))
+            unknown = value.get(UNKNOWN_TAGS)
+            if unknown:
+                tags.extend(unknown.items())
+                tags.sort(key=lambda item: item[0])
+            out.append(_uvarint_bytes(len(tags)))
+            for tag, data in tags:
+                out.append(_uvarint_bytes(tag) + _uvarint_bytes(len(data)))
+                out.append(data)
+
+    else:
+
+        def read(mv: memoryview, pos: int) -> tuple[dict, int]:
+            out: dict = {}
+            for step in read_steps_t:
+                pos = step(mv, pos, out)
+            return out, pos
+
+        def write(out: list, value: dict) -> None:
+            if absent_t:
+                _check_absent(absent_t, value, version)
+            get = value.get
+            for step in write_steps_t:
+                step(out, get)
+
+    def default_factory() -> dict:
+        return {name: factory() for name, factory in factories_t}
+
+    return _StructCodec(read, write, default_factory)
+
+
+def _reading_step(name: str, reader: Reader) -> Callable[[memoryview, int, dict], int]:
+    def step(mv: memoryview, pos: int, out: dict) -> int:
+        out[name], pos = reader(mv, pos)
+        return pos
+
+    return step
+
+
+def _writing_step(name: str, writer: Writer, default: Any) -> Callable[[list, Callable], None]:
+    def step(out: list, get: Callable) -> None:
+        writer(out, get(name, default))
+
+    return step
+
+
+def _encoded_default(field: FieldSpec, version: int, flexible: bool) -> bytes:
+    parts: list = []
+    _field_writer(field, version, flexible, True)(parts, _default_value(field))
+    return b"".join(parts)
+
+
+def _check_absent(fields: tuple[FieldSpec, ...], value: dict, version: int) -> None:
+    for field in fields:
+        if field.name in value and not _is_default(field, value[field.name]):
+            raise UnsupportedFieldError(
+                f"attempted to write a non-default {field.json_name} at version {version}"
+            )
+
+
+# --------------------------------------------------------------------------------------------------
+# Public API
+
+_MESSAGE_CACHE: dict[tuple[int, int], tuple[MessageSpec, _StructCodec]] = {}
+
+
+def _message_codec(spec: MessageSpec, version: int) -> _StructCodec:
+    cached = _MESSAGE_CACHE.get((id(spec), version))
+    if cached is not None:
+        return cached[1]
+    if not spec.supports(version):
+        raise UnsupportedVersionError(f"{spec.name} has no version {version} (valid: {spec.valid_versions})")
+    codec = _compile_struct(spec.fields, version, spec.is_flexible(version))
+    _MESSAGE_CACHE[(id(spec), version)] = (spec, codec)
+    return codec
+
+
+def _as_byte_view(buf: Any) -> memoryview:
+    view = buf if isinstance(buf, memoryview) else memoryview(buf)
+    if view.format != "B" or view.ndim != 1:
+        view = view.cast("B")
+    return view
+
+
+def decode(spec: MessageSpec, version: int, buf: Any, offset: int = 0) -> tuple[dict, int]:
+    """Decodes one message starting at ``offset``; returns it and the offset just past it."""
+    codec = _message_codec(spec, version)
+    view = _as_byte_view(buf)
+    try:
+        return codec.read(view, offset)
+    except DecodeError:
+        raise
+    except (struct.error, IndexError, ValueError, OverflowError) as exc:
+        raise DecodeError(f"{spec.name} v{version}: {exc}") from exc
+
+
+def encode_parts(spec: MessageSpec, version: int, msg: dict) -> list:
+    """Encodes ``msg``; non-bytes ``records`` values (objects with an int ``size``) stay separate
+    elements right after their length prefix, everything else is joined into as few bytes as possible."""
+    codec = _message_codec(spec, version)
+    out: list = []
+    try:
+        codec.write(out, msg)
+    except EncodeError:
+        raise
+    except (struct.error, TypeError, AttributeError, OverflowError) as exc:
+        raise EncodeError(f"{spec.name} v{version}: {exc}") from exc
+    parts: list = []
+    pending: list = []
+    for item in out:
+        if isinstance(item, bytes | bytearray | memoryview):
+            pending.append(item)
+        else:
+            if pending:
+                parts.append(b"".join(pending))
+                pending = []
+            parts.append(item)
+    if pending:
+        parts.append(b"".join(pending))
+    return parts
+
+
+def encode(spec: MessageSpec, version: int, msg: dict) -> bytes:
+    codec = _message_codec(spec, version)
+    out: list = []
+    try:
+        codec.write(out, msg)
+        return b"".join(out)
+    except EncodeError:
+        raise
+    except TypeError as exc:
+        if any(not isinstance(item, bytes | bytearray | memoryview) for item in out):
+            raise EncodeError(
+                f"{spec.name} v{version}: a records value is not bytes; use encode_parts"
+            ) from exc
+        raise EncodeError(f"{spec.name} v{version}: {exc}") from exc
+    except (struct.error, AttributeError, OverflowError) as exc:
+        raise EncodeError(f"{spec.name} v{version}: {exc}") from exc
+
+
+# --------------------------------------------------------------------------------------------------
+# Headers
+
+
+class HeaderException(NamedTuple):
+    kind: str  # "request" or "response"
+    api_key: int
+    versions: VersionRange
+    header_version: int
+    reason: str
+
+
+# Every place where the header version does not follow "flexible body → flexible header".
+HEADER_EXCEPTIONS: tuple[HeaderException, ...] = (
+    HeaderException(
+        "response",
+        18,
+        VersionRange(0, None),
+        0,
+        "ApiVersions responses always use header v0, even for flexible bodies (KIP-511): a client that "
+        "sent a version the broker does not know must still be able to read the error response.",
+    ),
+    HeaderException(
+        "request",
+        7,
+        VersionRange(0, 0),
+        0,
+        "ControlledShutdown v0 predates the client_id field, so its request header is v0.",
+    ),
+)
+# A related irregularity lives in the RequestHeader spec itself: ClientId has flexibleVersions "none",
+# so header v2 keeps the int16-length string (KIP-482: any broker must be able to read the header of an
+# ApiVersions request newer than itself).
+
+_REQUEST_HEADER_OVERRIDES = {
+    (e.api_key, e.versions): e.header_version for e in HEADER_EXCEPTIONS if e.kind == "request"
+}
+_RESPONSE_HEADER_OVERRIDES = {
+    (e.api_key, e.versions): e.header_version for e in HEADER_EXCEPTIONS if e.kind == "response"
+}
+
+
+def _override(table: dict, api_key: int, api_version: int) -> int | None:
+    for (key, versions), header_version in table.items():
+        if key == api_key and in_range(versions, api_version):
+            return header_version
+    return None
+
+
+class RequestHeader(NamedTuple):
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body_offset: int
+
+
+def request_header_version(api_key: int, api_version: int) -> int:
+    """2 for flexible request versions, else 1 (0 where HEADER_EXCEPTIONS says so). Like Kafka, a version
+    above the declared maximum counts as flexible when the flexible range is open-ended."""
+    override = _override(_REQUEST_HEADER_OVERRIDES, api_key, api_version)
+    if override is not None:
+        return override
+    spec = REQUESTS.get(api_key)
+    if spec is not None and spec.is_flexible(api_version):
+        return 2
+    return 1
+
+
+def response_header_version(api_key: int, api_version: int) -> int:
+    override = _override(_RESPONSE_HEADER_OVERRIDES, api_key, api_version)
+    if override is not None:
+        return override
+    spec = RESPONSES.get(api_key)
+    if spec is not None and spec.is_flexible(api_version):
+        return 1
+    return 0
+
+
+def _skip_tagged_fields(view: memoryview, pos: int) -> int:
+    count, pos = _decode_uvarint(view, pos)
+    for _ in range(count):
+        _tag, pos = _decode_uvarint(view, pos)
+        size, pos = _decode_uvarint(view, pos)
+        pos = _check_room(view, pos, size, "request header tagged field")
+    return pos
+
+
+def decode_request_header(buf: Any) -> RequestHeader:
+    """Parses the request header at the start of a frame (the bytes after the int32 size)."""
+    view = _as_byte_view(buf)
+    if len(view) < _HEADER_PREFIX.size:
+        raise DecodeError(f"request header needs {_HEADER_PREFIX.size} bytes, frame has {len(view)}")
+    api_key, api_version, correlation_id = _HEADER_PREFIX.unpack_from(view, 0)
+    header_version = request_header_version(api_key, api_version)
+    pos = _HEADER_PREFIX.size
+    if header_version == 0:
+        return RequestHeader(api_key, api_version, correlation_id, None, pos)
+    spec = REQUESTS.get(api_key)
+    understood = spec is not None and spec.supports(api_version)
+    try:
+        (length,) = _INT16.unpack_from(view, pos)
+        pos += 2
+        client_id = None
+        if length >= 0:
+            end = _check_room(view, pos, length, "client_id")
+            client_id = str(view[pos:end], "utf-8")
+            pos = end
+        elif length != -1:
+            raise DecodeError(f"client_id has invalid length {length}")
+        if header_version >= 2:
+            pos = _skip_tagged_fields(view, pos)
+    except (DecodeError, struct.error, UnicodeDecodeError) as exc:
+        if understood:
+            raise DecodeError(f"malformed request header: {exc}") from exc
+        # The server still needs key, version and correlation id to answer UNSUPPORTED_VERSION.
+        logger.debug("unparseable header for unsupported api %s v%s: %s", api_key, api_version, exc)
+        return RequestHeader(api_key, api_version, correlation_id, None, _HEADER_PREFIX.size)
+    return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
+
+
+_EMPTY_TAGS = b"\x00"
+
+
+def encode_response_header(api_key: int, api_version: int, correlation_id: int) -> bytes:
+    if response_header_version(api_key, api_version) >= 1:
+        return _INT32.pack(correlation_id) + _EMPTY_TAGS
+    return _INT32.pack(correlation_id)
