@@ -841,7 +841,10 @@ class BrokerConfig:
             )
         advertised = _parse_listeners("advertised.listeners", values["advertised.listeners"], protocols)
         _check_advertised(
-            listeners, advertised, values["advertised.listeners"], derived="advertised.listeners" not in explicit
+            listeners,
+            advertised,
+            values["advertised.listeners"],
+            derived="advertised.listeners" not in explicit,
         )
         self._set("listener_endpoints", listeners)
         self._set("advertised_endpoints", advertised)
@@ -972,7 +975,9 @@ def _derived_error(key: str, value: object, reason: str) -> ConfigError:
     return ConfigError(key, f"Invalid value {value} for configuration {key}: {reason}", value)
 
 
-def _check_advertised(listeners: list[Endpoint], advertised: list[Endpoint], text: str, derived: bool) -> None:
+def _check_advertised(
+    listeners: list[Endpoint], advertised: list[Endpoint], text: str, derived: bool
+) -> None:
     names = {e.listener_name for e in listeners}
     origin = " (taken from listeners, since advertised.listeners is not set)" if derived else ""
     for e in advertised:
