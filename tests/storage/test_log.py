@@ -1,0 +1,174 @@
+import os
+
+import pytest
+from conftest import append, make_request
+
+from pybroker.records import iter_batch_headers, read_records
+from pybroker.storage import (
+    InvalidProducerEpochError,
+    Log,
+    LogConfig,
+    OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
+    RecordTooLargeError,
+)
+
+
+def fill(log, batches=30, per_batch=3, ts=1000):
+    for i in range(batches):
+        append(log, make_request(per_batch, ts=ts + i * 10))
+
+
+def test_append_assigns_offsets_and_reads_back_across_rolls(log_dir, small_config):
+    log = Log.create(log_dir, "topic", 0, small_config, 0)
+    infos = [append(log, make_request(3, ts=1000 + i), leader_epoch=7) for i in range(30)]
+    assert [(i.first_offset, i.last_offset) for i in infos[:2]] == [(0, 2), (3, 5)]
+    assert log.log_end_offset == 90
+    assert len(log.segments) > 3
+    assert sorted(os.listdir(log_dir))[:3] == [
+        "00000000000000000000.index",
+        "00000000000000000000.log",
+        "00000000000000000000.timeindex",
+    ]
+    offsets = []
+    position = 0
+    while position < 90:
+        data = log.read(position, 10_000).read()
+        headers = list(iter_batch_headers(data, verify_crc=True))
+        assert all(h.partition_leader_epoch == 7 for h in headers)
+        offsets += [r.offset for r in read_records(data)]
+        position = headers[-1].next_offset
+    assert offsets == list(range(90))
+
+
+def test_read_mid_batch_returns_whole_batch_and_bounds(log_dir, small_config):
+    log = Log.create(log_dir, "topic", 0, small_config, 0)
+    fill(log)
+    (header,) = iter_batch_headers(log.read(40, 1, min_one_batch=True).read())
+    assert (header.base_offset, header.last_offset) == (39, 41)
+    # Without min_one_batch Kafka returns max_bytes of the batch (the client drops the partial tail).
+    assert log.read(40, 1, min_one_batch=False).size == 1
+    # max_offset: only batches starting below it
+    data = log.read(30, 10_000, max_offset=36).read()
+    assert [h.base_offset for h in iter_batch_headers(data)] == [30, 33]
+    data = log.read(30, 10_000, max_offset=35).read()
+    assert [h.base_offset for h in iter_batch_headers(data)] == [30, 33]
+    assert log.read(36, 10_000, max_offset=36) is None
+    assert log.read(90, 10_000) is None
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(91, 100)
+
+
+def test_sparse_index_used_for_lookup(log_dir):
+    config = LogConfig(index_interval_bytes=300)
+    log = Log.create(log_dir, "topic", 0, config, 0)
+    fill(log, batches=50)
+    index = log.active_segment.offset_index
+    assert 5 < len(index) < 50
+    offset, position = index.lookup(100)
+    assert offset <= 100 and position > 0
+    assert list(iter_batch_headers(log.read(100, 1).read()))[0].base_offset == 99
+
+
+def test_roll_by_time_uses_record_timestamps(log_dir):
+    log = Log.create(log_dir, "topic", 0, LogConfig(segment_ms=1000), 0)
+    append(log, make_request(1, ts=5000))
+    append(log, make_request(1, ts=5900))
+    assert len(log.segments) == 1
+    append(log, make_request(1, ts=6100))
+    assert [s.base_offset for s in log.segments] == [0, 2]
+
+
+def test_offset_for_timestamp_exact_record_and_max_timestamp(log_dir, small_config):
+    log = Log.create(log_dir, "topic", 0, small_config, 0)
+    fill(log, batches=30, per_batch=3, ts=1000)  # batch i: ts 1000+10i .. +2
+    assert log.offset_for_timestamp(1101) == (31, 1101)
+    assert log.offset_for_timestamp(1103) == (33, 1110)
+    assert log.offset_for_timestamp(0) == (0, 1000)
+    assert log.offset_for_timestamp(99999) is None
+    assert log.offset_of_max_timestamp() == (89, 1292)
+
+
+def test_log_append_time(log_dir):
+    log = Log.create(log_dir, "topic", 0, LogConfig(message_timestamp_type="LogAppendTime"), 0)
+    info = append(log, make_request(2, ts=5), now_ms=777_000)
+    assert info.log_append_time_ms == 777_000
+    records = read_records(log.read(0, 1000).read())
+    assert [r.timestamp for r in records] == [777_000, 777_000]
+
+
+def test_record_too_large(log_dir):
+    log = Log.create(log_dir, "topic", 0, LogConfig(max_message_bytes=200), 0)
+    with pytest.raises(RecordTooLargeError):
+        append(log, make_request(5, value_size=100))
+    assert log.log_end_offset == 0
+
+
+def test_retention_by_time_and_size_keeps_active(log_dir, small_config):
+    log = Log.create(log_dir, "topic", 0, small_config, 0)
+    fill(log)
+    segments = len(log.segments)
+    assert log.apply_retention(now_ms=10_000) == 0
+    cfg = LogConfig(segment_bytes=600, index_interval_bytes=100, retention_bytes=2500)
+    log.update_config(cfg)
+    deleted = log.apply_retention(now_ms=10_000)
+    assert deleted > 0 and log.size_bytes <= 2500 + 600
+    assert log.log_start_offset == log.segments[0].base_offset > 0
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(0, 100)
+    log.update_config(LogConfig(segment_bytes=600, retention_ms=1000))
+    log.apply_retention(now_ms=10**9)
+    assert len(log.segments) == 1 and log.log_end_offset == 90
+    assert segments > 1
+
+
+def test_delete_records_before(log_dir, small_config):
+    log = Log.create(log_dir, "topic", 0, small_config, 0)
+    fill(log)
+    log.delete_records_before(50)
+    assert log.log_start_offset == 50
+    assert log.segments[0].base_offset <= 50 < log.segments[0].next_offset
+    assert list(iter_batch_headers(log.read(50, 1).read()))[0].base_offset == 48
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(49, 10)
+    with pytest.raises(OffsetOutOfRangeError):
+        log.delete_records_before(91)
+
+
+def idem(seq, epoch=0, pid=42, count=2):
+    return make_request(count, producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+
+
+def test_idempotent_dedupe_out_of_order_and_fencing(log_dir):
+    log = Log.create(log_dir, "topic", 0, LogConfig(), 0)
+    first = append(log, idem(0))
+    append(log, idem(2))
+    dup = append(log, idem(0))
+    assert dup.duplicate and (dup.first_offset, dup.last_offset) == (first.first_offset, first.last_offset)
+    assert log.log_end_offset == 4
+    with pytest.raises(OutOfOrderSequenceError):
+        append(log, idem(7))
+    with pytest.raises(OutOfOrderSequenceError):
+        append(log, idem(3, epoch=1))
+    append(log, idem(0, epoch=1))
+    with pytest.raises(InvalidProducerEpochError):
+        append(log, idem(2, epoch=0))
+    append(log, idem(12345, pid=99))  # unknown producer: any sequence
+    assert log.log_end_offset == 8
+
+
+def test_producer_state_survives_close_and_crash(log_dir):
+    log = Log.create(log_dir, "topic", 0, LogConfig(), 0)
+    append(log, idem(0))
+    append(log, idem(2))
+    log.close()
+    log = Log.open(log_dir, "topic", 0, LogConfig(), 0, recovery_point=0, clean_shutdown=True)
+    assert append(log, idem(2)).duplicate
+    with pytest.raises(OutOfOrderSequenceError):
+        append(log, idem(9))
+    append(log, idem(4))
+    # crash: no snapshot at the end, state rebuilt from the last snapshot plus replay
+    log = Log.open(log_dir, "topic", 0, LogConfig(), 0, recovery_point=0, clean_shutdown=False)
+    assert log.log_end_offset == 6
+    assert append(log, idem(4)).duplicate
+    assert append(log, idem(6)).first_offset == 6
