@@ -52,7 +52,7 @@ class Broker:
         self.metadata.load()
         t0 = time.monotonic()
         self.log_manager = LogManager(self.log_dirs)
-        await asyncio.get_running_loop().run_in_executor(None, self.log_manager.startup)
+        await asyncio.get_running_loop().run_in_executor(None, self.log_manager.startup, self._log_config_for)
         self._open_partitions()
         log.info(
             "loaded %d partitions of %d topics in %.2fs", len(self.partitions), len(self.metadata.topics),
@@ -103,11 +103,12 @@ class Broker:
                 self.log_manager.delete_log(lg.topic, lg.partition)
 
     async def _every(self, interval_ms: int, fn) -> None:
-        loop = asyncio.get_running_loop()
+        # Logs are owned by the event loop (storage is not thread-safe), so these run on it; they
+        # are short: metadata updates, unlinks, and fsyncs only when a flush policy asks for them.
         while True:
             await asyncio.sleep(interval_ms / 1000)
             try:
-                await loop.run_in_executor(None, fn)
+                fn()
             except Exception:
                 log.exception("background task %s failed", fn.__name__)
 
@@ -116,6 +117,7 @@ class Broker:
         n = self.log_manager.retention_pass(int(time.time() * 1000))
         if n:
             log.info("retention deleted %d segments", n)
+        self.log_manager.purge_deleted()
 
     def _checkpoint(self) -> None:
         assert self.log_manager is not None
@@ -126,6 +128,12 @@ class Broker:
         self.log_manager.flush_dirty()
 
     # -- topics ------------------------------------------------------------------------------
+    def _log_config_for(self, topic: str) -> LogConfig:
+        rec = self.metadata.topics.get(topic)
+        if rec is None:
+            return LogConfig(**broker_config.log_config_kwargs(broker_config.effective_topic_config(self.config, {})))
+        return self.log_config(rec)
+
     def log_config(self, rec: TopicRecord) -> LogConfig:
         effective = broker_config.effective_topic_config(self.config, rec.configs)
         return LogConfig(**broker_config.log_config_kwargs(effective))
