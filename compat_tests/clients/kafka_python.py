@@ -92,13 +92,18 @@ class KafkaPythonClient:
             producer.close(timeout=5)
 
     def _consumer(self, bootstrap: str) -> KafkaConsumer:
-        return KafkaConsumer(
+        consumer = KafkaConsumer(
             bootstrap_servers=bootstrap,
             group_id=None,
             enable_auto_commit=False,
             allow_auto_create_topics=False,
             request_timeout_ms=int(TIMEOUT_S * 1000),
         )
+        # kafka-python 3.0.12 does not hand allow_auto_create_topics to its ClusterMetadata (which
+        # builds the Metadata requests and defaults to True), so apply the documented setting there.
+        # Only the bootstrap (no-topics) Metadata request has been sent at this point.
+        consumer._manager.cluster.config["allow_auto_create_topics"] = False  # noqa: SLF001
+        return consumer
 
     def consume(
         self, bootstrap: str, topic: str, partition: int, *, start: Start, count: int, timeout_s: float = 30.0

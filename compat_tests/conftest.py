@@ -1,0 +1,111 @@
+"""pytest wiring for the compat scenarios: which broker, which clients, fresh topics.
+
+pytest compat_tests                         # starts pybroker once per session
+pytest compat_tests --broker kafka          # starts Apache Kafka (compat_tests/reference)
+pytest compat_tests --bootstrap HOST:PORT   # an already-running broker of any kind
+pytest compat_tests --clients confluent,java
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from compat_tests.brokers import PyBroker
+from compat_tests.clients.registry import CLIENT_NAMES, make_client
+from compat_tests.scenarios.support import NOT_EXPRESSIBLE_LOG
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("compat", "Kafka client compatibility")
+    group.addoption("--bootstrap", default=None, help="HOST:PORT of an already-running broker (any kind)")
+    group.addoption(
+        "--broker",
+        default="pybroker",
+        choices=["pybroker", "kafka"],
+        help="broker to start when --bootstrap is not given",
+    )
+    group.addoption(
+        "--clients", default=",".join(CLIENT_NAMES), help="comma-separated adapters to run (default: all)"
+    )
+
+
+def selected_clients(config: pytest.Config) -> list[str]:
+    names = [name.strip() for name in config.getoption("--clients").split(",") if name.strip()]
+    unknown = sorted(set(names) - set(CLIENT_NAMES))
+    if unknown:
+        raise pytest.UsageError(f"unknown clients {unknown}; known: {CLIENT_NAMES}")
+    return names
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    names = selected_clients(metafunc.config)
+    if "client_name" in metafunc.fixturenames:
+        metafunc.parametrize("client_name", names)
+    if "client_pair" in metafunc.fixturenames:
+        pairs = [(a, b) for a in names for b in names]
+        metafunc.parametrize("client_pair", pairs, ids=[f"{a}->{b}" for a, b in pairs])
+
+
+@pytest.fixture(scope="session")
+def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The launcher object of the broker under test, or None for an external --bootstrap."""
+    if request.config.getoption("--bootstrap"):
+        yield None
+        return
+    workdir = tmp_path_factory.mktemp("broker")
+    if request.config.getoption("--broker") == "kafka":
+        from compat_tests.reference.apache_kafka import ApacheKafka
+
+        launcher: Any = ApacheKafka(workdir)
+    else:
+        launcher = PyBroker(workdir)
+    launcher.start()
+    try:
+        yield launcher
+    finally:
+        launcher.stop()
+
+
+@pytest.fixture(scope="session")
+def bootstrap(request: pytest.FixtureRequest, broker: Any) -> str:
+    return request.config.getoption("--bootstrap") or broker.bootstrap
+
+
+@pytest.fixture(scope="session")
+def admin() -> Any:
+    """The admin used to set scenarios up (confluent-kafka: the most complete admin API)."""
+    return make_client("confluent")
+
+
+@pytest.fixture
+def unique_topic(request: pytest.FixtureRequest) -> str:
+    safe = "".join(ch if ch.isalnum() else "-" for ch in request.node.name)[:60].strip("-")
+    return f"compat-{safe}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def make_topic(admin: Any, bootstrap: str, unique_topic: str) -> Callable[..., str]:
+    """Create a fresh topic (``unique_topic`` plus an optional suffix) and return its name."""
+
+    def create(suffix: str = "", *, partitions: int = 1, configs: dict[str, str] | None = None) -> str:
+        name = unique_topic + suffix
+        admin.create_topic(bootstrap, name, partitions=partitions, configs=configs)
+        return name
+
+    return create
+
+
+@pytest.fixture
+def client(client_name: str) -> Any:
+    return make_client(client_name)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if NOT_EXPRESSIBLE_LOG:
+        terminalreporter.section("scenarios a client cannot express (reported as skipped, never passed)")
+        for line in sorted(set(NOT_EXPRESSIBLE_LOG)):
+            terminalreporter.write_line(line)

@@ -1,0 +1,69 @@
+"""Shared helpers for the scenarios: 'not expressible' reporting, record sets, waiting."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+import pytest
+
+from compat_tests.clients.base import Compression, ConsumedRecord, Delivery, NotSupportedByClient, Record
+
+CODECS: list[Compression] = ["none", "gzip", "snappy", "lz4", "zstd"]
+NOT_EXPRESSIBLE_LOG: list[str] = []
+T = TypeVar("T")
+
+
+@contextmanager
+def expressible(client_name: str) -> Iterator[None]:
+    """Turn NotSupportedByClient into an explicit, listed 'not expressible' skip (never a pass)."""
+    try:
+        yield
+    except NotSupportedByClient as exc:
+        message = f"NOT EXPRESSIBLE by {client_name}: {exc}"
+        NOT_EXPRESSIBLE_LOG.append(message)
+        pytest.skip(message)
+
+
+def mixed_records(tag: str, count: int = 12, timestamp_base: int | None = None) -> list[Record]:
+    """Keys, binary values, headers, a NULL key and a NULL value — what every client can express."""
+    records = []
+    for i in range(count):
+        key: bytes | None = f"{tag}-key-{i}".encode()
+        value: bytes | None = f"{tag}-value-{i}-".encode() + bytes(range(256)) * (i % 3) + b"\x00\xff"
+        if i % 4 == 1:
+            key = None
+        if i % 4 == 3:
+            value = None
+        headers = (("trace", f"t{i}".encode()), ("bin", b"\x01\x02\xfe")) if i % 2 == 0 else ()
+        timestamp = None if timestamp_base is None else timestamp_base + i * 10
+        records.append(Record(key, value, headers, timestamp))
+    return records
+
+
+def assert_same_records(sent: list[Record], deliveries: list[Delivery], got: list[ConsumedRecord]) -> None:
+    """Byte-for-byte: key, value, headers (order kept) and offset; timestamp when one was set."""
+    assert len(got) == len(sent), f"consumed {len(got)} of {len(sent)} records"
+    for index, (record, delivery, consumed) in enumerate(zip(sent, deliveries, got, strict=True)):
+        where = f"record {index}"
+        assert consumed.offset == delivery.offset, where
+        assert consumed.key == record.key, where
+        assert consumed.value == record.value, where
+        assert consumed.headers == tuple(record.headers), where
+        if record.timestamp_ms is not None:
+            assert consumed.timestamp_type == "CreateTime", where
+            assert consumed.timestamp_ms == record.timestamp_ms, where
+
+
+def wait_for(condition: Callable[[], T], timeout_s: float = 30.0, what: str = "condition") -> T:
+    """Poll ``condition`` until it returns something truthy; fail with ``what`` at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    last: T = condition()
+    while not last:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+        time.sleep(0.2)  # poll interval, the deadline above bounds the wait
+        last = condition()
+    return last
