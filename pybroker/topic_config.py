@@ -536,6 +536,18 @@ def effective_topic_config(broker: BrokerSettings, overrides: Mapping[str, str |
     return effective
 
 
+def effective_topic_config_str(
+    broker: BrokerSettings, overrides: Mapping[str, str | None], name: str
+) -> str | None:
+    """One topic config's effective value as DescribeConfigs shows it (lists comma-joined; None if sensitive/unset).
+
+    IncrementalAlterConfigs APPEND/SUBTRACT start from this when the topic has no override yet."""
+    definition = TOPIC_CONFIGS.get(name)
+    if definition is None:
+        raise unknown_key_error("topic", name, None, TOPIC_CONFIGS)
+    return value_to_wire(definition.key, effective_topic_config(broker, overrides)[name])
+
+
 def describe_topic_config(broker: BrokerSettings, overrides: Mapping[str, str | None]) -> list[ConfigEntry]:
     """DescribeConfigs rows for a topic, the way Kafka's ConfigHelper builds them."""
     typed_overrides = validate_topic_configs(overrides)

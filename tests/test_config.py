@@ -330,6 +330,14 @@ def test_effective_topic_config_override_then_broker_synonym_then_default():
     assert set(effective) == set(TOPIC_CONFIGS)
 
 
+def test_effective_topic_config_str_for_incremental_alter():
+    broker = BrokerConfig({"log.cleanup.policy": "delete,compact"})
+    assert cfg.effective_topic_config_str(broker, {}, "cleanup.policy") == "delete,compact"
+    assert cfg.effective_topic_config_str(broker, {"retention.ms": "5"}, "retention.ms") == "5"
+    with pytest.raises(ConfigError, match="Unknown topic config name: nope"):
+        cfg.effective_topic_config_str(broker, {}, "nope")
+
+
 def test_log_config_kwargs_match_storage_field_names():
     broker = BrokerConfig({"log.message.timestamp.type": "LogAppendTime"})
     kwargs = log_config_kwargs(effective_topic_config(broker, {"cleanup.policy": "Compact,delete"}))
