@@ -4,13 +4,15 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.util.Set;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
+import org.apache.kafka.common.errors.UnknownServerException;
+import org.apache.kafka.common.protocol.Errors;
 
 /**
  * {@code java -jar compat-client.jar <command> --bootstrap HOST:PORT [options]}.
  *
- * <p>stdout carries only JSON lines; a failure is one {@code {"error", "error_class", "message"}}
- * object on stdout and exit code 1 (2 for a usage error), so a caller can assert on the Kafka
- * exception a broker provoked.
+ * <p>stdout carries only JSON lines; a failure is one
+ * {@code {"error", "error_class", "message", "kafka_error", "kafka_error_code"}} object on stdout and
+ * exit code 1 (2 for a usage error), so a caller can assert on the Kafka exception a broker provoked.
  */
 public final class CompatClient {
     private static final Set<String> ADMIN_COMMANDS = Set.of(
@@ -67,6 +69,16 @@ public final class CompatClient {
         error.put("error", e.getClass().getSimpleName());
         error.put("error_class", e.getClass().getName());
         error.put("message", e.getMessage());
+        // The protocol error the client maps this exception to (the same table the client decodes
+        // responses with), so scenarios can compare Java with other clients by Kafka error name.
+        Errors kafkaError = Errors.forException(e);
+        boolean mapped = kafkaError != Errors.UNKNOWN_SERVER_ERROR || e instanceof UnknownServerException;
+        error.put("kafka_error", mapped ? kafkaError.name() : "UNKNOWN");
+        if (mapped) {
+            error.put("kafka_error_code", kafkaError.code());
+        } else {
+            error.putNull("kafka_error_code");
+        }
         Json.emit(error);
     }
 }

@@ -25,7 +25,11 @@ final class ConsumeCommand {
             consumer.assign(List.of(partition));
             switch (start) {
                 case "beginning" -> consumer.seekToBeginning(List.of(partition));
-                case "end" -> consumer.seekToEnd(List.of(partition));
+                case "end" -> {
+                    consumer.seekToEnd(List.of(partition));
+                    // seekToEnd is lazy: pin "end" now, not at the first fetch.
+                    consumer.position(partition);
+                }
                 default -> consumer.seek(partition, parseOffset(start));
             }
             int emitted = 0;
@@ -69,6 +73,7 @@ final class ConsumeCommand {
         props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
         props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
         props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        props.put(ConsumerConfig.ALLOW_AUTO_CREATE_TOPICS_CONFIG, "false");
         // "none" makes a seek past the log a visible OffsetOutOfRangeException instead of a silent reset.
         props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, args.optional("reset", "none"));
         props.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, args.optional("isolation", "read_uncommitted"));

@@ -1,0 +1,285 @@
+"""Java kafka-clients 3.9.1 adapter: drives ``compat_tests/java`` (one JVM per operation).
+
+The jar is built on first use (``mvn package``, offline when the dependencies are already in the
+project-local Maven repository) and rebuilt when a source file or the POM is newer than it.
+Every operation is one ``java -jar target/compat-client.jar <command> ...`` run exchanging JSON lines;
+see ``compat_tests/java/README.md`` for the command line itself.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from compat_tests.reference.maven import build_lock, run_maven
+
+from .base import (
+    Acks,
+    ClientError,
+    Compression,
+    ConsumedRecord,
+    Delivery,
+    ListedOffset,
+    OffsetSpec,
+    Record,
+    Start,
+    TopicDescription,
+)
+
+logger = logging.getLogger(__name__)
+
+JAVA_PROJECT = Path(__file__).resolve().parents[1] / "java"
+JAR = JAVA_PROJECT / "target" / "compat-client.jar"
+# Short-lived client JVMs: C1 only and the CDS archive cut start-up to a fraction of a second.
+JVM_OPTIONS = ["-XX:TieredStopAtLevel=1", "-Xshare:auto", "-XX:+UseSerialGC", "-Xmx256m"]
+# Headroom over the client's own timeouts before we declare the JVM hung.
+PROCESS_SLACK_S = 30.0
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode("ascii")
+
+
+def _unb64(text: str | None) -> bytes | None:
+    return None if text is None else base64.b64decode(text)
+
+
+def _sources_newer_than(jar: Path) -> bool:
+    jar_mtime = jar.stat().st_mtime
+    sources = [JAVA_PROJECT / "pom.xml", *(JAVA_PROJECT / "src").rglob("*")]
+    return any(path.is_file() and path.stat().st_mtime > jar_mtime for path in sources)
+
+
+def ensure_jar() -> Path:
+    """Build ``target/compat-client.jar`` if it is missing or stale; returns its path."""
+    with build_lock("compat-client"):
+        if not JAR.exists() or _sources_newer_than(JAR):
+            logger.info("building %s", JAR)
+            run_maven(JAVA_PROJECT, ["package", "-DskipTests"])
+            if not JAR.exists():
+                raise RuntimeError(f"maven finished but {JAR} is missing")
+    return JAR
+
+
+class JavaClientError(ClientError):
+    """The Java program's error object: ``error`` is the Kafka error name, ``native`` the Java exception."""
+
+    def __init__(self, error: str, native: str, detail: str, error_class: str, exit_code: int) -> None:
+        super().__init__(error, native, detail)
+        self.error_class = error_class
+        self.exit_code = exit_code
+
+
+class JavaClient:
+    """The stock Java client (kafka-clients 3.9.1, as bundled by Spark 4)."""
+
+    name = "java"
+
+    def __init__(
+        self, *, timeout_s: float = 30.0, java: str = "java", properties: dict[str, str] | None = None
+    ):
+        self.timeout_s = timeout_s
+        self.java = java
+        # Extra client configs passed to every command as --property k=v (applied last).
+        self.properties = dict(properties or {})
+
+    # ---- the Client interface ------------------------------------------------------------
+    def produce(
+        self,
+        bootstrap: str,
+        topic: str,
+        records: list[Record],
+        *,
+        compression: Compression = "none",
+        idempotent: bool = False,
+        acks: Acks = "all",
+    ) -> list[Delivery]:
+        lines = [
+            json.dumps(
+                {
+                    "key": _b64(record.key),
+                    "value": _b64(record.value),
+                    "headers": [[name, _b64(value)] for name, value in record.headers],
+                    "timestamp": record.timestamp_ms,
+                    "partition": record.partition,
+                }
+            )
+            for record in records
+        ]
+        options = [
+            "--topic",
+            topic,
+            "--compression",
+            compression,
+            "--idempotent",
+            str(idempotent).lower(),
+            "--acks",
+            acks,
+        ]
+        out = self._run("produce", bootstrap, options, stdin="\n".join(lines) + "\n")
+        return [Delivery(item["partition"], item["offset"], item["timestamp"]) for item in out]
+
+    def consume(
+        self, bootstrap: str, topic: str, partition: int, *, start: Start, count: int, timeout_s: float = 30.0
+    ) -> list[ConsumedRecord]:
+        options = [
+            "--topic",
+            topic,
+            "--partition",
+            str(partition),
+            "--start",
+            str(start),
+            "--count",
+            str(count),
+        ]
+        out = self._run("consume", bootstrap, options, timeout_s=timeout_s)
+        return [
+            ConsumedRecord(
+                topic=item["topic"],
+                partition=item["partition"],
+                offset=item["offset"],
+                timestamp_ms=item["timestamp"],
+                timestamp_type=item["timestamp_type"],
+                key=_unb64(item["key"]),
+                value=_unb64(item["value"]),
+                headers=tuple((name, _unb64(value)) for name, value in item["headers"]),
+            )
+            for item in out
+        ]
+
+    def offset_for_time(self, bootstrap: str, topic: str, partition: int, timestamp_ms: int) -> int | None:
+        options = ["--topic", topic, "--partition", str(partition), "--timestamp", str(timestamp_ms)]
+        return self._run_one("offset-for-time", bootstrap, options)["offset"]
+
+    # ---- the Admin interface -------------------------------------------------------------
+    def create_topic(
+        self,
+        bootstrap: str,
+        topic: str,
+        *,
+        partitions: int = 1,
+        configs: dict[str, str] | None = None,
+        replication_factor: int = 1,
+    ) -> None:
+        options = [
+            "--topic",
+            topic,
+            "--partitions",
+            str(partitions),
+            "--replication-factor",
+            str(replication_factor),
+        ]
+        for name, value in (configs or {}).items():
+            options += ["--config", f"{name}={value}"]
+        self._run_one("create-topic", bootstrap, options)
+
+    def delete_topic(self, bootstrap: str, topic: str) -> None:
+        self._run_one("delete-topic", bootstrap, ["--topic", topic])
+
+    def describe_configs(self, bootstrap: str, topic: str) -> dict[str, str]:
+        return {
+            name: entry["value"] or ""
+            for name, entry in self.describe_configs_detailed(bootstrap, topic).items()
+        }
+
+    def describe_configs_detailed(self, bootstrap: str, topic: str) -> dict[str, dict[str, Any]]:
+        """name -> {"value", "source" (e.g. DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG), "read_only", "default", "sensitive"}."""
+        return self._run_one("describe-configs", bootstrap, ["--topic", topic])["configs"]
+
+    def alter_configs(
+        self, bootstrap: str, topic: str, configs: dict[str, str], *, delete: tuple[str, ...] | list[str] = ()
+    ) -> None:
+        """incrementalAlterConfigs: SET each of ``configs``, DELETE (revert to default) each of ``delete``."""
+        options = ["--topic", topic]
+        for name, value in configs.items():
+            options += ["--set", f"{name}={value}"]
+        for name in delete:
+            options += ["--delete", name]
+        self._run_one("alter-configs", bootstrap, options)
+
+    def create_partitions(self, bootstrap: str, topic: str, total: int) -> None:
+        self._run_one("create-partitions", bootstrap, ["--topic", topic, "--total", str(total)])
+
+    def list_offsets(self, bootstrap: str, topic: str, partition: int, spec: OffsetSpec) -> ListedOffset:
+        out = self._run_one(
+            "list-offsets", bootstrap, ["--topic", topic, "--partition", str(partition), "--spec", str(spec)]
+        )
+        return ListedOffset(out["offset"], out["timestamp"])
+
+    def delete_records(self, bootstrap: str, topic: str, partition: int, before_offset: int) -> int:
+        options = ["--topic", topic, "--partition", str(partition), "--before", str(before_offset)]
+        return self._run_one("delete-records", bootstrap, options)["low_watermark"]
+
+    def describe_topic(self, bootstrap: str, topic: str) -> TopicDescription:
+        out = self.describe_topic_detailed(bootstrap, topic)
+        return TopicDescription(out["topic"], len(out["partitions"]))
+
+    def describe_topic_detailed(self, bootstrap: str, topic: str) -> dict[str, Any]:
+        """{"topic", "topic_id", "internal", "partitions": [{"partition", "leader", "replicas", "isr"}]}."""
+        return self._run_one("describe-topic", bootstrap, ["--topic", topic])
+
+    def list_topics(self, bootstrap: str, *, internal: bool = False) -> list[str]:
+        return self._run_one("list-topics", bootstrap, ["--internal", str(internal).lower()])["topics"]
+
+    def describe_cluster(self, bootstrap: str) -> dict[str, Any]:
+        """{"cluster_id", "controller": node|None, "nodes": [node]}, node = {"id", "host", "port", "rack"}."""
+        return self._run_one("describe-cluster", bootstrap, [])
+
+    # ---- process plumbing ------------------------------------------------------------------
+    def _run_one(self, command: str, bootstrap: str, options: list[str]) -> dict[str, Any]:
+        out = self._run(command, bootstrap, options)
+        if len(out) != 1:
+            raise RuntimeError(f"java {command} printed {len(out)} JSON lines, expected 1: {out!r}")
+        return out[0]
+
+    def _run(
+        self,
+        command: str,
+        bootstrap: str,
+        options: list[str],
+        *,
+        stdin: str = "",
+        timeout_s: float | None = None,
+    ) -> list[dict[str, Any]]:
+        java = shutil.which(self.java) or self.java
+        client_timeout_s = timeout_s if timeout_s is not None else self.timeout_s
+        argv = [java, *JVM_OPTIONS, "-jar", str(ensure_jar()), command, "--bootstrap", bootstrap]
+        argv += ["--timeout-ms", str(int(client_timeout_s * 1000)), *options]
+        for name, value in self.properties.items():
+            argv += ["--property", f"{name}={value}"]
+        env = dict(os.environ)
+        if level := os.environ.get("COMPAT_CLIENT_LOG_LEVEL"):
+            env["JAVA_TOOL_OPTIONS"] = (
+                f"{env.get('JAVA_TOOL_OPTIONS', '')} -Dorg.slf4j.simpleLogger.defaultLogLevel={level}".strip()
+            )
+        result = subprocess.run(
+            argv,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=client_timeout_s + PROCESS_SLACK_S,
+            env=env,
+        )
+        lines = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+        if result.returncode != 0:
+            error = lines[-1] if lines and "error" in lines[-1] else None
+            if error is None:
+                raise RuntimeError(
+                    f"java {command} exited {result.returncode} without an error object:\n{result.stderr[-4000:]}"
+                )
+            raise JavaClientError(
+                error.get("kafka_error", "UNKNOWN"),
+                error["error"],
+                error.get("message") or "",
+                error.get("error_class", ""),
+                result.returncode,
+            )
+        if result.stderr.strip():
+            logger.debug("java %s stderr:\n%s", command, result.stderr[-4000:])
+        return lines
