@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# Kafka spells "never" as Long.MAX_VALUE; intervals at or above this do not get a task at all.
+NEVER_MS = 2**40
+
 
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
@@ -62,9 +65,13 @@ class Broker:
             raise SystemExit("listeners must name a port")
         self._server = await serve(self, self.host, self.port)
         self._tasks = [
-            asyncio.ensure_future(self._every(self.config.log_retention_check_interval_ms, self._retention)),
-            asyncio.ensure_future(self._every(self.config.log_flush_offset_checkpoint_interval_ms, self._checkpoint)),
-            asyncio.ensure_future(self._every(self.config.log_flush_scheduler_interval_ms, self._flush)),
+            asyncio.ensure_future(self._every(interval, fn))
+            for interval, fn in (
+                (self.config.log_retention_check_interval_ms, self._retention),
+                (self.config.log_flush_offset_checkpoint_interval_ms, self._checkpoint),
+                (self.config.log_flush_scheduler_interval_ms, self._flush),
+            )
+            if 0 < interval < NEVER_MS
         ]
         self.started = True
         log.info("pybroker node %d started (cluster id %s)", self.node_id, self.cluster_id)

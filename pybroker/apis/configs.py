@@ -17,17 +17,19 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
 def _entry(e, version: int, include_synonyms: bool, include_docs: bool) -> dict:
-    return {
+    entry = {
         "name": e.name,
         "value": e.value,
         "read_only": e.read_only,
-        "is_default": e.is_default,
         "config_source": e.source,
         "is_sensitive": e.sensitive,
         "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in e.synonyms] if include_synonyms else [],
         "config_type": e.config_type,
         "documentation": e.documentation if include_docs else None,
     }
+    if version == 0:  # v1 replaced IsDefault with ConfigSource
+        entry["is_default"] = e.is_default
+    return entry
 
 
 def _broker_resource_ok(ctx: RequestContext, name: str) -> bool:
