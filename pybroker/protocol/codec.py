@@ -252,6 +252,9 @@ def _primitive_reader(field: FieldSpec, kind: str, flexible: bool, nullable: boo
         if flexible:
 
             def read_length(mv: memoryview, pos: int) -> tuple[int, int]:
+                raw = mv[pos]
+                if raw < 0x80:
+                    return raw - 1, pos + 1
                 raw, pos = _decode_uvarint(mv, pos)
                 return raw - 1, pos
 
@@ -296,8 +299,12 @@ def _array_reader(field: FieldSpec, element_reader: Reader, flexible: bool, null
 
     def read_array(mv: memoryview, pos: int) -> tuple[Any, int]:
         if flexible:
-            raw, pos = _decode_uvarint(mv, pos)
-            count = raw - 1
+            count = mv[pos] - 1
+            if count < 0x7F:
+                pos += 1
+            else:
+                raw, pos = _decode_uvarint(mv, pos)
+                count = raw - 1
         else:
             count = unpack32(mv, pos)[0]
             pos += 4
@@ -323,11 +330,16 @@ def _fixed_array_reader(field: FieldSpec, code: str, flexible: bool, nullable: b
     item_size = struct.calcsize(">" + code)
     unpack32 = _INT32.unpack_from
     is_bool = code == "?"
+    unpackers: dict[int, Callable] = {}
 
     def read_fixed_array(mv: memoryview, pos: int) -> tuple[Any, int]:
         if flexible:
-            raw, pos = _decode_uvarint(mv, pos)
-            count = raw - 1
+            count = mv[pos] - 1
+            if count < 0x7F:
+                pos += 1
+            else:
+                raw, pos = _decode_uvarint(mv, pos)
+                count = raw - 1
         else:
             count = unpack32(mv, pos)[0]
             pos += 4
@@ -338,7 +350,12 @@ def _fixed_array_reader(field: FieldSpec, code: str, flexible: bool, nullable: b
         end = pos + count * item_size
         if end > len(mv):
             raise DecodeError(f"{name}: array of {count} elements runs past the end of the buffer")
-        values = list(struct.unpack_from(f">{count}{code}", mv, pos))
+        unpacker = unpackers.get(count)
+        if unpacker is None:
+            unpacker = struct.Struct(f">{count}{code}").unpack_from
+            if count <= 64:  # bounded, so hostile counts cannot grow the cache
+                unpackers[count] = unpacker
+        values = list(unpacker(mv, pos))
         if is_bool:
             values = [bool(v) for v in values]
         return values, end
@@ -477,6 +494,7 @@ def _fixed_array_writer(field: FieldSpec, code: str, flexible: bool, nullable: b
     pack32 = _INT32.pack
     null_marker = b"\x00" if flexible else _NULL_INT32
     pack = struct.pack
+    packers: dict[int, Callable] = {}
 
     def write_fixed_array(out: list, value: Any) -> None:
         if value is None:
@@ -485,6 +503,15 @@ def _fixed_array_writer(field: FieldSpec, code: str, flexible: bool, nullable: b
             out.append(null_marker)
             return
         count = len(value)
+        packer = packers.get(count)
+        if packer is not None:
+            out.append(packer(count + 1 if flexible else count, *value))
+            return
+        if count <= 64:  # a bounded cache of the common small sizes, length prefix included
+            packer = struct.Struct((">B" if flexible else ">i") + f"{count}{code}").pack
+            packers[count] = packer
+            out.append(packer(count + 1 if flexible else count, *value))
+            return
         prefix = _uvarint_bytes(count + 1) if flexible else pack32(count)
         out.append(prefix + pack(f">{count}{code}", *value))
 
@@ -553,8 +580,10 @@ def _compile_struct(fields: tuple[FieldSpec, ...], version: int, flexible: bool)
 
 
 def _build_struct(fields: tuple[FieldSpec, ...], version: int, flexible: bool) -> _StructCodec:
-    read_steps: list[Callable[[memoryview, int, dict], int]] = []
-    write_steps: list[Callable[[list, Callable], None]] = []
+    # (key, reader) pairs; key None marks a run of fixed fields that stores its values itself.
+    read_steps: list[tuple[str | None, Callable]] = []
+    # (key, default, writer) triples; key None marks a run of fixed fields that reads the dict itself.
+    write_steps: list[tuple[str | None, Any, Callable]] = []
     tagged_fields: list[FieldSpec] = []
     absent_checks: list[FieldSpec] = []
     factories: list[tuple[str, Callable[[], Any]]] = []
@@ -576,29 +605,28 @@ def _build_struct(fields: tuple[FieldSpec, ...], version: int, flexible: bool) -
         if len(run) == 1:
             only_key = keys[0]
 
-            def read_one(mv: memoryview, pos: int, out: dict) -> int:
-                out[only_key] = unpack_from(mv, pos)[0]
-                return pos + size
+            def read_one(mv: memoryview, pos: int) -> tuple[Any, int]:
+                return unpack_from(mv, pos)[0], pos + size
 
-            read_steps.append(read_one)
+            read_steps.append((only_key, read_one))
             only_default = pairs[0][1]
 
-            def write_one(out: list, get: Callable) -> None:
-                out.append(pack(get(only_key, only_default)))
+            def write_one(out: list, value: Any) -> None:
+                out.append(pack(value))
 
-            write_steps.append(write_one)
+            write_steps.append((only_key, only_default, write_one))
         else:
 
             def read_run(mv: memoryview, pos: int, out: dict) -> int:
                 out.update(zip(keys, unpack_from(mv, pos), strict=True))
                 return pos + size
 
-            read_steps.append(read_run)
+            read_steps.append((None, read_run))
 
             def write_run(out: list, get: Callable) -> None:
                 out.append(pack(*[get(key, default) for key, default in pairs]))
 
-            write_steps.append(write_run)
+            write_steps.append((None, None, write_run))
         run.clear()
 
     for field in fields:
@@ -614,9 +642,9 @@ def _build_struct(fields: tuple[FieldSpec, ...], version: int, flexible: bool) -
             run.append(field)
             continue
         flush_run()
-        read_steps.append(_reading_step(field.name, _field_reader(field, version, flexible, False)))
+        read_steps.append((field.name, _field_reader(field, version, flexible, False)))
         write_steps.append(
-            _writing_step(field.name, _field_writer(field, version, flexible, False), _default_value(field))
+            (field.name, _default_value(field), _field_writer(field, version, flexible, False))
         )
     flush_run()
 
@@ -636,9 +664,16 @@ def _build_struct(fields: tuple[FieldSpec, ...], version: int, flexible: bool) -
 
         def read(mv: memoryview, pos: int) -> tuple[dict, int]:
             out: dict = {}
-            for step in read_steps_t:
-                pos = step(mv, pos, out)
-            count, pos = _decode_uvarint(mv, pos)
+            for key, reader in read_steps_t:
+                if key is None:
+                    pos = reader(mv, pos, out)
+                else:
+                    out[key], pos = reader(mv, pos)
+            count = mv[pos]
+            if count < 0x80:
+                pos += 1
+            else:
+                count, pos = _decode_uvarint(mv, pos)
             unknown = None
             for _ in range(count):
                 tag, pos = _decode_uvarint(mv, pos)
@@ -666,8 +701,15 @@ def _build_struct(fields: tuple[FieldSpec, ...], version: int, flexible: bool) -
             if absent_t:
                 _check_absent(absent_t, value, version)
             get = value.get
-            for step in write_steps_t:
-                step(out, get)
+            for key, default, writer in write_steps_t:
+                if key is None:
+                    writer(out, get)
+                else:
+                    writer(out, get(key, default))
+            unknown = value.get(UNKNOWN_TAGS)
+            if not tagged_writers and not unknown:
+                out.append(b"\x00")
+                return
             tags: list[tuple[int, bytes]] = []
             for tag, name, writer, default_bytes in tagged_writers:
                 if name in value:
@@ -676,7 +718,6 @@ def _build_struct(fields: tuple[FieldSpec, ...], version: int, flexible: bool) -
                     data = b"".join(parts)
                     if data != default_bytes:
                         tags.append((tag, data))
-            unknown = value.get(UNKNOWN_TAGS)
             if unknown:
                 tags.extend(unknown.items())
                 tags.sort(key=lambda item: item[0])
@@ -689,36 +730,27 @@ def _build_struct(fields: tuple[FieldSpec, ...], version: int, flexible: bool) -
 
         def read(mv: memoryview, pos: int) -> tuple[dict, int]:
             out: dict = {}
-            for step in read_steps_t:
-                pos = step(mv, pos, out)
+            for key, reader in read_steps_t:
+                if key is None:
+                    pos = reader(mv, pos, out)
+                else:
+                    out[key], pos = reader(mv, pos)
             return out, pos
 
         def write(out: list, value: dict) -> None:
             if absent_t:
                 _check_absent(absent_t, value, version)
             get = value.get
-            for step in write_steps_t:
-                step(out, get)
+            for key, default, writer in write_steps_t:
+                if key is None:
+                    writer(out, get)
+                else:
+                    writer(out, get(key, default))
 
     def default_factory() -> dict:
         return {name: factory() for name, factory in factories_t}
 
     return _StructCodec(read, write, default_factory)
-
-
-def _reading_step(name: str, reader: Reader) -> Callable[[memoryview, int, dict], int]:
-    def step(mv: memoryview, pos: int, out: dict) -> int:
-        out[name], pos = reader(mv, pos)
-        return pos
-
-    return step
-
-
-def _writing_step(name: str, writer: Writer, default: Any) -> Callable[[list, Callable], None]:
-    def step(out: list, get: Callable) -> None:
-        writer(out, get(name, default))
-
-    return step
 
 
 def _encoded_default(field: FieldSpec, version: int, flexible: bool) -> bytes:
