@@ -71,3 +71,26 @@ def test_unknown_tags_survive_a_round_trip_in_nested_structs() -> None:
     assert decoded["brokers"][0]["_unknown_tags"] == {7: b"\x01\x02"}
     assert decoded["_unknown_tags"] == {3: b"", 30: b"xyz"}
     assert codec.encode(spec, 12, decoded) == encoded
+
+
+@pytest.mark.parametrize("version", [1, 12])
+def test_long_values_use_multi_byte_lengths(version: int) -> None:
+    # Lengths ≥ 127 need two-byte varints in flexible versions, and > 64 int32s bypass the packer cache.
+    spec = next(s for s in ALL_MESSAGES if s.name == "MetadataResponse")
+    partition = {
+        "partition_index": 1,
+        "leader_id": 2,
+        "replica_nodes": list(range(200)),
+        "isr_nodes": [1] * 127,
+    }
+    message = {
+        "brokers": [{"node_id": n, "host": "h" * 300, "port": n} for n in range(150)],
+        "topics": [{"name": "t" * 200, "partitions": [partition] * 3}],
+    }
+    encoded = codec.encode(spec, version, message)
+    decoded, end = codec.decode(spec, version, encoded)
+    assert end == len(encoded)
+    assert decoded["brokers"][149]["host"] == "h" * 300
+    assert decoded["topics"][0]["partitions"][2]["replica_nodes"] == list(range(200))
+    assert decoded["topics"][0]["partitions"][2]["isr_nodes"] == [1] * 127
+    assert codec.encode(spec, version, decoded) == encoded
