@@ -143,7 +143,7 @@ class KcatClient:
         offset = "beginning" if start == "beginning" else "end" if start == "end" else str(start)
         args = [
             kcat_binary(), "-b", bootstrap, "-t", topic, "-p", str(partition), "-C", "-J",
-            "-o", offset, "-c", str(count), "-q",
+            "-o", offset, "-c", str(count), "-q", "-u",
             "-X", "allow.auto.create.topics=false",
             "-X", "isolation.level=read_uncommitted",
         ]  # fmt: skip
@@ -154,7 +154,9 @@ class KcatClient:
             stdout, stderr = exc.stdout or b"", exc.stderr or b""
         if b"Unknown topic or partition" in stderr or b"Unknown partition" in stderr:
             raise _error_from_stderr(stderr)
-        return [_parse_json_record(line) for line in stdout.split(b"\n") if line.strip()]
+        # On timeout kcat is killed: only newline-terminated lines are complete records.
+        complete = stdout[: stdout.rfind(b"\n") + 1]
+        return [_parse_json_record(line) for line in complete.split(b"\n") if line.strip()]
 
     def offset_for_time(self, bootstrap: str, topic: str, partition: int, timestamp_ms: int) -> int | None:
         args = [kcat_binary(), "-b", bootstrap, "-Q", "-t", f"{topic}:{partition}:{timestamp_ms}"]
