@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import warnings
 
-import kafka.protocol
 import pytest
-from kafka.protocol.api_message import ApiMessage
 from protocol_samples import MessageFactory
 
 from pybroker.protocol import codec
@@ -16,6 +15,9 @@ from pybroker.protocol.api import REQUESTS, RESPONSES
 
 
 def _kafka_python_messages() -> dict[tuple[int, str], type]:
+    import kafka.protocol
+    from kafka.protocol.api_message import ApiMessage
+
     found: dict[tuple[int, str], type] = {}
     for module_info in pkgutil.walk_packages(kafka.protocol.__path__, "kafka.protocol."):
         if ".old" in module_info.name or ".schemas" in module_info.name:
@@ -34,9 +36,9 @@ def _kafka_python_messages() -> dict[tuple[int, str], type]:
 
 
 # kafka-python loads its JSON schemas through a deprecated importlib.resources call; not our concern.
-pytestmark = pytest.mark.filterwarnings(r"ignore:.*is deprecated\. Use files\(\) instead:DeprecationWarning")
-
-KAFKA_PYTHON = _kafka_python_messages()
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    KAFKA_PYTHON = _kafka_python_messages()
 CASES = []
 for (api_key, kind), their_class in sorted(KAFKA_PYTHON.items()):
     ours = (REQUESTS if kind == "request" else RESPONSES).get(api_key)
