@@ -35,10 +35,21 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def encode_request(
-    api_key: int, api_version: int, correlation_id: int, body: bytes = b"", client_id: bytes = b"probe"
+    api_key: int,
+    api_version: int,
+    correlation_id: int,
+    body: bytes = b"",
+    client_id: bytes = b"probe",
+    flexible_header: bool = False,
 ) -> bytes:
-    """A size-prefixed request with a v1 request header (int16-length client id), then ``body``."""
+    """A size-prefixed request, then ``body``.
+
+    Header v1 (int16-length client id), or v2 when ``flexible_header`` (v1 plus an empty tagged-field
+    section) — what a client sends for a flexible request version, e.g. ApiVersions v3+.
+    """
     header = struct.pack(">hhih", api_key, api_version, correlation_id, len(client_id)) + client_id
+    if flexible_header:
+        header += b"\x00"
     payload = header + body
     return struct.pack(">i", len(payload)) + payload
 
@@ -76,7 +87,13 @@ def api_versions_probe(
 ) -> tuple[int, dict[int, tuple[int, int]]]:
     """Send one ApiVersions request (no body) and return (error code, key ranges) of the v0 answer."""
     with socket.create_connection((host, port), timeout=timeout_s) as sock:
-        sock.sendall(encode_request(API_VERSIONS_KEY, api_version, correlation_id=7))
+        # ApiVersions v3+ is flexible: header v2 and a body holding at least its tagged-field section.
+        flexible = api_version >= 3
+        sock.sendall(
+            encode_request(
+                API_VERSIONS_KEY, api_version, 7, body=b"\x00" if flexible else b"", flexible_header=flexible
+            )
+        )
         frame = read_response(sock)
     correlation_id, error_code, ranges = parse_api_versions_v0(frame)
     if correlation_id != 7:

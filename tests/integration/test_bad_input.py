@@ -63,8 +63,9 @@ def test_frame_above_socket_request_max_bytes_closes_connection(shared_broker) -
 
 
 def _garbage_after_header() -> bytes:
-    # A valid Metadata v1 header, then bytes that cannot be a Metadata body (topic count = -7 million).
-    return encode_request(METADATA_KEY, 1, correlation_id=11, body=b"\xff\x95\x00\x00\xff\xff\xff")
+    # A valid Metadata v1 header, then bytes that cannot be a Metadata body: 2^31-1 topics announced,
+    # three bytes present.  (A negative count would be a valid null = "all topics".)
+    return encode_request(METADATA_KEY, 1, correlation_id=11, body=b"\x7f\xff\xff\xff\x00\x03ab")
 
 
 def test_garbage_after_valid_header_closes_connection(shared_broker) -> None:
@@ -107,7 +108,10 @@ def test_unknown_api_key(shared_broker) -> None:
 
 def test_too_new_api_versions_gets_v0_unsupported_version(shared_broker) -> None:
     with connect(shared_broker) as sock:
-        sock.sendall(encode_request(API_VERSIONS_KEY, 127, correlation_id=99))
+        # As a client would send a flexible version: header v2 and an (empty) tagged-field body.
+        sock.sendall(
+            encode_request(API_VERSIONS_KEY, 127, correlation_id=99, body=b"\x00", flexible_header=True)
+        )
         frame = read_response(sock)
     correlation_id, error_code, ranges = parse_api_versions_v0(frame)
     assert correlation_id == 99
