@@ -79,6 +79,10 @@ def encode_uvarint(value: int) -> bytes:
         raise EncodeError(f"unsigned varint cannot be negative: {value}")
     if value < 0x80:
         return bytes((value,))
+    if value < 0x4000:
+        return bytes(((value & 0x7F) | 0x80, value >> 7))
+    if value < 0x200000:
+        return bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, value >> 14))
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
@@ -623,8 +627,10 @@ def _build_struct(fields: tuple[FieldSpec, ...], version: int, flexible: bool) -
 
             read_steps.append((None, read_run))
 
+            run_defaults = tuple(default for _, default in pairs)
+
             def write_run(out: list, get: Callable) -> None:
-                out.append(pack(*[get(key, default) for key, default in pairs]))
+                out.append(pack(*map(get, keys, run_defaults)))
 
             write_steps.append((None, None, write_run))
         run.clear()
