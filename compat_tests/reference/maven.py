@@ -36,7 +36,7 @@ def run_maven(project_dir: Path, goals: Sequence[str], *, timeout_s: float = 120
     mvn = shutil.which("mvn")
     if mvn is None:
         raise MavenError("mvn is not installed (scripts/install-deps.sh installs it)")
-    base = [mvn, "-B", "-q", f"-Dmaven.repo.local={local_repository()}", *goals]
+    base = [mvn, "-B", "-q", "-Dstyle.color=never", f"-Dmaven.repo.local={local_repository()}", *goals]
     offline = subprocess.run(
         [*base, "-o"], cwd=project_dir, capture_output=True, text=True, timeout=timeout_s
     )

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Install everything the test suites need; safe to run again (each step skips what is already there).
+#
+#   bash scripts/install-deps.sh                 # every step
+#   bash scripts/install-deps.sh python java-client   # only these steps
+#
+# Steps: system (apt: kcat, Java 17, Maven), python (pip install -e '.[test]'),
+#        java-client (build compat_tests/java/target/compat-client.jar),
+#        apache-kafka (resolve the reference Apache Kafka jars for compat_tests/reference).
+# Maven resolves into the project-local repository .cache/m2 (override with PYBROKER_MAVEN_REPO).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+PYTHON="${PYTHON:-python3}"
+MAVEN_REPO="${PYBROKER_MAVEN_REPO:-$ROOT/.cache/m2}"
+
+log() { printf '[install-deps] %s\n' "$*"; }
+
+run_step() {
+  local name="$1" started ended
+  started=$(date +%s)
+  log "step $name ..."
+  "step_${name//-/_}"
+  ended=$(date +%s)
+  log "step $name done in $((ended - started))s"
+}
+
+apt_updated=0
+apt_install() {
+  if [ "$(id -u)" -ne 0 ]; then
+    log "not root: please install these packages yourself: $*"
+    return 1
+  fi
+  if [ "$apt_updated" -eq 0 ]; then
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    apt_updated=1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+java_major_version() {
+  java -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java.specification.version = //p'
+}
+
+step_system() {
+  local missing=()
+  command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+  if ! command -v java >/dev/null 2>&1 || [ "$(java_major_version)" -lt 17 ]; then
+    missing+=(openjdk-17-jdk-headless)
+  fi
+  command -v mvn >/dev/null 2>&1 || missing+=(maven)
+  if [ "${#missing[@]}" -gt 0 ]; then
+    log "apt-get install ${missing[*]}"
+    apt_install "${missing[@]}"
+  else
+    log "kcat, java $(java_major_version), mvn already installed"
+  fi
+}
+
+step_python() {
+  local extra=()
+  # A distribution Python marked externally managed (PEP 668) refuses plain pip installs; this
+  # machine's test dependencies belong to it, so say so explicitly there and nowhere else.
+  if "$PYTHON" -c 'import os, sys, sysconfig; sys.exit(0 if sys.prefix == sys.base_prefix and os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")) else 1)'; then
+    extra+=(--break-system-packages)
+  fi
+  "$PYTHON" -m pip install -q "${extra[@]}" -e '.[test]'
+}
+
+step_java_client() {
+  local jar=compat_tests/java/target/compat-client.jar
+  if [ -f "$jar" ] && [ -z "$(find compat_tests/java/pom.xml compat_tests/java/src -newer "$jar" -print -quit)" ]; then
+    log "$jar is up to date"
+    return
+  fi
+  (cd compat_tests/java && mvn -B -q -Dstyle.color=never -Dmaven.repo.local="$MAVEN_REPO" package -DskipTests)
+  test -f "$jar"
+  log "built $jar"
+}
+
+step_apache_kafka() {
+  "$PYTHON" -m compat_tests.reference.apache_kafka install
+}
+
+main() {
+  local steps=("$@")
+  if [ "${#steps[@]}" -eq 0 ]; then
+    steps=(system python java-client apache-kafka)
+  fi
+  for step in "${steps[@]}"; do
+    case "$step" in
+      system | python | java-client | apache-kafka) run_step "$step" ;;
+      *) log "unknown step: $step"; exit 2 ;;
+    esac
+  done
+}
+
+main "$@"
