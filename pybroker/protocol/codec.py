@@ -128,7 +128,6 @@ def decode_varlong(buf: Any, pos: int) -> tuple[int, int]:
 
 
 _decode_uvarint = decode_uvarint
-_encode_uvarint = encode_uvarint
 _UVARINT_SMALL = [bytes((value,)) for value in range(0x80)]
 
 
