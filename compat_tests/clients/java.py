@@ -36,8 +36,18 @@ logger = logging.getLogger(__name__)
 
 JAVA_PROJECT = Path(__file__).resolve().parents[1] / "java"
 JAR = JAVA_PROJECT / "target" / "compat-client.jar"
-# Short-lived client JVMs: C1 only and the CDS archive cut start-up to a fraction of a second.
-JVM_OPTIONS = ["-XX:TieredStopAtLevel=1", "-Xshare:auto", "-XX:+UseSerialGC", "-Xmx256m"]
+# Class-data-sharing archive of the classes the client loads (made by the jar's `warmup` command).
+CDS_ARCHIVE = JAVA_PROJECT / "target" / "compat-client.jsa"
+# Short-lived client JVMs: C1 only and the CDS archive cut start-up to about 0.3 s.
+JVM_OPTIONS = [
+    "-XX:TieredStopAtLevel=1",
+    "-Xshare:auto",
+    "-XX:+UseSerialGC",
+    "-Xmx256m",
+    # The JVM's own warnings (e.g. a stale CDS archive) default to stdout, which carries our JSON.
+    "-Xlog:disable",
+    "-Xlog:all=warning:stderr",
+]
 # Headroom over the client's own timeouts before we declare the JVM hung.
 PROCESS_SLACK_S = 30.0
 
@@ -57,14 +67,30 @@ def _sources_newer_than(jar: Path) -> bool:
 
 
 def ensure_jar() -> Path:
-    """Build ``target/compat-client.jar`` if it is missing or stale; returns its path."""
+    """Build ``target/compat-client.jar`` (and its CDS archive) if missing or stale; returns the jar."""
     with build_lock("compat-client"):
         if not JAR.exists() or _sources_newer_than(JAR):
             logger.info("building %s", JAR)
             run_maven(JAVA_PROJECT, ["package", "-DskipTests"])
             if not JAR.exists():
                 raise RuntimeError(f"maven finished but {JAR} is missing")
+        if not CDS_ARCHIVE.exists() or CDS_ARCHIVE.stat().st_mtime < JAR.stat().st_mtime:
+            _build_cds_archive()
     return JAR
+
+
+def _build_cds_archive() -> None:
+    """Only a speed-up: on failure the client still runs, just slower to start."""
+    CDS_ARCHIVE.unlink(missing_ok=True)
+    argv = ["java", *JVM_OPTIONS, f"-XX:ArchiveClassesAtExit={CDS_ARCHIVE}", "-jar", str(JAR)]
+    # Port 9 (discard) on loopback: nothing listens, and warmup never connects anyway.
+    argv += ["warmup", "--bootstrap", "127.0.0.1:9"]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    if result.returncode != 0 or not CDS_ARCHIVE.exists():
+        logger.warning(
+            "could not build the CDS archive (exit %s): %s", result.returncode, result.stderr[-2000:]
+        )
+        CDS_ARCHIVE.unlink(missing_ok=True)
 
 
 class JavaClientError(ClientError):
@@ -249,7 +275,9 @@ class JavaClient:
     ) -> list[dict[str, Any]]:
         java = shutil.which(self.java) or self.java
         client_timeout_s = timeout_s if timeout_s is not None else self.timeout_s
-        argv = [java, *JVM_OPTIONS, "-jar", str(ensure_jar()), command, "--bootstrap", bootstrap]
+        jar = ensure_jar()
+        cds = [f"-XX:SharedArchiveFile={CDS_ARCHIVE}"] if CDS_ARCHIVE.exists() else []
+        argv = [java, *JVM_OPTIONS, *cds, "-jar", str(jar), command, "--bootstrap", bootstrap]
         argv += ["--timeout-ms", str(int(client_timeout_s * 1000)), *options]
         for name, value in self.properties.items():
             argv += ["--property", f"{name}={value}"]

@@ -46,6 +46,7 @@ public final class CompatClient {
             case "produce" -> ProduceCommand.run(args);
             case "consume" -> ConsumeCommand.consume(args);
             case "offset-for-time" -> ConsumeCommand.offsetForTime(args);
+            case "warmup" -> WarmupCommand.run(args);
             default -> {
                 if (!ADMIN_COMMANDS.contains(command)) {
                     throw new UsageException("unknown command " + command);
