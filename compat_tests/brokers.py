@@ -114,10 +114,14 @@ class PyBroker:
         workdir: str | os.PathLike[str],
         port: int | None = None,
         overrides: dict[str, str] | None = None,
+        extra_args: list[str] | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.workdir = Path(workdir)
         self.port = port or free_port()
         self.overrides = dict(overrides or {})
+        self.extra_args = list(extra_args or [])  # e.g. ["--event-loop", "asyncio"]
+        self.extra_env = dict(env or {})
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = self.workdir / "broker.log"
 
@@ -142,14 +146,14 @@ class PyBroker:
         args = [sys.executable, "-m", "pybroker", "serve"]
         for key, value in settings.items():
             args += ["--override", f"{key}={value}"]
-        return args
+        return args + self.extra_args
 
     def start(self, timeout_s: float = 30) -> str:
         if self.process is not None and self.process.poll() is None:
             raise RuntimeError(f"broker already running as pid {self.process.pid}")
         self.workdir.mkdir(parents=True, exist_ok=True)
         repo_root = Path(__file__).resolve().parent.parent
-        env = dict(os.environ)
+        env = dict(os.environ, **self.extra_env)
         # Run the working tree's pybroker even when it is not pip-installed.
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(repo_root), env.get("PYTHONPATH", "")) if p)
         with open(self.log_path, "ab") as log_file:

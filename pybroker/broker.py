@@ -58,7 +58,9 @@ class Broker:
         await asyncio.get_running_loop().run_in_executor(None, self.log_manager.startup, self._log_config_for)
         self._open_partitions()
         log.info(
-            "loaded %d partitions of %d topics in %.2fs", len(self.partitions), len(self.metadata.topics),
+            "loaded %d partitions of %d topics in %.2fs",
+            len(self.partitions),
+            len(self.metadata.topics),
             time.monotonic() - t0,
         )
         if self.port == 0 or self.advertised_port == 0:
@@ -138,7 +140,9 @@ class Broker:
     def _log_config_for(self, topic: str) -> LogConfig:
         rec = self.metadata.topics.get(topic)
         if rec is None:
-            return LogConfig(**broker_config.log_config_kwargs(broker_config.effective_topic_config(self.config, {})))
+            return LogConfig(
+                **broker_config.log_config_kwargs(broker_config.effective_topic_config(self.config, {}))
+            )
         return self.log_config(rec)
 
     def log_config(self, rec: TopicRecord) -> LogConfig:
@@ -169,7 +173,9 @@ class Broker:
             raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from None
         if validate_only:
             return None
-        rec = self.metadata.add_topic(name, num_partitions, {k: v for k, v in configs.items() if v is not None})
+        rec = self.metadata.add_topic(
+            name, num_partitions, {k: v for k, v in configs.items() if v is not None}
+        )
         self._create_partitions(rec, 0, num_partitions)
         log.info("created topic %s (id %s) with %d partitions", name, rec.topic_id, num_partitions)
         return rec
@@ -193,7 +199,9 @@ class Broker:
         assert self.log_manager is not None
         rec = self.metadata.topics.get(name)
         if rec is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+            raise KafkaError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."
+            )
         if not self.config.delete_topic_enable:
             raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
         self.metadata.remove_topic(name)
@@ -207,7 +215,9 @@ class Broker:
     def add_partitions(self, name: str, total: int, *, validate_only: bool = False) -> None:
         rec = self.metadata.topics.get(name)
         if rec is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+            raise KafkaError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."
+            )
         if total < rec.partitions:
             raise KafkaError(
                 ErrorCode.INVALID_PARTITIONS,

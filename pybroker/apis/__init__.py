@@ -58,10 +58,10 @@ def load_all() -> dict[int, ApiHandler]:
         admin,
         api_versions,
         configs,
+        fetch,
         list_offsets,
         metadata,
         produce,
-        fetch,
         producer_ids,
     )
 

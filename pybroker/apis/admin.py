@@ -19,7 +19,9 @@ def _replication_error(ctx: RequestContext, rf: int, assignments: list[dict]) ->
     if assignments:
         for a in assignments:
             if any(n != ctx.broker.node_id for n in a["broker_ids"]):
-                return KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Unknown broker in assignment {a['broker_ids']}")
+                return KafkaError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Unknown broker in assignment {a['broker_ids']}"
+                )
         return None
     if rf <= 0:
         return KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
@@ -40,11 +42,20 @@ def handle_create_topics(ctx: RequestContext, request: dict) -> dict:
     seen: set[str] = set()
     for t in request["topics"]:
         name = t["name"]
-        out = {"name": name, "error_code": ErrorCode.NONE, "error_message": None, "num_partitions": -1,
-               "replication_factor": -1, "configs": None}
+        out = {
+            "name": name,
+            "error_code": ErrorCode.NONE,
+            "error_message": None,
+            "num_partitions": -1,
+            "replication_factor": -1,
+            "configs": None,
+        }
         try:
             if name in seen:
-                raise KafkaError(ErrorCode.INVALID_REQUEST, f"Create topics request from client contains duplicate topic {name}")
+                raise KafkaError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"Create topics request from client contains duplicate topic {name}",
+                )
             seen.add(name)
             err = _replication_error(ctx, t["replication_factor"], t["assignments"])
             if err is not None:
@@ -52,7 +63,9 @@ def handle_create_topics(ctx: RequestContext, request: dict) -> dict:
             n = t["num_partitions"]
             if t["assignments"]:
                 if n != -1:
-                    raise KafkaError(ErrorCode.INVALID_REQUEST, "Both numPartitions and assignments were set.")
+                    raise KafkaError(
+                        ErrorCode.INVALID_REQUEST, "Both numPartitions and assignments were set."
+                    )
                 n = len(t["assignments"])
             elif n == -1:
                 n = b.config.num_partitions
@@ -64,9 +77,16 @@ def handle_create_topics(ctx: RequestContext, request: dict) -> dict:
                 out["topic_id"] = rec.topic_id
             if ctx.version >= 5:
                 out["configs"] = [
-                    {"name": e.name, "value": e.value, "read_only": e.read_only, "config_source": e.source,
-                     "is_sensitive": e.sensitive}
-                    for e in broker_config.describe_topic_config(b.config, {k: v for k, v in configs.items() if v is not None})
+                    {
+                        "name": e.name,
+                        "value": e.value,
+                        "read_only": e.read_only,
+                        "config_source": e.source,
+                        "is_sensitive": e.sensitive,
+                    }
+                    for e in broker_config.describe_topic_config(
+                        b.config, {k: v for k, v in configs.items() if v is not None}
+                    )
                 ]
         except KafkaError as e:
             out.update(error_code=e.code, error_message=e.message)
@@ -87,7 +107,9 @@ def handle_delete_topics(ctx: RequestContext, request: dict) -> dict:
         if name is None and tid is not None:
             rec = b.metadata.topics_by_id.get(tid)
             if rec is None:
-                out.update(topic_id=tid, error_code=ErrorCode.UNKNOWN_TOPIC_ID, error_message="unknown topic id")
+                out.update(
+                    topic_id=tid, error_code=ErrorCode.UNKNOWN_TOPIC_ID, error_message="unknown topic id"
+                )
                 responses.append(out)
                 continue
             name = rec.name
@@ -114,7 +136,9 @@ def handle_create_partitions(ctx: RequestContext, request: dict) -> dict:
             if assignments:
                 for a in assignments:
                     if any(n != b.node_id for n in a["broker_ids"]):
-                        raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Unknown broker in {a['broker_ids']}")
+                        raise KafkaError(
+                            ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Unknown broker in {a['broker_ids']}"
+                        )
             b.add_partitions(t["name"], t["count"], validate_only=request.get("validate_only", False))
         except KafkaError as e:
             out.update(error_code=e.code, error_message=e.message)

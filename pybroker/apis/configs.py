@@ -23,7 +23,9 @@ def _entry(e, version: int, include_synonyms: bool, include_docs: bool) -> dict:
         "read_only": e.read_only,
         "config_source": e.source,
         "is_sensitive": e.sensitive,
-        "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in e.synonyms] if include_synonyms else [],
+        "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in e.synonyms]
+        if include_synonyms
+        else [],
         "config_type": e.config_type,
         "documentation": e.documentation if include_docs else None,
     }
@@ -44,21 +46,30 @@ def handle_describe_configs(ctx: RequestContext, request: dict) -> dict:
     results = []
     for r in request["resources"]:
         rtype, rname, keys = r["resource_type"], r["resource_name"], r["configuration_keys"]
-        out = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": rtype,
-               "resource_name": rname, "configs": []}
+        out = {
+            "error_code": ErrorCode.NONE,
+            "error_message": None,
+            "resource_type": rtype,
+            "resource_name": rname,
+            "configs": [],
+        }
         if rtype == TOPIC:
             rec = b.topic(rname)
             if rec is None:
-                out.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                           error_message=f"Topic '{rname}' does not exist.")
+                out.update(
+                    error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    error_message=f"Topic '{rname}' does not exist.",
+                )
                 results.append(out)
                 continue
             entries = broker_config.describe_topic_config(b.config, rec.configs)
         elif rtype == BROKER and _broker_resource_ok(ctx, rname):
             entries = broker_config.describe_broker_config(b.config)
         else:
-            out.update(error_code=ErrorCode.INVALID_REQUEST,
-                       error_message=f"Unsupported resource type {rtype} or unknown resource '{rname}'")
+            out.update(
+                error_code=ErrorCode.INVALID_REQUEST,
+                error_message=f"Unsupported resource type {rtype} or unknown resource '{rname}'",
+            )
             results.append(out)
             continue
         if keys is not None:
@@ -69,7 +80,9 @@ def handle_describe_configs(ctx: RequestContext, request: dict) -> dict:
     return {"throttle_time_ms": 0, "results": results}
 
 
-def _apply_topic_configs(ctx: RequestContext, name: str, new: dict[str, str], validate_only: bool) -> tuple[ErrorCode, str | None]:
+def _apply_topic_configs(
+    ctx: RequestContext, name: str, new: dict[str, str], validate_only: bool
+) -> tuple[ErrorCode, str | None]:
     b = ctx.broker
     try:
         broker_config.validate_topic_configs(new)
@@ -105,7 +118,9 @@ def _alter(ctx: RequestContext, request: dict, incremental: bool) -> dict:
             code, message = ErrorCode.INVALID_REQUEST, "dynamic broker configuration is not supported yet"
         else:
             code, message = ErrorCode.INVALID_REQUEST, f"unsupported resource type {rtype}"
-        responses.append({"error_code": code, "error_message": message, "resource_type": rtype, "resource_name": rname})
+        responses.append(
+            {"error_code": code, "error_message": message, "resource_type": rtype, "resource_name": rname}
+        )
     return {"throttle_time_ms": 0, "responses": responses}
 
 

@@ -71,7 +71,11 @@ def _plan(ctx: RequestContext, request: dict) -> tuple[list[dict], list[_Wanted]
                 continue
             resp = _partition_resp(idx)
             topic_out["partitions"].append(resp)
-            wanted.append(_Wanted(p, fp["fetch_offset"], fp["partition_max_bytes"], fp.get("current_leader_epoch", -1), resp))
+            wanted.append(
+                _Wanted(
+                    p, fp["fetch_offset"], fp["partition_max_bytes"], fp.get("current_leader_epoch", -1), resp
+                )
+            )
         topics_out.append(topic_out)
     return topics_out, wanted
 
@@ -90,7 +94,9 @@ def _read_all(wanted: list[_Wanted], max_bytes: int, read_committed: bool) -> tu
         resp["records"] = EMPTY
         if w.leader_epoch >= 0 and w.leader_epoch != p.leader_epoch:
             resp["error_code"] = (
-                ErrorCode.FENCED_LEADER_EPOCH if w.leader_epoch < p.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
+                ErrorCode.FENCED_LEADER_EPOCH
+                if w.leader_epoch < p.leader_epoch
+                else ErrorCode.UNKNOWN_LEADER_EPOCH
             )
             errored = True
             continue
@@ -116,12 +122,18 @@ def _read_all(wanted: list[_Wanted], max_bytes: int, read_committed: bool) -> tu
 
 @handles(1, 4, 16)
 def handle_fetch(ctx: RequestContext, request: dict):
-    replica_id = request["replica_state"]["replica_id"] if ctx.version >= 15 else request.get("replica_id", -1)
+    replica_id = (
+        request["replica_state"]["replica_id"] if ctx.version >= 15 else request.get("replica_id", -1)
+    )
     session_epoch = request.get("session_epoch", -1)
     if request.get("session_id", 0) != 0 or session_epoch > 0:
         # We never hand out a session, so an incremental fetch names one we do not know.
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND, "session_id": 0,
-                "responses": []}
+        return {
+            "throttle_time_ms": 0,
+            "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+            "session_id": 0,
+            "responses": [],
+        }
     if replica_id >= 0:
         log.debug("follower fetch from replica %d served as a consumer fetch", replica_id)
     read_committed = request.get("isolation_level", 0) == READ_COMMITTED
@@ -135,8 +147,14 @@ def handle_fetch(ctx: RequestContext, request: dict):
     return _long_poll(response, wanted, max_bytes, read_committed, request["min_bytes"], max_wait)
 
 
-async def _long_poll(response: dict, wanted: list[_Wanted], max_bytes: int, read_committed: bool,
-                     min_bytes: int, max_wait_ms: int) -> dict:
+async def _long_poll(
+    response: dict,
+    wanted: list[_Wanted],
+    max_bytes: int,
+    read_committed: bool,
+    min_bytes: int,
+    max_wait_ms: int,
+) -> dict:
     loop = asyncio.get_running_loop()
     woken = asyncio.Event()
     partitions = {id(w.partition): w.partition for w in wanted}.values()

@@ -46,19 +46,27 @@ def handle_list_offsets(ctx: RequestContext, request: dict) -> dict:
         for rp in t["partitions"]:
             idx = rp["partition_index"]
             p = b.partition(t["name"], idx)
-            out = {"partition_index": idx, "error_code": ErrorCode.NONE, "timestamp": -1, "offset": -1, "leader_epoch": -1}
+            out = {
+                "partition_index": idx,
+                "error_code": ErrorCode.NONE,
+                "timestamp": -1,
+                "offset": -1,
+                "leader_epoch": -1,
+            }
             if p is None:
                 out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 epoch = rp.get("current_leader_epoch", -1)
                 if epoch >= 0 and epoch != p.leader_epoch:
                     out["error_code"] = (
-                        ErrorCode.FENCED_LEADER_EPOCH if epoch < p.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
+                        ErrorCode.FENCED_LEADER_EPOCH
+                        if epoch < p.leader_epoch
+                        else ErrorCode.UNKNOWN_LEADER_EPOCH
                     )
                 else:
                     code, ts, off = _lookup(p, rp["timestamp"], read_committed, ctx.version)
                     out.update(error_code=code, timestamp=ts, offset=off)
-                    if code == ErrorCode.NONE and off >= 0:
+                    if code == ErrorCode.NONE and off >= 0 and ctx.version >= 4:  # the field exists from v4
                         out["leader_epoch"] = p.leader_epoch
             parts.append(out)
         topics.append({"name": t["name"], "partitions": parts})

@@ -20,7 +20,9 @@ def topic_metadata(ctx: RequestContext, rec: TopicRecord) -> dict:
     for i in range(rec.partitions):
         p = b.partition(rec.name, i)
         if p is None:
-            partitions.append({"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "partition_index": i, "leader_id": -1})
+            partitions.append(
+                {"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "partition_index": i, "leader_id": -1}
+            )
             continue
         partitions.append(
             {

@@ -27,8 +27,14 @@ log = logging.getLogger(__name__)
 MIN_IMPLEMENTED = 3
 
 
-def _result(index: int, code: ErrorCode, message: str | None = None, base_offset: int = -1,
-            log_append_time: int = -1, log_start_offset: int = -1) -> dict:
+def _result(
+    index: int,
+    code: ErrorCode,
+    message: str | None = None,
+    base_offset: int = -1,
+    log_append_time: int = -1,
+    log_start_offset: int = -1,
+) -> dict:
     return {
         "index": index,
         "error_code": code,
@@ -51,7 +57,8 @@ def _append_one(ctx: RequestContext, topic: str, index: int, records, now_ms: in
         batches = validate_produce_batches(records)
         if len(batches) != 1:
             return _result(
-                index, ErrorCode.INVALID_RECORD,
+                index,
+                ErrorCode.INVALID_RECORD,
                 "Produce requests with version 3 or later must contain exactly one record batch per partition",
             ), None
         buf = bytearray(records)
@@ -69,7 +76,9 @@ def _append_one(ctx: RequestContext, topic: str, index: int, records, now_ms: in
     except StorageError as e:
         log.error("append to %s-%d failed: %s", topic, index, e)
         return _result(index, ErrorCode.KAFKA_STORAGE_ERROR, str(e)), None
-    resp = _result(index, ErrorCode.NONE, None, info.first_offset, info.log_append_time_ms, info.log_start_offset)
+    resp = _result(
+        index, ErrorCode.NONE, None, info.first_offset, info.log_append_time_ms, info.log_start_offset
+    )
     return resp, (p, info.last_offset)
 
 

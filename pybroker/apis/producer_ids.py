@@ -19,13 +19,22 @@ MAX_EPOCH = 32767
 @handles(22, 0, 5)
 def handle_init_producer_id(ctx: RequestContext, request: dict) -> dict:
     if request.get("transactional_id") is not None:
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                "producer_id": -1, "producer_epoch": -1}
+        return {
+            "throttle_time_ms": 0,
+            "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            "producer_id": -1,
+            "producer_epoch": -1,
+        }
     pid = request.get("producer_id", -1)
     epoch = request.get("producer_epoch", -1)
     if pid >= 0 and 0 <= epoch < MAX_EPOCH - 1:
         # KIP-360: an idempotent producer may bump its own epoch to reset its sequences.
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": pid, "producer_epoch": epoch + 1}
+        return {
+            "throttle_time_ms": 0,
+            "error_code": ErrorCode.NONE,
+            "producer_id": pid,
+            "producer_epoch": epoch + 1,
+        }
     new_pid = ctx.broker.metadata.allocate_producer_id()
     log.debug("producer id %d for %s", new_pid, ctx.peer)
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": new_pid, "producer_epoch": 0}

@@ -33,7 +33,7 @@ def validate_topic_name(name: str | None) -> None:
     if not name:
         raise InvalidTopicName("Topic name is illegal, it can't be empty")
     if name in (".", ".."):
-        raise InvalidTopicName("Topic name cannot be \".\" or \"..\"")
+        raise InvalidTopicName('Topic name cannot be "." or ".."')
     if len(name) > MAX_TOPIC_NAME_LENGTH:
         raise InvalidTopicName(
             f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters, topic name: {name}"
@@ -63,7 +63,9 @@ class TopicRecord:
 
     @classmethod
     def from_json(cls, d: dict) -> TopicRecord:
-        return cls(d["name"], uuid.UUID(d["topic_id"]), int(d["partitions"]), dict(d["configs"]), bool(d["internal"]))
+        return cls(
+            d["name"], uuid.UUID(d["topic_id"]), int(d["partitions"]), dict(d["configs"]), bool(d["internal"])
+        )
 
 
 class MetadataStore:
@@ -95,7 +97,9 @@ class MetadataStore:
         }
         write_atomically(self.path, json.dumps(doc, indent=1, sort_keys=True).encode())
 
-    def add_topic(self, name: str, partitions: int, configs: dict[str, str], internal: bool = False) -> TopicRecord:
+    def add_topic(
+        self, name: str, partitions: int, configs: dict[str, str], internal: bool = False
+    ) -> TopicRecord:
         rec = TopicRecord(name, uuid.uuid4(), partitions, dict(configs), internal)
         self.topics[name] = rec
         self.topics_by_id[rec.topic_id] = rec

@@ -37,7 +37,9 @@ class Partition:
         "_data_listeners",
     )
 
-    def __init__(self, topic: str, index: int, topic_id: uuid.UUID, log_: Log, node_id: int, leader_epoch: int = 0):
+    def __init__(
+        self, topic: str, index: int, topic_id: uuid.UUID, log_: Log, node_id: int, leader_epoch: int = 0
+    ):
         self.topic = topic
         self.index = index
         self.topic_id = topic_id
