@@ -16,6 +16,7 @@ import logging
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -24,7 +25,7 @@ import uuid
 from pathlib import Path
 from types import TracebackType
 
-from compat_tests.reference.kafka_probe import broker_count
+from compat_tests.reference.kafka_probe import ProbeError, broker_count
 from compat_tests.reference.maven import CACHE_DIR, build_lock, run_maven
 
 logger = logging.getLogger(__name__)
@@ -111,6 +112,9 @@ class ApacheKafka:
         if self._process is None:
             raise RuntimeError("Apache Kafka is not running")
         return self._process.pid
+
+    def is_running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
 
     @property
     def data_dir(self) -> Path:
@@ -240,9 +244,8 @@ class ApacheKafka:
             try:
                 if broker_count("127.0.0.1", self.port) >= 1:
                     return
-            except (OSError, ValueError) as error:
-                last_error = error
-            except Exception as error:  # a half-started broker can answer oddly; keep polling
+            except (OSError, struct.error, ProbeError) as error:
+                # Refused while the JVM boots, or a half-started broker answering oddly: keep polling.
                 last_error = error
             # Poll interval while the JVM boots; readiness itself is the condition we wait on.
             self._process_exit_or_timeout(0.2)
@@ -277,7 +280,7 @@ def _run_foreground(workdir: Path, port: int | None, overrides: dict[str, str]) 
         bootstrap = kafka.start()
         print(bootstrap, flush=True)
         while not stopping.wait(timeout=1.0):
-            if kafka._process is not None and kafka._process.poll() is not None:
+            if not kafka.is_running():
                 logger.error("Apache Kafka exited unexpectedly; see %s", kafka.log_file)
                 return 1
     finally:
