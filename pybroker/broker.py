@@ -103,7 +103,7 @@ class Broker:
                     lg = self.log_manager.create_log(rec.name, i, cfg, rec.topic_id)
                 else:
                     lg.update_config(cfg)
-                self.partitions[(rec.name, i)] = Partition(rec.name, i, rec.topic_id, lg, self.node_id)
+                self.partitions[(rec.name, i)] = self._new_partition(rec, i, lg)
         known = set(self.partitions)
         for lg in list(self.log_manager.all_logs()):
             if (lg.topic, lg.partition) not in known:
@@ -145,6 +145,14 @@ class Broker:
             )
         return self.log_config(rec)
 
+    def _new_partition(self, rec: TopicRecord, index: int, lg) -> Partition:
+        p = Partition(rec.name, index, rec.topic_id, lg, self.node_id)
+        p.min_insync_replicas = self._min_insync_replicas(rec)
+        return p
+
+    def _min_insync_replicas(self, rec: TopicRecord) -> int:
+        return int(broker_config.effective_topic_config(self.config, rec.configs)["min.insync.replicas"])
+
     def log_config(self, rec: TopicRecord) -> LogConfig:
         effective = broker_config.effective_topic_config(self.config, rec.configs)
         return LogConfig(**broker_config.log_config_kwargs(effective))
@@ -185,7 +193,7 @@ class Broker:
         cfg = self.log_config(rec)
         for i in range(start, end):
             lg = self.log_manager.create_log(rec.name, i, cfg, rec.topic_id)
-            self.partitions[(rec.name, i)] = Partition(rec.name, i, rec.topic_id, lg, self.node_id)
+            self.partitions[(rec.name, i)] = self._new_partition(rec, i, lg)
 
     def auto_create_topic(self, name: str) -> TopicRecord | None:
         if not self.config.auto_create_topics_enable:
@@ -236,10 +244,12 @@ class Broker:
         rec = self.metadata.topics[name]
         self.metadata.set_configs(name, configs)
         cfg = self.log_config(rec)
+        min_isr = self._min_insync_replicas(rec)
         for i in range(rec.partitions):
             p = self.partitions.get((name, i))
             if p is not None:
                 p.log.update_config(cfg)
+                p.min_insync_replicas = min_isr
 
     def new_topic_id(self) -> uuid.UUID:
         return uuid.uuid4()

@@ -68,7 +68,9 @@ def handle_metadata(ctx: RequestContext, request: dict) -> dict:
                 tid = t.get("topic_id")
                 rec = b.metadata.topics_by_id.get(tid)
                 if rec is None:
-                    topics.append(_error_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, tid))
+                    # Name is nullable only from v12; before that Kafka answers with an empty name.
+                    unknown_name = None if ctx.version >= 12 else ""
+                    topics.append(_error_topic(unknown_name, ErrorCode.UNKNOWN_TOPIC_ID, tid))
                 else:
                     topics.append(topic_metadata(ctx, rec))
                 continue

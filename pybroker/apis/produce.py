@@ -46,11 +46,20 @@ def _result(
     }
 
 
-def _append_one(ctx: RequestContext, topic: str, index: int, records, now_ms: int) -> tuple[dict, object]:
+def _append_one(
+    ctx: RequestContext, topic: str, index: int, records, now_ms: int, acks: int
+) -> tuple[dict, object]:
     """Returns (partition response, partition-or-None to wait on for acks=all)."""
     p = ctx.broker.partition(topic, index)
     if p is None:
         return _result(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), None
+    if acks == -1 and not p.has_enough_replicas():
+        # Checked before writing, as Kafka does: nothing is appended.
+        return _result(
+            index,
+            ErrorCode.NOT_ENOUGH_REPLICAS,
+            f"{len(p.isr)} in-sync replica(s), fewer than min.insync.replicas={p.min_insync_replicas}",
+        ), None
     if records is None or len(records) == 0:
         return _result(index, ErrorCode.INVALID_RECORD, "Produce request carries no record batch"), None
     try:
@@ -103,7 +112,7 @@ def handle_produce(ctx: RequestContext, request: dict):
             if error is not None:
                 parts.append(_result(pd["index"], *error))
                 continue
-            resp, wait = _append_one(ctx, name, pd["index"], pd["records"], now_ms)
+            resp, wait = _append_one(ctx, name, pd["index"], pd["records"], now_ms, acks)
             parts.append(resp)
             if wait is not None and acks == -1:
                 waits.append((resp, *wait))

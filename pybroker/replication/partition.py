@@ -32,6 +32,7 @@ class Partition:
         "replicas",
         "isr",
         "high_watermark",
+        "min_insync_replicas",
         "_follower_offsets",
         "_acks_waiters",
         "_data_listeners",
@@ -53,6 +54,7 @@ class Partition:
         # Callables run after every append (long-poll fetches registered on this partition).
         self._data_listeners: set[Callable[[], None]] = set()
         self.high_watermark = log_.log_end_offset
+        self.min_insync_replicas = 1  # the topic's min.insync.replicas; acks=all needs this many in the ISR
 
     # -- offsets ---------------------------------------------------------------------------
     @property
@@ -91,6 +93,9 @@ class Partition:
             self._maybe_advance_high_watermark()
             self.notify_data()
         return info
+
+    def has_enough_replicas(self) -> bool:
+        return len(self.isr) >= self.min_insync_replicas
 
     def wait_replicated(self, last_offset: int) -> asyncio.Future[None] | None:
         """None when ``last_offset`` is already below the high watermark (acks=all satisfied)."""
