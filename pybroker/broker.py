@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pybroker import config as broker_config
 from pybroker.apis import load_all
+from pybroker.coordinator.coordinator import GroupCoordinator
 from pybroker.metadata.store import InvalidTopicName, MetadataStore, TopicRecord, validate_topic_name
 from pybroker.protocol.api import REQUESTS
 from pybroker.protocol.errors import ErrorCode, KafkaError
@@ -45,6 +46,7 @@ class Broker:
         self.advertised_host, self.advertised_port = config.advertised_host_port()
         self._server: asyncio.base_events.Server | None = None
         self._tasks: list[asyncio.Task] = []
+        self.group_coordinator: GroupCoordinator | None = None
         self.started = False
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -65,6 +67,8 @@ class Broker:
         )
         if self.port == 0 or self.advertised_port == 0:
             raise SystemExit("listeners must name a port")
+        self.group_coordinator = GroupCoordinator(self)
+        await self.group_coordinator.start()
         self._server = await serve(self, self.host, self.port)
         self._tasks = [
             asyncio.ensure_future(self._every(interval, fn))
@@ -86,6 +90,8 @@ class Broker:
             conn.close("broker shutting down")
         for t in self._tasks:
             t.cancel()
+        if self.group_coordinator is not None:
+            await self.group_coordinator.stop()
         for p in self.partitions.values():
             p.close()
         if self.log_manager is not None:

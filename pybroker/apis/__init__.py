@@ -59,6 +59,7 @@ def load_all() -> dict[int, ApiHandler]:
         api_versions,
         configs,
         fetch,
+        groups,
         list_offsets,
         metadata,
         produce,

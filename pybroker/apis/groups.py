@@ -1,0 +1,416 @@
+"""Group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, DescribeGroups,
+ListGroups, DeleteGroups, OffsetCommit, OffsetFetch, OffsetDelete.
+
+Each handler only translates between the wire shape of its version and ``coordinator.GroupCoordinator``,
+which holds the classic rebalance protocol.  JoinGroup and SyncGroup answers may be held (an
+awaitable), which mutes the member's connection meanwhile, as Kafka does.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any
+
+from pybroker.apis import RequestContext, handles
+from pybroker.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from pybroker.coordinator.coordinator import GroupCoordinator
+
+log = logging.getLogger(__name__)
+
+FIND_COORDINATOR = 10
+JOIN_GROUP = 11
+HEARTBEAT = 12
+LEAVE_GROUP = 13
+SYNC_GROUP = 14
+DESCRIBE_GROUPS = 15
+LIST_GROUPS = 16
+OFFSET_COMMIT = 8
+OFFSET_FETCH = 9
+DELETE_GROUPS = 42
+OFFSET_DELETE = 47
+
+KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1
+# Without an authorizer every operation is allowed: READ(3), DELETE(6), DESCRIBE(8) for groups.
+GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+
+def _coordinator(ctx: RequestContext) -> GroupCoordinator | None:
+    coordinator = getattr(ctx.broker, "group_coordinator", None)
+    return coordinator if coordinator is not None and coordinator.started else None
+
+
+def _client_host(ctx: RequestContext) -> str:
+    # Kafka reports InetAddress.toString(): "/127.0.0.1".
+    return "/" + ctx.peer.rsplit(":", 1)[0]
+
+
+def _client_id(ctx: RequestContext) -> str:
+    return ctx.header.client_id or ""
+
+
+# -- FindCoordinator ----------------------------------------------------------------------------------
+def _find_one(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
+    b = ctx.broker
+    if key_type == KEY_TYPE_GROUP and _coordinator(ctx) is not None:
+        return {
+            "key": key,
+            "node_id": b.node_id,
+            "host": b.advertised_host,
+            "port": b.advertised_port,
+            "error_code": ErrorCode.NONE,
+            "error_message": None,
+        }
+    if key_type in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
+        error, message = ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
+    else:
+        error, message = ErrorCode.INVALID_REQUEST, f"Invalid coordinator key type {key_type}"
+    return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": error, "error_message": message}
+
+
+@handles(FIND_COORDINATOR, 0, 6)
+def handle_find_coordinator(ctx: RequestContext, request: dict) -> dict:
+    key_type = request.get("key_type", KEY_TYPE_GROUP)
+    if ctx.version >= 4:
+        return {
+            "throttle_time_ms": 0,
+            "coordinators": [_find_one(ctx, key, key_type) for key in request["coordinator_keys"]],
+        }
+    one = _find_one(ctx, request["key"], key_type)
+    one.pop("key")
+    if ctx.version == 0:
+        one.pop("error_message")
+    return {"throttle_time_ms": 0, **one}
+
+
+# -- JoinGroup / SyncGroup / Heartbeat / LeaveGroup --------------------------------------------------
+def _join_response(version: int, result: dict[str, Any]) -> dict[str, Any]:
+    out = {"throttle_time_ms": 0, **result}
+    if version < 7:
+        out["protocol_name"] = out["protocol_name"] or ""
+        out.pop("protocol_type", None)
+    if version < 9:
+        out.pop("skip_assignment", None)
+    return out
+
+
+async def _held(fut: Awaitable[dict[str, Any]], shape) -> dict[str, Any]:  # noqa: ANN001
+    return shape(await fut)
+
+
+@handles(JOIN_GROUP, 0, 9)
+def handle_join_group(ctx: RequestContext, request: dict):  # noqa: ANN201
+    coordinator = _coordinator(ctx)
+    version = ctx.version
+    if coordinator is None:
+        return _join_response(
+            version,
+            {
+                "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                "generation_id": -1,
+                "protocol_type": None,
+                "protocol_name": None,
+                "leader": "",
+                "skip_assignment": False,
+                "member_id": request["member_id"],
+                "members": [],
+            },
+        )
+    instance_id = request.get("group_instance_id") if version >= 5 else None
+    session_timeout = request["session_timeout_ms"]
+    fut = coordinator.join_group(
+        group_id=request["group_id"],
+        member_id=request["member_id"],
+        group_instance_id=instance_id,
+        client_id=_client_id(ctx),
+        client_host=_client_host(ctx),
+        session_timeout_ms=session_timeout,
+        rebalance_timeout_ms=request["rebalance_timeout_ms"] if version >= 1 else session_timeout,
+        protocol_type=request["protocol_type"],
+        protocols=[(p["name"], bytes(p["metadata"])) for p in request["protocols"]],
+        # KIP-394: from v4 a new dynamic member first gets its id with MEMBER_ID_REQUIRED.
+        require_known_member_id=version >= 4 and instance_id is None,
+        reason=request.get("reason"),
+    )
+    if fut.done():
+        return _join_response(version, fut.result())
+    return _held(fut, lambda r: _join_response(version, r))
+
+
+def _sync_response(version: int, result: dict[str, Any]) -> dict[str, Any]:
+    out = {"throttle_time_ms": 0, **result}
+    if version < 5:
+        out.pop("protocol_type")
+        out.pop("protocol_name")
+    return out
+
+
+@handles(SYNC_GROUP, 0, 5)
+def handle_sync_group(ctx: RequestContext, request: dict):  # noqa: ANN201
+    coordinator = _coordinator(ctx)
+    version = ctx.version
+    if coordinator is None:
+        return _sync_response(
+            version,
+            {
+                "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                "protocol_type": None,
+                "protocol_name": None,
+                "assignment": b"",
+            },
+        )
+    fut = coordinator.sync_group(
+        group_id=request["group_id"],
+        generation_id=request["generation_id"],
+        member_id=request["member_id"],
+        group_instance_id=request.get("group_instance_id") if version >= 3 else None,
+        protocol_type=request.get("protocol_type") if version >= 5 else None,
+        protocol_name=request.get("protocol_name") if version >= 5 else None,
+        assignments={a["member_id"]: bytes(a["assignment"]) for a in request["assignments"]},
+    )
+    if fut.done():
+        return _sync_response(version, fut.result())
+    return _held(fut, lambda r: _sync_response(version, r))
+
+
+@handles(HEARTBEAT, 0, 4)
+def handle_heartbeat(ctx: RequestContext, request: dict) -> dict:
+    coordinator = _coordinator(ctx)
+    if coordinator is None:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
+    error = coordinator.heartbeat(
+        group_id=request["group_id"],
+        generation_id=request["generation_id"],
+        member_id=request["member_id"],
+        group_instance_id=request.get("group_instance_id") if ctx.version >= 3 else None,
+    )
+    return {"throttle_time_ms": 0, "error_code": error}
+
+
+@handles(LEAVE_GROUP, 0, 5)
+def handle_leave_group(ctx: RequestContext, request: dict) -> dict:
+    coordinator = _coordinator(ctx)
+    version = ctx.version
+    if version >= 3:
+        leaving = [(m["member_id"], m.get("group_instance_id")) for m in request["members"]]
+    else:
+        leaving = [(request["member_id"], None)]
+    if coordinator is None:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "members": []}
+    top, results = coordinator.leave_group(request["group_id"], leaving)
+    if version < 3:
+        # One member: its own error is the answer.
+        error = top if top != ErrorCode.NONE or not results else results[0][2]
+        return {"throttle_time_ms": 0, "error_code": error}
+    return {
+        "throttle_time_ms": 0,
+        "error_code": top,
+        "members": [{"member_id": m, "group_instance_id": i, "error_code": e} for m, i, e in results],
+    }
+
+
+# -- admin views --------------------------------------------------------------------------------------
+@handles(DESCRIBE_GROUPS, 0, 5)
+def handle_describe_groups(ctx: RequestContext, request: dict) -> dict:
+    coordinator = _coordinator(ctx)
+    include_ops = ctx.version >= 3 and request.get("include_authorized_operations", False)
+    groups = []
+    for group_id in request["groups"]:
+        if coordinator is None:
+            described = {
+                "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                "group_id": group_id,
+                "group_state": "",
+                "protocol_type": "",
+                "protocol_data": "",
+                "members": [],
+            }
+        else:
+            described = coordinator.describe_group(group_id)
+        described["authorized_operations"] = (
+            GROUP_AUTHORIZED_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED
+        )
+        groups.append(described)
+    return {"throttle_time_ms": 0, "groups": groups}
+
+
+@handles(LIST_GROUPS, 0, 5)
+def handle_list_groups(ctx: RequestContext, request: dict) -> dict:
+    coordinator = _coordinator(ctx)
+    if coordinator is None:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "groups": []}
+    groups = coordinator.list_groups(
+        request.get("states_filter") if ctx.version >= 4 else None,
+        request.get("types_filter") if ctx.version >= 5 else None,
+    )
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "groups": groups}
+
+
+@handles(DELETE_GROUPS, 0, 2)
+def handle_delete_groups(ctx: RequestContext, request: dict):  # noqa: ANN201
+    coordinator = _coordinator(ctx)
+    if coordinator is None:
+        return {
+            "throttle_time_ms": 0,
+            "results": [
+                {"group_id": g, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
+                for g in request["groups_names"]
+            ],
+        }
+    results, wait = coordinator.delete_groups(request["groups_names"])
+    response = {
+        "throttle_time_ms": 0,
+        "results": [{"group_id": g, "error_code": e} for g, e in results],
+    }
+    return response if wait is None else _after(wait, response)
+
+
+async def _after(wait: Awaitable[None], response: dict[str, Any]) -> dict[str, Any]:
+    await wait
+    return response
+
+
+# -- offsets ------------------------------------------------------------------------------------------
+@handles(OFFSET_COMMIT, 0, 9)
+def handle_offset_commit(ctx: RequestContext, request: dict):  # noqa: ANN201
+    coordinator = _coordinator(ctx)
+    version = ctx.version
+    wanted = [
+        (
+            t["name"],
+            p["partition_index"],
+            p["committed_offset"],
+            p.get("committed_leader_epoch", -1),
+            p["committed_metadata"],
+        )
+        for t in request["topics"]
+        for p in t["partitions"]
+    ]
+    if coordinator is None:
+        errors = {(t, p): ErrorCode.COORDINATOR_NOT_AVAILABLE for t, p, *_ in wanted}
+        return _commit_response(request, errors)
+    b = ctx.broker
+    errors, wait = coordinator.commit_offsets(
+        group_id=request["group_id"],
+        generation_id=request.get("generation_id_or_member_epoch", -1) if version >= 1 else -1,
+        member_id=request.get("member_id", "") if version >= 1 else "",
+        group_instance_id=request.get("group_instance_id") if version >= 7 else None,
+        retention_time_ms=request.get("retention_time_ms", -1) if 2 <= version <= 4 else -1,
+        offsets=wanted,
+        topic_exists=lambda topic, partition: b.partition(topic, partition) is not None,
+    )
+    response = _commit_response(request, errors)
+    return response if wait is None else _after(wait, response)
+
+
+def _commit_response(request: dict, errors: dict[tuple[str, int], ErrorCode]) -> dict:
+    return {
+        "throttle_time_ms": 0,
+        "topics": [
+            {
+                "name": t["name"],
+                "partitions": [
+                    {
+                        "partition_index": p["partition_index"],
+                        "error_code": errors[(t["name"], p["partition_index"])],
+                    }
+                    for p in t["partitions"]
+                ],
+            }
+            for t in request["topics"]
+        ],
+    }
+
+
+def _fetched_partition(index: int, om: Any) -> dict[str, Any]:
+    if om is None:
+        return {
+            "partition_index": index,
+            "committed_offset": -1,
+            "committed_leader_epoch": -1,
+            "metadata": "",
+            "error_code": ErrorCode.NONE,
+        }
+    return {
+        "partition_index": index,
+        "committed_offset": om.offset,
+        "committed_leader_epoch": om.leader_epoch,
+        "metadata": om.metadata,
+        "error_code": ErrorCode.NONE,
+    }
+
+
+def _fetch_group(
+    coordinator: GroupCoordinator | None, group_id: str, topics: list[dict] | None, version: int
+) -> tuple[ErrorCode, list[dict[str, Any]]]:
+    wanted = None if topics is None else [(t["name"], list(t["partition_indexes"])) for t in topics]
+    if coordinator is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+    error, found = coordinator.fetch_offsets(group_id, wanted)
+    out = []
+    for name, parts in found:
+        partitions = [_fetched_partition(i, om) for i, om in parts]
+        if version < 5:
+            for p in partitions:
+                p.pop("committed_leader_epoch")
+        out.append({"name": name, "partitions": partitions})
+    return error, out
+
+
+@handles(OFFSET_FETCH, 0, 9)
+def handle_offset_fetch(ctx: RequestContext, request: dict) -> dict:
+    coordinator = _coordinator(ctx)
+    version = ctx.version
+    if version >= 8:
+        groups = []
+        for g in request["groups"]:
+            error, topics = _fetch_group(coordinator, g["group_id"], g["topics"], version)
+            groups.append({"group_id": g["group_id"], "topics": topics, "error_code": error})
+        return {"throttle_time_ms": 0, "groups": groups}
+    error, topics = _fetch_group(coordinator, request["group_id"], request["topics"], version)
+    if version < 2 and error != ErrorCode.NONE:
+        # v0/v1 have no top-level error: report it on every partition asked for.
+        topics = [
+            {
+                "name": t["name"],
+                "partitions": [
+                    {"partition_index": i, "committed_offset": -1, "metadata": "", "error_code": error}
+                    for i in t["partition_indexes"]
+                ],
+            }
+            for t in request["topics"] or []
+        ]
+    response: dict[str, Any] = {"throttle_time_ms": 0, "topics": topics}
+    if version >= 2:
+        response["error_code"] = error
+    return response
+
+
+@handles(OFFSET_DELETE, 0, 0)
+def handle_offset_delete(ctx: RequestContext, request: dict):  # noqa: ANN201
+    coordinator = _coordinator(ctx)
+    wanted = [(t["name"], p["partition_index"]) for t in request["topics"] for p in t["partitions"]]
+    if coordinator is None:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "topics": []}
+    error, errors, wait = coordinator.delete_offsets(request["group_id"], wanted)
+    topics = []
+    if error == ErrorCode.NONE:
+        topics = [
+            {
+                "name": t["name"],
+                "partitions": [
+                    {
+                        "partition_index": p["partition_index"],
+                        "error_code": errors[(t["name"], p["partition_index"])],
+                    }
+                    for p in t["partitions"]
+                ],
+            }
+            for t in request["topics"]
+        ]
+    response = {"throttle_time_ms": 0, "error_code": error, "topics": topics}
+    return response if wait is None else _after(wait, response)

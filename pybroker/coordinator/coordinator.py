@@ -1,0 +1,1147 @@
+"""The classic group coordinator: Apache Kafka's rebalance protocol, offsets, and their persistence.
+
+Semantics follow Kafka's ``GroupCoordinator`` (core/.../coordinator/group, and its successor
+``GroupMetadataManager`` for classic groups): JoinGroup answers are held until every known member
+has rejoined or the rebalance timeout expires (``group.initial.rebalance.delay.ms`` first for a new
+group), followers' SyncGroup answers until the leader's assignment arrives, silent members are
+evicted after their session timeout, and the error codes are returned where Kafka returns them.
+
+Everything here runs on the event loop.  JoinGroup and SyncGroup return futures (the connection
+holds its later requests meanwhile); every other operation answers at once.  Group metadata and
+offsets are appended to ``__consumer_offsets`` through a ``GroupStore`` before they are answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pybroker.coordinator import records
+from pybroker.coordinator.clock import Clock, LoopClock
+from pybroker.coordinator.group import (
+    CONSUMER_PROTOCOL_TYPE,
+    ClassicGroup,
+    GroupState,
+    Member,
+    OffsetAndMetadata,
+)
+from pybroker.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from pybroker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+# Kafka's GroupCoordinator constants.
+NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
+OFFSET_METADATA_MAX_BYTES = 4096  # offset.metadata.max.bytes
+UNKNOWN_MEMBER_ID = ""
+
+
+class GroupStore(Protocol):
+    """Where group records go: ``append`` returns None when durable, or an awaitable until it is."""
+
+    def append(self, group_id: str, entries: list[tuple[bytes, bytes | None]]) -> Awaitable[None] | None: ...
+
+
+class MemoryStore:
+    """Keeps the records in a list (unit tests, and a broker without a log)."""
+
+    def __init__(self) -> None:
+        self.entries: list[tuple[bytes, bytes | None]] = []
+
+    def append(self, group_id: str, entries: list[tuple[bytes, bytes | None]]) -> None:
+        self.entries.extend(entries)
+
+
+@dataclass(slots=True)
+class CoordinatorConfig:
+    initial_rebalance_delay_ms: int = 3000
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1_800_000
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+    offsets_retention_check_interval_ms: int = 600_000
+
+
+def join_error(error: ErrorCode, member_id: str = UNKNOWN_MEMBER_ID) -> dict[str, Any]:
+    return {
+        "error_code": error,
+        "generation_id": -1,
+        "protocol_type": None,
+        "protocol_name": None,
+        "leader": "",
+        "skip_assignment": False,
+        "member_id": member_id,
+        "members": [],
+    }
+
+
+def sync_result(
+    error: ErrorCode, assignment: bytes = b"", group: ClassicGroup | None = None
+) -> dict[str, Any]:
+    ok = error == ErrorCode.NONE and group is not None
+    return {
+        "error_code": error,
+        "protocol_type": group.protocol_type if ok else None,
+        "protocol_name": group.protocol_name if ok else None,
+        "assignment": assignment,
+    }
+
+
+def _done(fut: asyncio.Future | None, result: dict[str, Any]) -> None:
+    if fut is not None and not fut.done():
+        fut.set_result(result)
+
+
+class GroupCoordinator:
+    def __init__(
+        self,
+        broker: Broker | None = None,
+        *,
+        clock: Clock | None = None,
+        store: GroupStore | None = None,
+        config: CoordinatorConfig | None = None,
+    ) -> None:
+        self.broker = broker
+        self.clock: Clock = clock or LoopClock()
+        self.config = config or (self._config_from(broker) if broker is not None else CoordinatorConfig())
+        self.store: GroupStore = store or MemoryStore()
+        self.groups: dict[str, ClassicGroup] = {}
+        self._expiry_timer: Any = None
+        self._offsets_topic: Any = None
+        self.started = False
+
+    @staticmethod
+    def _config_from(broker: Broker) -> CoordinatorConfig:
+        c = broker.config
+        return CoordinatorConfig(
+            initial_rebalance_delay_ms=c.group_initial_rebalance_delay_ms,
+            min_session_timeout_ms=c.group_min_session_timeout_ms,
+            max_session_timeout_ms=c.group_max_session_timeout_ms,
+            offsets_retention_ms=c.offsets_retention_minutes * 60_000,
+            offsets_retention_check_interval_ms=c.get("offsets.retention.check.interval.ms"),
+        )
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """With a broker: create or load ``__consumer_offsets`` and replay it; then start expiry."""
+        if self.broker is not None:
+            from pybroker.coordinator.offsets_topic import OffsetsTopic
+
+            self._offsets_topic = OffsetsTopic(self.broker)
+            self._offsets_topic.ensure_topic()
+            self.store = self._offsets_topic
+            self.load(self._offsets_topic.replay())
+            self._offsets_topic.start_cleaner()
+        self._schedule_expiry()
+        self.started = True
+
+    async def stop(self) -> None:
+        if self._expiry_timer is not None:
+            self._expiry_timer.cancel()
+        if self._offsets_topic is not None:
+            self._offsets_topic.stop_cleaner()
+        for group in self.groups.values():
+            self._cancel_group_timers(group)
+        self.started = False
+
+    def _schedule_expiry(self) -> None:
+        def run() -> None:
+            try:
+                self.expire_offsets()
+            except Exception:
+                log.exception("offsets expiration failed")
+            self._schedule_expiry()
+
+        self._expiry_timer = self.clock.call_later(self.config.offsets_retention_check_interval_ms, run)
+
+    def _cancel_group_timers(self, group: ClassicGroup) -> None:
+        for t in (group.join_timer, group.sync_timer):
+            if t is not None:
+                t.cancel()
+        for m in group.members.values():
+            if m.heartbeat_timer is not None:
+                m.heartbeat_timer.cancel()
+
+    def partition_for(self, group_id: str) -> int:
+        if self._offsets_topic is not None:
+            return self._offsets_topic.partition_for(group_id)
+        return 0
+
+    # -- persistence ----------------------------------------------------------------------------------
+    def _group_record(self, group: ClassicGroup) -> tuple[bytes, bytes]:
+        protocol = group.protocol_name
+        members = []
+        for m in group.members.values():
+            members.append(
+                {
+                    "member_id": m.member_id,
+                    "group_instance_id": m.group_instance_id,
+                    "client_id": m.client_id,
+                    "client_host": m.client_host,
+                    "rebalance_timeout": m.rebalance_timeout_ms,
+                    "session_timeout": m.session_timeout_ms,
+                    "subscription": m.metadata_for(protocol) if protocol is not None else b"",
+                    "assignment": m.assignment,
+                }
+            )
+        value = records.group_value(
+            {
+                "protocol_type": group.protocol_type or "",
+                "generation": group.generation_id,
+                "protocol": protocol,
+                "leader": group.leader_id,
+                "current_state_timestamp": group.state_timestamp_ms,
+                "members": members,
+            }
+        )
+        return records.group_key(group.group_id), value
+
+    def _store_group(self, group: ClassicGroup) -> Awaitable[None] | None:
+        return self.store.append(group.group_id, [self._group_record(group)])
+
+    def load(self, entries: Iterable[tuple[bytes, bytes | None]]) -> None:
+        """Rebuild groups from __consumer_offsets records (in log order; later records win)."""
+        offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
+        metadata: dict[str, dict[str, Any] | None] = {}
+        for key_bytes, value in entries:
+            key = records.decode_key(key_bytes)
+            if isinstance(key, records.OffsetKey):
+                per_group = offsets.setdefault(key.group, {})
+                if value is None:
+                    per_group.pop((key.topic, key.partition), None)
+                else:
+                    v = records.decode_offset_value(value)
+                    per_group[(key.topic, key.partition)] = OffsetAndMetadata(
+                        v["offset"],
+                        v.get("leader_epoch", -1),
+                        v["metadata"],
+                        v["commit_timestamp"],
+                        v.get("expire_timestamp", -1),
+                    )
+            elif isinstance(key, records.GroupKey):
+                metadata[key.group] = None if value is None else records.decode_group_value(value)
+        now = self.clock.now_ms()
+        for group_id in set(offsets) | set(metadata):
+            doc = metadata.get(group_id)
+            group_offsets = offsets.get(group_id, {})
+            if doc is None and not group_offsets:
+                continue
+            group = ClassicGroup(group_id, state_timestamp_ms=now)
+            group.offsets = group_offsets
+            if doc is not None:
+                group.generation_id = doc["generation"]
+                group.protocol_type = doc["protocol_type"] or None
+                group.protocol_name = doc["protocol"]
+                group.state_timestamp_ms = doc.get("current_state_timestamp", -1)
+                if group.state_timestamp_ms < 0:
+                    group.state_timestamp_ms = now
+                for md in doc["members"]:
+                    member = Member(
+                        md["member_id"],
+                        md.get("group_instance_id"),
+                        md["client_id"],
+                        md["client_host"],
+                        md.get("rebalance_timeout", md["session_timeout"]),
+                        md["session_timeout"],
+                        group.protocol_type or "",
+                        [(group.protocol_name or "", md["subscription"])],
+                        assignment=md["assignment"],
+                    )
+                    group.add(member)
+                group.leader_id = doc["leader"] if doc["leader"] in group.members else group.leader_id
+                if group.members:
+                    group.state = GroupState.STABLE
+                    for member in group.members.values():
+                        self._schedule_heartbeat_expiry(group, member)
+            self.groups[group_id] = group
+        log.info(
+            "loaded %d groups (%d with members) from __consumer_offsets",
+            len(self.groups),
+            sum(1 for g in self.groups.values() if g.members),
+        )
+
+    # -- timers ---------------------------------------------------------------------------------------
+    def _schedule_heartbeat_expiry(
+        self, group: ClassicGroup, member: Member, timeout_ms: int | None = None
+    ) -> None:
+        """Kafka's completeAndScheduleNextHeartbeatExpiration: the member is alive now."""
+        member.last_heartbeat_ms = self.clock.now_ms()
+        if member.heartbeat_timer is not None:
+            member.heartbeat_timer.cancel()
+        delay = member.session_timeout_ms if timeout_ms is None else timeout_ms
+        member.heartbeat_timer = self.clock.call_later(
+            delay, lambda: self._on_heartbeat_expired(group, member, delay)
+        )
+
+    def _should_keep_alive(self, member: Member, timeout_ms: int) -> bool:
+        now = self.clock.now_ms()
+        if member.awaiting_join:
+            return not member.is_new or member.last_heartbeat_ms + NEW_MEMBER_JOIN_TIMEOUT_MS > now
+        if member.awaiting_sync:
+            return True
+        return member.last_heartbeat_ms + timeout_ms > now
+
+    def _on_heartbeat_expired(self, group: ClassicGroup, member: Member, timeout_ms: int) -> None:
+        member.heartbeat_timer = None
+        if group.members.get(member.member_id) is not member:
+            return  # replaced (static member) or already removed
+        if self._should_keep_alive(member, timeout_ms):
+            self._schedule_heartbeat_expiry_at(group, member, timeout_ms)
+            return
+        log.info(
+            "group %s: member %s failed to heartbeat within %d ms, removing it",
+            group.group_id,
+            member.member_id,
+            timeout_ms,
+        )
+        self._remove_member_and_update_group(group, member, "session timeout expired")
+
+    def _schedule_heartbeat_expiry_at(self, group: ClassicGroup, member: Member, timeout_ms: int) -> None:
+        # Re-arm from the last heartbeat (a member awaiting join/sync is checked again a timeout later).
+        remaining = max(member.last_heartbeat_ms + timeout_ms - self.clock.now_ms(), 0) or timeout_ms
+        member.heartbeat_timer = self.clock.call_later(
+            remaining, lambda: self._on_heartbeat_expired(group, member, timeout_ms)
+        )
+
+    def _schedule_pending_member_expiry(
+        self, group: ClassicGroup, member_id: str, session_timeout_ms: int
+    ) -> None:
+        def expire() -> None:
+            if member_id in group.pending_members:
+                log.info("group %s: pending member %s did not rejoin, removing it", group.group_id, member_id)
+                group.pending_members.discard(member_id)
+                if group.is_(GroupState.PREPARING_REBALANCE):
+                    self._try_complete_join(group)
+
+        self.clock.call_later(session_timeout_ms, expire)
+
+    # -- JoinGroup ------------------------------------------------------------------------------------
+    def join_group(
+        self,
+        *,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        require_known_member_id: bool,
+        reason: str | None = None,
+    ) -> asyncio.Future:
+        fut: asyncio.Future = asyncio.get_running_loop().create_future()
+        if not group_id:
+            _done(fut, join_error(ErrorCode.INVALID_GROUP_ID, member_id))
+            return fut
+        if not (
+            self.config.min_session_timeout_ms <= session_timeout_ms <= self.config.max_session_timeout_ms
+        ):
+            _done(fut, join_error(ErrorCode.INVALID_SESSION_TIMEOUT, member_id))
+            return fut
+        is_unknown = member_id == UNKNOWN_MEMBER_ID
+        group = self.groups.get(group_id)
+        if group is None:
+            if not is_unknown:
+                _done(fut, join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
+                return fut
+            group = ClassicGroup(group_id, state_timestamp_ms=self.clock.now_ms())
+            self.groups[group_id] = group
+        if group.is_(GroupState.DEAD):
+            # The group is being removed (DeleteGroups/expiry): the member retries, finding it anew.
+            _done(fut, join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id))
+            return fut
+        if not group.supports_protocols(protocol_type, [name for name, _ in protocols]):
+            _done(fut, join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id))
+            return fut
+        args = (client_id, client_host, session_timeout_ms, rebalance_timeout_ms, protocol_type, protocols)
+        if is_unknown:
+            self._new_member_join(group, group_instance_id, require_known_member_id, fut, reason, *args)
+        else:
+            self._current_member_join(group, member_id, group_instance_id, fut, reason, *args)
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            self._try_complete_join(group)
+        return fut
+
+    def _new_member_join(
+        self,
+        group: ClassicGroup,
+        instance_id: str | None,
+        require_known_member_id: bool,
+        fut: asyncio.Future,
+        reason: str | None,
+        client_id: str,
+        client_host: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+    ) -> None:
+        new_id = f"{client_id}-{uuid.uuid4()}"
+        if instance_id is not None:
+            old_id = group.static_member_id(instance_id)
+            if old_id is not None:
+                self._update_static_member_and_rebalance(
+                    group,
+                    old_id,
+                    new_id,
+                    instance_id,
+                    fut,
+                    rebalance_timeout_ms,
+                    session_timeout_ms,
+                    protocols,
+                )
+                return
+            self._add_member_and_rebalance(
+                group, new_id, instance_id, fut, reason, client_id, client_host, session_timeout_ms,
+                rebalance_timeout_ms, protocol_type, protocols,
+            )  # fmt: skip
+            return
+        if require_known_member_id:
+            # KIP-394: hand out the id first, so a client that times out does not leave a ghost member.
+            group.pending_members.add(new_id)
+            self._schedule_pending_member_expiry(group, new_id, session_timeout_ms)
+            _done(fut, join_error(ErrorCode.MEMBER_ID_REQUIRED, new_id))
+            return
+        self._add_member_and_rebalance(
+            group, new_id, None, fut, reason, client_id, client_host, session_timeout_ms,
+            rebalance_timeout_ms, protocol_type, protocols,
+        )  # fmt: skip
+
+    def _current_member_join(
+        self,
+        group: ClassicGroup,
+        member_id: str,
+        instance_id: str | None,
+        fut: asyncio.Future,
+        reason: str | None,
+        client_id: str,
+        client_host: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+    ) -> None:
+        if member_id in group.pending_members:
+            self._add_member_and_rebalance(
+                group, member_id, instance_id, fut, reason, client_id, client_host, session_timeout_ms,
+                rebalance_timeout_ms, protocol_type, protocols,
+            )  # fmt: skip
+            return
+        if group.is_static_member_fenced(instance_id, member_id):
+            _done(fut, join_error(ErrorCode.FENCED_INSTANCE_ID, member_id))
+            return
+        member = group.members.get(member_id)
+        if member is None:
+            _done(fut, join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
+            return
+        state = group.state
+        if state is GroupState.PREPARING_REBALANCE:
+            self._update_member_and_rebalance(
+                group, member, protocols, rebalance_timeout_ms, session_timeout_ms, fut, reason
+            )
+        elif state is GroupState.COMPLETING_REBALANCE:
+            if member.matches(protocols):
+                # The JoinGroup answer was lost: give the same one again.
+                _done(fut, self._join_result(group, member))
+            else:
+                self._update_member_and_rebalance(
+                    group, member, protocols, rebalance_timeout_ms, session_timeout_ms, fut, reason
+                )
+        elif state is GroupState.STABLE:
+            if group.is_leader(member_id) or not member.matches(protocols):
+                # The leader rejoining means it wants a new assignment (e.g. its metadata changed).
+                self._update_member_and_rebalance(
+                    group, member, protocols, rebalance_timeout_ms, session_timeout_ms, fut, reason
+                )
+            else:
+                _done(fut, self._join_result(group, member, with_members=False))
+        else:  # Empty or Dead cannot have members
+            _done(fut, join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
+
+    def _join_result(self, group: ClassicGroup, member: Member, with_members: bool = True) -> dict[str, Any]:
+        leader = group.is_leader(member.member_id)
+        return {
+            "error_code": ErrorCode.NONE,
+            "generation_id": group.generation_id,
+            "protocol_type": group.protocol_type,
+            "protocol_name": group.protocol_name,
+            "leader": group.leader_id or "",
+            "skip_assignment": False,
+            "member_id": member.member_id,
+            "members": group.current_member_metadata() if leader and with_members else [],
+        }
+
+    def _add_member_and_rebalance(
+        self,
+        group: ClassicGroup,
+        member_id: str,
+        instance_id: str | None,
+        fut: asyncio.Future,
+        reason: str | None,
+        client_id: str,
+        client_host: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+    ) -> None:
+        member = Member(
+            member_id,
+            instance_id,
+            client_id,
+            client_host,
+            rebalance_timeout_ms,
+            session_timeout_ms,
+            protocol_type,
+            list(protocols),
+        )
+        member.is_new = True
+        member.join_future = fut
+        group.add(member)
+        # A new group waits group.initial.rebalance.delay.ms for more members (InitialDelayedJoin).
+        if group.is_(GroupState.PREPARING_REBALANCE) and group.generation_id == 0:
+            group.new_member_added = True
+        self._schedule_heartbeat_expiry(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
+        self._maybe_prepare_rebalance(
+            group,
+            f"adding new member {member_id} with group instance id {instance_id}; client reason: {reason}",
+        )
+
+    def _update_member_and_rebalance(
+        self,
+        group: ClassicGroup,
+        member: Member,
+        protocols: list[tuple[str, bytes]],
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        fut: asyncio.Future,
+        reason: str | None,
+    ) -> None:
+        member.protocols = list(protocols)
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.session_timeout_ms = session_timeout_ms
+        if member.join_future is not None and member.join_future is not fut:
+            _done(member.join_future, join_error(ErrorCode.UNKNOWN_MEMBER_ID, member.member_id))
+        member.join_future = fut
+        self._maybe_prepare_rebalance(
+            group, f"updating metadata for member {member.member_id}; client reason: {reason}"
+        )
+
+    def _update_static_member_and_rebalance(
+        self,
+        group: ClassicGroup,
+        old_id: str,
+        new_id: str,
+        instance_id: str,
+        fut: asyncio.Future,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocols: list[tuple[str, bytes]],
+    ) -> None:
+        current_leader = group.leader_id
+        old_member = group.members[old_id]
+        # Whoever still holds the old id is fenced from now on.
+        _done(old_member.join_future, join_error(ErrorCode.FENCED_INSTANCE_ID, old_id))
+        old_member.join_future = None
+        _done(old_member.sync_future, sync_result(ErrorCode.FENCED_INSTANCE_ID))
+        old_member.sync_future = None
+        member = group.replace_static_member(instance_id, old_id, new_id)
+        old_protocols = member.protocols
+        member.protocols = list(protocols)
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.session_timeout_ms = session_timeout_ms
+        self._schedule_heartbeat_expiry(group, member)
+        if group.is_(GroupState.STABLE):
+            if group.protocol_name == group.select_protocol():
+                # KIP-345: a static member coming back changes nothing, so no rebalance.  The old
+                # leader id is returned so the member does not think it must (re)assign.
+                log.info(
+                    "group %s: static member %s rejoined as %s without a rebalance",
+                    group.group_id,
+                    instance_id,
+                    new_id,
+                )
+                wait = self._store_group(group)
+                result = self._join_result(group, member, with_members=False)
+                result["leader"] = current_leader or ""
+                self._answer_after(wait, fut, result)
+            else:
+                member.join_future = fut
+                self._maybe_prepare_rebalance(
+                    group, f"static member {instance_id} changed the selected protocol"
+                )
+        elif group.is_(GroupState.COMPLETING_REBALANCE):
+            member.protocols = old_protocols if member.matches(old_protocols) else member.protocols
+            member.join_future = fut
+            self._maybe_prepare_rebalance(
+                group, f"static member {instance_id} rejoined during CompletingRebalance"
+            )
+        else:  # PreparingRebalance: it simply joins this round
+            member.join_future = fut
+
+    def _answer_after(
+        self, wait: Awaitable[None] | None, fut: asyncio.Future, result: dict[str, Any]
+    ) -> None:
+        if wait is None:
+            _done(fut, result)
+            return
+
+        async def later() -> None:
+            await wait
+            _done(fut, result)
+
+        asyncio.ensure_future(later())
+
+    def _maybe_prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
+        if group.can_rebalance():
+            self._prepare_rebalance(group, reason)
+
+    def _prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
+        # Members waiting for an assignment of the generation that is now abandoned must rejoin.
+        if group.is_(GroupState.COMPLETING_REBALANCE):
+            self._reset_and_propagate_assignment_error(group, ErrorCode.REBALANCE_IN_PROGRESS)
+        if group.sync_timer is not None:
+            group.sync_timer.cancel()
+            group.sync_timer = None
+        group.pending_sync_members.clear()
+        now = self.clock.now_ms()
+        if group.is_(GroupState.EMPTY):
+            delay = self.config.initial_rebalance_delay_ms
+            group.join_deadline_ms = now + max(group.max_rebalance_timeout_ms(), delay)
+            group.new_member_added = False
+            self._arm_join_timer(group, delay, initial=True)
+        else:
+            group.join_deadline_ms = now + group.max_rebalance_timeout_ms()
+            self._arm_join_timer(group, group.max_rebalance_timeout_ms(), initial=False)
+        group.transition_to(GroupState.PREPARING_REBALANCE, now)
+        log.info(
+            "group %s: preparing to rebalance in generation %d (%s)",
+            group.group_id,
+            group.generation_id,
+            reason,
+        )
+
+    def _arm_join_timer(self, group: ClassicGroup, delay_ms: int, *, initial: bool) -> None:
+        if group.join_timer is not None:
+            group.join_timer.cancel()
+        group.join_is_initial = initial
+        group.join_timer = self.clock.call_later(delay_ms, lambda: self._on_join_timer(group, initial))
+
+    def _on_join_timer(self, group: ClassicGroup, initial: bool) -> None:
+        group.join_timer = None
+        if not group.is_(GroupState.PREPARING_REBALANCE):
+            return
+        if initial:
+            remaining = group.join_deadline_ms - self.clock.now_ms()
+            if group.new_member_added and remaining > 0:
+                # InitialDelayedJoin: members are still arriving, wait another delay (bounded).
+                group.new_member_added = False
+                self._arm_join_timer(
+                    group, min(self.config.initial_rebalance_delay_ms, remaining), initial=True
+                )
+                return
+        self._complete_join(group)
+
+    def _try_complete_join(self, group: ClassicGroup) -> None:
+        # Kafka's InitialDelayedJoin never completes early: only its timer ends the initial delay.
+        if group.join_timer is not None and group.join_is_initial:
+            return
+        if group.all_members_joined():
+            if group.join_timer is not None:
+                group.join_timer.cancel()
+                group.join_timer = None
+            self._complete_join(group)
+
+    def _complete_join(self, group: ClassicGroup) -> None:
+        """Kafka's onCompleteJoin: drop members that did not rejoin, start the next generation."""
+        if not group.is_(GroupState.PREPARING_REBALANCE):
+            return
+        for member in group.not_yet_rejoined():
+            if member.is_static:
+                continue  # a static member keeps its place until its session times out
+            log.info(
+                "group %s: member %s did not rejoin in time, removing it", group.group_id, member.member_id
+            )
+            if member.heartbeat_timer is not None:
+                member.heartbeat_timer.cancel()
+            group.remove(member.member_id)
+        group.pending_members.clear()
+        if group.is_(GroupState.DEAD):
+            return
+        # The leader must be a member that rejoined (a static leader may not have).
+        if group.leader_id is not None and not group.members[group.leader_id].awaiting_join:
+            joined = [m.member_id for m in group.members.values() if m.awaiting_join]
+            if joined:
+                group.leader_id = joined[0]
+        now = self.clock.now_ms()
+        group.generation_id += 1
+        if group.members:
+            group.protocol_name = group.select_protocol()
+            group.transition_to(GroupState.COMPLETING_REBALANCE, now)
+        else:
+            group.protocol_name = None
+            group.transition_to(GroupState.EMPTY, now)
+        log.info(
+            "group %s: generation %d (%s) with %d members",
+            group.group_id,
+            group.generation_id,
+            group.protocol_name,
+            len(group.members),
+        )
+        if group.is_(GroupState.EMPTY):
+            self._store_group(group)
+            return
+        for member in group.members.values():
+            if member.join_future is not None:
+                fut, member.join_future = member.join_future, None
+                _done(fut, self._join_result(group, member))
+            member.is_new = False
+            group.pending_sync_members.add(member.member_id)
+            self._schedule_heartbeat_expiry(group, member)
+        self._schedule_pending_sync(group)
+
+    def _schedule_pending_sync(self, group: ClassicGroup) -> None:
+        generation = group.generation_id
+
+        def expire() -> None:
+            group.sync_timer = None
+            if group.generation_id != generation or not group.pending_sync_members:
+                return
+            if group.state not in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
+                return
+            missing = list(group.pending_sync_members)
+            log.info("group %s: members %s did not sync in time, removing them", group.group_id, missing)
+            for member_id in missing:
+                member = group.members.get(member_id)
+                if member is not None:
+                    if member.heartbeat_timer is not None:
+                        member.heartbeat_timer.cancel()
+                    group.remove(member_id)
+            group.pending_sync_members.clear()
+            if group.is_(GroupState.COMPLETING_REBALANCE) or group.is_(GroupState.STABLE):
+                self._prepare_rebalance(group, f"members {missing} failed to sync")
+
+        if group.sync_timer is not None:
+            group.sync_timer.cancel()
+        group.sync_timer = self.clock.call_later(group.max_rebalance_timeout_ms(), expire)
+
+    # -- SyncGroup ------------------------------------------------------------------------------------
+    def sync_group(
+        self,
+        *,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
+    ) -> asyncio.Future:
+        fut: asyncio.Future = asyncio.get_running_loop().create_future()
+        group = self.groups.get(group_id)
+        if group is None:
+            _done(fut, sync_result(ErrorCode.UNKNOWN_MEMBER_ID))
+            return fut
+        if group.is_(GroupState.DEAD):
+            _done(fut, sync_result(ErrorCode.COORDINATOR_NOT_AVAILABLE))
+            return fut
+        if group.is_static_member_fenced(group_instance_id, member_id):
+            _done(fut, sync_result(ErrorCode.FENCED_INSTANCE_ID))
+            return fut
+        member = group.members.get(member_id)
+        if member is None:
+            _done(fut, sync_result(ErrorCode.UNKNOWN_MEMBER_ID))
+            return fut
+        if generation_id != group.generation_id:
+            _done(fut, sync_result(ErrorCode.ILLEGAL_GENERATION))
+            return fut
+        if (protocol_type is not None and protocol_type != group.protocol_type) or (
+            protocol_name is not None and protocol_name != group.protocol_name
+        ):
+            _done(fut, sync_result(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+            return fut
+        state = group.state
+        if state is GroupState.EMPTY:
+            _done(fut, sync_result(ErrorCode.UNKNOWN_MEMBER_ID))
+        elif state is GroupState.PREPARING_REBALANCE:
+            _done(fut, sync_result(ErrorCode.REBALANCE_IN_PROGRESS))
+        elif state is GroupState.COMPLETING_REBALANCE:
+            group.pending_sync_members.discard(member_id)
+            self._schedule_heartbeat_expiry(group, member)
+            if member.sync_future is not None and member.sync_future is not fut:
+                _done(member.sync_future, sync_result(ErrorCode.REBALANCE_IN_PROGRESS))
+            member.sync_future = fut
+            if group.is_leader(member_id):
+                log.debug("group %s: assignment received from leader %s", group.group_id, member_id)
+                for m in group.members.values():
+                    # Members the leader left out get an empty assignment (pitfall 21).
+                    m.assignment = bytes(assignments.get(m.member_id, b""))
+                wait = self._store_group(group)
+                if wait is None:
+                    self._propagate_assignment(group, generation_id)
+                else:
+                    asyncio.ensure_future(self._propagate_after(wait, group, generation_id))
+        else:  # Stable: the assignment is already known
+            group.pending_sync_members.discard(member_id)
+            self._schedule_heartbeat_expiry(group, member)
+            _done(fut, sync_result(ErrorCode.NONE, member.assignment, group))
+        return fut
+
+    async def _propagate_after(self, wait: Awaitable[None], group: ClassicGroup, generation_id: int) -> None:
+        try:
+            await wait
+        except Exception:
+            log.exception("group %s: storing the assignment failed", group.group_id)
+            if group.is_(GroupState.COMPLETING_REBALANCE) and group.generation_id == generation_id:
+                self._reset_and_propagate_assignment_error(group, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+                self._maybe_prepare_rebalance(group, "storing the assignment failed")
+            return
+        self._propagate_assignment(group, generation_id)
+
+    def _propagate_assignment(self, group: ClassicGroup, generation_id: int) -> None:
+        # Another rebalance may have started while the record was written.
+        if not (group.is_(GroupState.COMPLETING_REBALANCE) and group.generation_id == generation_id):
+            return
+        now = self.clock.now_ms()
+        group.transition_to(GroupState.STABLE, now)
+        for m in group.members.values():
+            if m.sync_future is not None:
+                fut, m.sync_future = m.sync_future, None
+                _done(fut, sync_result(ErrorCode.NONE, m.assignment, group))
+                self._schedule_heartbeat_expiry(group, m)
+        log.info("group %s: generation %d is stable", group.group_id, group.generation_id)
+
+    def _reset_and_propagate_assignment_error(self, group: ClassicGroup, error: ErrorCode) -> None:
+        for m in group.members.values():
+            m.assignment = b""
+            if m.sync_future is not None:
+                fut, m.sync_future = m.sync_future, None
+                _done(fut, sync_result(error))
+
+    # -- Heartbeat ------------------------------------------------------------------------------------
+    def heartbeat(
+        self, *, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
+    ) -> ErrorCode:
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if group.is_(GroupState.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if group.is_static_member_fenced(group_instance_id, member_id):
+            return ErrorCode.FENCED_INSTANCE_ID
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        state = group.state
+        if state is GroupState.EMPTY:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        self._schedule_heartbeat_expiry(group, member)
+        if state is GroupState.PREPARING_REBALANCE:
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE  # CompletingRebalance or Stable
+
+    # -- LeaveGroup -----------------------------------------------------------------------------------
+    def leave_group(
+        self, group_id: str, leaving: list[tuple[str, str | None]]
+    ) -> tuple[ErrorCode, list[tuple[str, str | None, ErrorCode]]]:
+        """(top-level error, [(member id, instance id, error)]) as LeaveGroup v3+ answers them."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.NONE, [(m, i, ErrorCode.UNKNOWN_MEMBER_ID) for m, i in leaving]
+        if group.is_(GroupState.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+        results = []
+        for member_id, instance_id in leaving:
+            results.append((member_id, instance_id, self._leave_one(group, member_id, instance_id)))
+        return ErrorCode.NONE, results
+
+    def _leave_one(self, group: ClassicGroup, member_id: str, instance_id: str | None) -> ErrorCode:
+        if member_id == UNKNOWN_MEMBER_ID and instance_id is not None:
+            # KIP-345 admin removal by group.instance.id alone.
+            found = group.static_member_id(instance_id)
+            if found is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            member_id = found
+        elif group.is_static_member_fenced(instance_id, member_id):
+            return ErrorCode.FENCED_INSTANCE_ID
+        if member_id in group.pending_members:
+            group.pending_members.discard(member_id)
+            if group.is_(GroupState.PREPARING_REBALANCE):
+                self._try_complete_join(group)
+            return ErrorCode.NONE
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        log.info("group %s: member %s is leaving", group.group_id, member_id)
+        self._remove_member_and_update_group(group, member, "the consumer is leaving the group")
+        return ErrorCode.NONE
+
+    def _remove_member_and_update_group(self, group: ClassicGroup, member: Member, reason: str) -> None:
+        # A member removed while its JoinGroup/SyncGroup is held learns it is no longer known.
+        _done(member.join_future, join_error(ErrorCode.UNKNOWN_MEMBER_ID, member.member_id))
+        member.join_future = None
+        _done(member.sync_future, sync_result(ErrorCode.UNKNOWN_MEMBER_ID))
+        member.sync_future = None
+        if member.heartbeat_timer is not None:
+            member.heartbeat_timer.cancel()
+            member.heartbeat_timer = None
+        group.remove(member.member_id)
+        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._maybe_prepare_rebalance(group, f"removing member {member.member_id}: {reason}")
+        elif group.is_(GroupState.PREPARING_REBALANCE):
+            self._try_complete_join(group)
+
+    # -- admin views ----------------------------------------------------------------------------------
+    def describe_group(self, group_id: str) -> dict[str, Any]:
+        group = self.groups.get(group_id)
+        if group is None:
+            return {
+                "error_code": ErrorCode.NONE,
+                "group_id": group_id,
+                "group_state": GroupState.DEAD.value,
+                "protocol_type": "",
+                "protocol_data": "",
+                "members": [],
+            }
+        stable = group.is_(GroupState.STABLE)
+        members = []
+        for m in group.members.values():
+            members.append(
+                {
+                    "member_id": m.member_id,
+                    "group_instance_id": m.group_instance_id,
+                    "client_id": m.client_id,
+                    "client_host": m.client_host,
+                    "member_metadata": m.metadata_for(group.protocol_name)
+                    if stable and group.protocol_name is not None
+                    else b"",
+                    "member_assignment": m.assignment if stable else b"",
+                }
+            )
+        return {
+            "error_code": ErrorCode.NONE,
+            "group_id": group_id,
+            "group_state": group.state.value,
+            "protocol_type": group.protocol_type or "",
+            "protocol_data": group.protocol_name or "" if stable else "",
+            "members": members,
+        }
+
+    def list_groups(
+        self, states: list[str] | None = None, types: list[str] | None = None
+    ) -> list[dict[str, Any]]:
+        wanted_states = {s.lower() for s in states} if states else None
+        wanted_types = {t.lower() for t in types} if types else None
+        out = []
+        for group in self.groups.values():
+            if group.is_(GroupState.DEAD):
+                continue
+            if wanted_states is not None and group.state.value.lower() not in wanted_states:
+                continue
+            if wanted_types is not None and "classic" not in wanted_types:
+                continue
+            out.append(
+                {
+                    "group_id": group.group_id,
+                    "protocol_type": group.protocol_type or "",
+                    "group_state": group.state.value,
+                    "group_type": "classic",
+                }
+            )
+        return out
+
+    def delete_groups(
+        self, group_ids: list[str]
+    ) -> tuple[list[tuple[str, ErrorCode]], Awaitable[None] | None]:
+        results = []
+        waits = []
+        for group_id in group_ids:
+            group = self.groups.get(group_id)
+            if group is None or group.is_(GroupState.DEAD):
+                results.append((group_id, ErrorCode.GROUP_ID_NOT_FOUND))
+                continue
+            if not group.is_(GroupState.EMPTY):
+                results.append((group_id, ErrorCode.NON_EMPTY_GROUP))
+                continue
+            wait = self._remove_group(group)
+            if wait is not None:
+                waits.append(wait)
+            results.append((group_id, ErrorCode.NONE))
+        return results, _gather(waits)
+
+    def _remove_group(self, group: ClassicGroup) -> Awaitable[None] | None:
+        """Dead, gone from memory, and tombstones for its metadata and every offset."""
+        group.transition_to(GroupState.DEAD, self.clock.now_ms())
+        self._cancel_group_timers(group)
+        self.groups.pop(group.group_id, None)
+        tombstones: list[tuple[bytes, bytes | None]] = [
+            (records.offset_key(group.group_id, t, p), None) for t, p in group.offsets
+        ]
+        tombstones.append((records.group_key(group.group_id), None))
+        group.offsets.clear()
+        log.info("group %s deleted", group.group_id)
+        return self.store.append(group.group_id, tombstones)
+
+    # -- offsets --------------------------------------------------------------------------------------
+    def commit_offsets(
+        self,
+        *,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        retention_time_ms: int,
+        offsets: list[tuple[str, int, int, int, str | None]],
+        topic_exists: Any = None,
+    ) -> tuple[dict[tuple[str, int], ErrorCode], Awaitable[None] | None]:
+        """``offsets``: (topic, partition, offset, leader epoch, metadata). Returns per-partition errors."""
+
+        def all_(error: ErrorCode) -> tuple[dict[tuple[str, int], ErrorCode], None]:
+            return {(t, p): error for t, p, *_ in offsets}, None
+
+        if not group_id:
+            return all_(ErrorCode.INVALID_GROUP_ID)
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                # Not a group we manage, or a request of an older generation: reject.
+                return all_(ErrorCode.ILLEGAL_GENERATION)
+            group = ClassicGroup(group_id, state_timestamp_ms=self.clock.now_ms())
+            self.groups[group_id] = group
+        if group.is_(GroupState.DEAD):
+            return all_(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if group.is_static_member_fenced(group_instance_id, member_id):
+            return all_(ErrorCode.FENCED_INSTANCE_ID)
+        if not (generation_id < 0 and group.is_(GroupState.EMPTY)):
+            # Not a standalone (assign-mode) commit: the member and generation must be current.
+            member = group.members.get(member_id)
+            if member is None:
+                return all_(ErrorCode.UNKNOWN_MEMBER_ID)
+            if generation_id != group.generation_id:
+                return all_(ErrorCode.ILLEGAL_GENERATION)
+            if group.is_(GroupState.COMPLETING_REBALANCE):
+                return all_(ErrorCode.REBALANCE_IN_PROGRESS)
+            # Stable or PreparingRebalance: commits are allowed; the heartbeat answer reports a rebalance.
+            self._schedule_heartbeat_expiry(group, member)
+        now = self.clock.now_ms()
+        errors: dict[tuple[str, int], ErrorCode] = {}
+        entries: list[tuple[bytes, bytes | None]] = []
+        accepted: list[tuple[tuple[str, int], OffsetAndMetadata]] = []
+        for topic, partition, offset, leader_epoch, metadata in offsets:
+            tp = (topic, partition)
+            text = metadata or ""
+            if len(text.encode()) > OFFSET_METADATA_MAX_BYTES:
+                errors[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                continue
+            if topic_exists is not None and not topic_exists(topic, partition):
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            expire = now + retention_time_ms if retention_time_ms > 0 else -1
+            om = OffsetAndMetadata(offset, leader_epoch, text, now, expire)
+            entries.append(
+                (
+                    records.offset_key(group_id, topic, partition),
+                    records.offset_value(offset, leader_epoch, text, now),
+                )
+            )
+            accepted.append((tp, om))
+            errors[tp] = ErrorCode.NONE
+        if not entries:
+            return errors, None
+        wait = self.store.append(group_id, entries)
+        for tp, om in accepted:
+            group.offsets[tp] = om
+        return errors, wait
+
+    def fetch_offsets(
+        self, group_id: str, topics: list[tuple[str, list[int]]] | None
+    ) -> tuple[ErrorCode, list[tuple[str, list[tuple[int, OffsetAndMetadata | None]]]]]:
+        """``topics`` None means every committed offset of the group."""
+        group = self.groups.get(group_id)
+        offsets = {} if group is None or group.is_(GroupState.DEAD) else group.offsets
+        if topics is None:
+            by_topic: dict[str, list[tuple[int, OffsetAndMetadata | None]]] = {}
+            for (t, p), om in sorted(offsets.items()):
+                by_topic.setdefault(t, []).append((p, om))
+            return ErrorCode.NONE, list(by_topic.items())
+        return ErrorCode.NONE, [(t, [(p, offsets.get((t, p))) for p in parts]) for t, parts in topics]
+
+    def delete_offsets(
+        self, group_id: str, partitions: list[tuple[str, int]]
+    ) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode], Awaitable[None] | None]:
+        group = self.groups.get(group_id)
+        if group is None or group.is_(GroupState.DEAD):
+            return ErrorCode.GROUP_ID_NOT_FOUND, {}, None
+        subscribed: set[str] = set()
+        if not group.is_(GroupState.EMPTY):
+            topics = group.subscribed_topics()
+            if topics is None:
+                # Not a consumer-protocol group (or unreadable subscriptions): only when empty.
+                return ErrorCode.NON_EMPTY_GROUP, {}, None
+            subscribed = topics
+        errors: dict[tuple[str, int], ErrorCode] = {}
+        tombstones: list[tuple[bytes, bytes | None]] = []
+        for topic, partition in partitions:
+            if topic in subscribed:
+                errors[(topic, partition)] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+                continue
+            errors[(topic, partition)] = ErrorCode.NONE
+            if group.offsets.pop((topic, partition), None) is not None:
+                tombstones.append((records.offset_key(group_id, topic, partition), None))
+        wait = self.store.append(group_id, tombstones) if tombstones else None
+        return ErrorCode.NONE, errors, wait
+
+    def expire_offsets(self) -> int:
+        """Kafka's cleanupGroupMetadata: expire offsets (KIP-211 rules), drop empty groups without any."""
+        now = self.clock.now_ms()
+        retention = self.config.offsets_retention_ms
+        removed = 0
+        for group in list(self.groups.values()):
+            expired: list[tuple[str, int]] = []
+            if group.is_(GroupState.EMPTY):
+                for tp, om in group.offsets.items():
+                    if om.expire_timestamp_ms > 0:
+                        due = om.expire_timestamp_ms
+                    elif group.protocol_type is not None:
+                        # A consumer group's offsets age from the moment it became empty.
+                        due = group.state_timestamp_ms + retention
+                    else:
+                        due = om.commit_timestamp_ms + retention
+                    if due <= now:
+                        expired.append(tp)
+            elif group.is_(GroupState.STABLE) and group.protocol_type == CONSUMER_PROTOCOL_TYPE:
+                topics = group.subscribed_topics()
+                if topics is not None:
+                    for tp, om in group.offsets.items():
+                        if tp[0] not in topics and om.commit_timestamp_ms + retention <= now:
+                            expired.append(tp)
+            if expired:
+                for tp in expired:
+                    del group.offsets[tp]
+                self.store.append(
+                    group.group_id, [(records.offset_key(group.group_id, t, p), None) for t, p in expired]
+                )
+                removed += len(expired)
+                log.info("group %s: expired %d offsets", group.group_id, len(expired))
+            if group.is_(GroupState.EMPTY) and not group.offsets and not group.members:
+                self._remove_group(group)
+        return removed
+
+
+def _gather(waits: list[Awaitable[None]]) -> Awaitable[None] | None:
+    if not waits:
+        return None
+
+    async def all_done() -> None:
+        await asyncio.gather(*waits)
+
+    return all_done()
