@@ -116,7 +116,10 @@ def _assert_same_values(ours: Any, theirs: Any, path: str) -> int:
         return compared
     if isinstance(ours, list):
         assert isinstance(theirs, list) and len(ours) == len(theirs), path
-        return sum(_assert_same_values(a, b, f"{path}[{i}]") for i, (a, b) in enumerate(zip(ours, theirs)))
+        return sum(
+            _assert_same_values(a, b, f"{path}[{i}]")
+            for i, (a, b) in enumerate(zip(ours, theirs, strict=True))
+        )
     if isinstance(ours, uuid.UUID):
         # kafka-python has its own Uuid type; compare the 16 bytes.
         their_bytes = theirs.bytes if hasattr(theirs, "bytes") else uuid.UUID(str(theirs)).bytes
