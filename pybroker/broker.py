@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
 import signal
 import time
 import uuid
@@ -26,6 +27,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# Kafka's controller refuses to create more partitions than this in one request.
+MAX_PARTITIONS_PER_REQUEST = 10_000
+# Up to this many partitions are created inline; more go to an executor thread.
+SYNC_CREATE_PARTITIONS = 16
 # Kafka spells "never" as Long.MAX_VALUE; intervals at or above this do not get a task at all.
 NEVER_MS = 2**40
 
@@ -46,6 +51,7 @@ class Broker:
         self.advertised_host, self.advertised_port = config.advertised_host_port()
         self._server: asyncio.base_events.Server | None = None
         self._tasks: list[asyncio.Task] = []
+        self._creating: set[str] = set()  # topics whose partitions are being created right now
         self.group_coordinator: GroupCoordinator | None = None
         self.started = False
 
@@ -169,30 +175,86 @@ class Broker:
     def partition(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
 
-    def create_topic(
-        self, name: str, num_partitions: int, configs: dict[str, str], *, validate_only: bool = False
-    ) -> TopicRecord | None:
-        """Raises KafkaError with the code CreateTopics returns."""
+    def check_new_topic(
+        self, name: str, num_partitions: int, configs: dict[str, str | None]
+    ) -> dict[str, str]:
+        """Validate a CreateTopics entry; raises KafkaError with the code CreateTopics returns."""
         try:
             validate_topic_name(name)
         except InvalidTopicName as e:
             raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(e)) from None
-        if name in self.metadata.topics:
+        if name in self.metadata.topics or name in self._creating:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         if num_partitions <= 0:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+        if num_partitions > MAX_PARTITIONS_PER_REQUEST:
+            raise KafkaError(
+                ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation."
+            )
         try:
             broker_config.validate_topic_configs(configs)
         except broker_config.ConfigError as e:
             raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from None
-        if validate_only:
-            return None
-        rec = self.metadata.add_topic(
-            name, num_partitions, {k: v for k, v in configs.items() if v is not None}
-        )
+        return {k: v for k, v in configs.items() if v is not None}
+
+    def create_topic(self, name: str, num_partitions: int, configs: dict[str, str | None]) -> TopicRecord:
+        """Create a small topic at once, on the loop (auto-creation: num.partitions partitions)."""
+        kept = self.check_new_topic(name, num_partitions, configs)
+        rec = self.metadata.add_topic(name, num_partitions, kept)
         self._create_partitions(rec, 0, num_partitions)
         log.info("created topic %s (id %s) with %d partitions", name, rec.topic_id, num_partitions)
         return rec
+
+    async def create_topic_async(
+        self, name: str, num_partitions: int, configs: dict[str, str | None], *, validate_only: bool = False
+    ) -> TopicRecord | None:
+        """CreateTopics: the partitions' files are made in an executor thread, so a topic with
+        thousands of partitions does not stall other clients; the topic becomes visible (metadata,
+        partitions) only once every log exists."""
+        kept = self.check_new_topic(name, num_partitions, configs)
+        if validate_only:
+            return None
+        if num_partitions <= SYNC_CREATE_PARTITIONS:
+            return self.create_topic(name, num_partitions, kept)
+        topic_id = uuid.uuid4()
+        cfg = LogConfig(
+            **broker_config.log_config_kwargs(broker_config.effective_topic_config(self.config, kept))
+        )
+        self._creating.add(name)
+        try:
+            logs = await self._build_logs(name, range(num_partitions), cfg, topic_id)
+        finally:
+            self._creating.discard(name)
+        rec = self.metadata.add_topic(name, num_partitions, kept, topic_id=topic_id)
+        self._register_partitions(rec, logs)
+        log.info("created topic %s (id %s) with %d partitions", name, rec.topic_id, num_partitions)
+        return rec
+
+    async def _build_logs(self, topic: str, indexes: range, cfg: LogConfig, topic_id: uuid.UUID) -> list:
+        lm = self.log_manager
+        assert lm is not None
+        placed = [(i, lm.choose_log_dir()) for i in indexes]
+        now_ms = int(time.time() * 1000)
+        built: list = []
+
+        def build() -> None:
+            for i, d in placed:
+                built.append((lm.build_log(d, topic, i, cfg, topic_id, now_ms), d))
+
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, build)
+        except BaseException:
+            for lg, _ in built:  # leave no half-created topic behind
+                lg.close()
+                shutil.rmtree(lg.directory, ignore_errors=True)
+            raise
+        return built
+
+    def _register_partitions(self, rec: TopicRecord, logs: list) -> None:
+        assert self.log_manager is not None
+        for lg, d in logs:
+            self.log_manager.register_log(lg, d, rec.topic_id)
+            self.partitions[(rec.name, lg.partition)] = self._new_partition(rec, lg.partition, lg)
 
     def _create_partitions(self, rec: TopicRecord, start: int, end: int) -> None:
         assert self.log_manager is not None
@@ -226,9 +288,9 @@ class Broker:
             self.log_manager.delete_log(name, i)
         log.info("deleted topic %s", name)
 
-    def add_partitions(self, name: str, total: int, *, validate_only: bool = False) -> None:
+    async def add_partitions(self, name: str, total: int, *, validate_only: bool = False) -> None:
         rec = self.metadata.topics.get(name)
-        if rec is None:
+        if rec is None or name in self._creating:
             raise KafkaError(
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."
             )
@@ -239,11 +301,20 @@ class Broker:
             )
         if total == rec.partitions:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {rec.partitions} partitions.")
+        if total - rec.partitions > MAX_PARTITIONS_PER_REQUEST:
+            raise KafkaError(
+                ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation."
+            )
         if validate_only:
             return
         old = rec.partitions
+        self._creating.add(name)
+        try:
+            logs = await self._build_logs(name, range(old, total), self.log_config(rec), rec.topic_id)
+        finally:
+            self._creating.discard(name)
         self.metadata.set_partitions(name, total)
-        self._create_partitions(rec, old, total)
+        self._register_partitions(rec, logs)
         log.info("topic %s now has %d partitions", name, total)
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pybroker import config as broker_config
 from pybroker.apis import RequestContext, handles
+from pybroker.broker import MAX_PARTITIONS_PER_REQUEST
 from pybroker.protocol.errors import ErrorCode, KafkaError
 from pybroker.storage.errors import OffsetOutOfRangeError
 
@@ -35,8 +36,10 @@ def _replication_error(ctx: RequestContext, rf: int, assignments: list[dict]) ->
 
 
 @handles(19, 0, 7)
-def handle_create_topics(ctx: RequestContext, request: dict) -> dict:
+async def handle_create_topics(ctx: RequestContext, request: dict) -> dict:
     b = ctx.broker
+    requested = sum(max(t["num_partitions"], len(t["assignments"]), 0) for t in request["topics"])
+    too_many = requested > MAX_PARTITIONS_PER_REQUEST
     validate_only = request.get("validate_only", False)
     results = []
     seen: set[str] = set()
@@ -57,6 +60,10 @@ def handle_create_topics(ctx: RequestContext, request: dict) -> dict:
                     f"Create topics request from client contains duplicate topic {name}",
                 )
             seen.add(name)
+            if too_many:
+                raise KafkaError(
+                    ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation."
+                )
             err = _replication_error(ctx, t["replication_factor"], t["assignments"])
             if err is not None:
                 raise err
@@ -70,7 +77,7 @@ def handle_create_topics(ctx: RequestContext, request: dict) -> dict:
             elif n == -1:
                 n = b.config.num_partitions
             configs = {c["name"]: c["value"] for c in t["configs"]}
-            rec = b.create_topic(name, n, configs, validate_only=validate_only)
+            rec = await b.create_topic_async(name, n, configs, validate_only=validate_only)
             out["num_partitions"] = n
             out["replication_factor"] = 1
             if rec is not None:
@@ -126,7 +133,7 @@ def handle_delete_topics(ctx: RequestContext, request: dict) -> dict:
 
 
 @handles(37, 0, 3)
-def handle_create_partitions(ctx: RequestContext, request: dict) -> dict:
+async def handle_create_partitions(ctx: RequestContext, request: dict) -> dict:
     b = ctx.broker
     results = []
     for t in request["topics"]:
@@ -139,7 +146,7 @@ def handle_create_partitions(ctx: RequestContext, request: dict) -> dict:
                         raise KafkaError(
                             ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Unknown broker in {a['broker_ids']}"
                         )
-            b.add_partitions(t["name"], t["count"], validate_only=request.get("validate_only", False))
+            await b.add_partitions(t["name"], t["count"], validate_only=request.get("validate_only", False))
         except KafkaError as e:
             out.update(error_code=e.code, error_message=e.message)
         results.append(out)

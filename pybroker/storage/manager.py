@@ -136,13 +136,37 @@ class LogManager:
                 raise StorageError(f"log {topic}-{partition} exists with another topic id")
             existing.update_config(config)
             return existing
-        log_dir = min(self.log_dirs, key=lambda d: sum(1 for v in self._log_dir_of.values() if v == d))
-        log = Log.create(log_dir / f"{topic}-{partition}", topic, partition, config, self.now_ms())
+        log_dir = self.choose_log_dir()
+        log = self.build_log(log_dir, topic, partition, config, topic_id, self.now_ms())
+        self.register_log(log, log_dir, topic_id)
+        return log
+
+    def choose_log_dir(self) -> Path:
+        """The directory holding the fewest partitions (Kafka's placement rule)."""
+        if len(self.log_dirs) == 1:
+            return self.log_dirs[0]
+        counts = {d: 0 for d in self.log_dirs}
+        for d in self._log_dir_of.values():
+            counts[d] = counts.get(d, 0) + 1
+        return min(self.log_dirs, key=lambda d: counts[d])
+
+    @staticmethod
+    def build_log(
+        log_dir: Path, topic: str, partition: int, config: LogConfig, topic_id: uuid.UUID, now_ms: int
+    ) -> Log:
+        """Create a new partition's files; touches no manager state, so it may run in an executor
+        thread (creating thousands of partitions must not stall the event loop)."""
+        log = Log.create(log_dir / f"{topic}-{partition}", topic, partition, config, now_ms)
         write_partition_metadata(log.directory, topic_id)
+        return log
+
+    def register_log(self, log: Log, log_dir: Path, topic_id: uuid.UUID) -> None:
+        key = (log.topic, log.partition)
+        if key in self._logs:
+            raise StorageError(f"log {log.topic}-{log.partition} already exists")
         self._logs[key] = log
         self._log_dir_of[key] = log_dir
         self.topic_ids[key] = topic_id
-        return log
 
     def delete_log(self, topic: str, partition: int) -> None:
         """Rename the partition dir to `<name>.<uuid>-delete` now; its files go at the next purge."""
