@@ -231,6 +231,57 @@ class AiokafkaClient:
         _check(description["error_code"], "Metadata")
         return TopicDescription(description["topic"], len(description["partitions"]))
 
+    # ---- consumer groups -----------------------------------------------------------------------
+    def group_consume(
+        self,
+        bootstrap: str,
+        topic: str,
+        group_id: str,
+        *,
+        on_assign: Callable[[list[int]], None],
+        on_record: Callable[[int, int, bytes | None], bool],
+        should_stop: Callable[[], bool],
+        session_timeout_ms: int = 6000,
+        instance_id: str | None = None,
+        commit_each: bool = True,
+    ) -> None:
+        """See KafkaPythonClient.group_consume."""
+
+        async def run() -> None:
+            consumer = AIOKafkaConsumer(
+                topic,
+                bootstrap_servers=bootstrap,
+                group_id=group_id,
+                group_instance_id=instance_id,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                session_timeout_ms=session_timeout_ms,
+                heartbeat_interval_ms=max(session_timeout_ms // 6, 100),
+                request_timeout_ms=int(TIMEOUT_S * 1000),
+            )
+            await consumer.start()
+            assigned: list[int] | None = None
+            try:
+                while not should_stop():
+                    batches = await consumer.getmany(timeout_ms=200)
+                    now = sorted(tp.partition for tp in consumer.assignment())
+                    if now != assigned:
+                        assigned = now
+                        on_assign(now)
+                    for tp, messages in batches.items():
+                        for msg in messages:
+                            if commit_each:
+                                try:
+                                    await consumer.commit({tp: msg.offset + 1})
+                                except (aerrors.CommitFailedError, aerrors.IllegalStateError):
+                                    break  # rebalanced meanwhile: the new owner gets this record again
+                            if on_record(msg.partition, msg.offset, msg.value):
+                                return
+            finally:
+                await consumer.stop()
+
+        _run(run)
+
 
 def _run(factory: Callable[[], Awaitable[T]]) -> T:
     try:

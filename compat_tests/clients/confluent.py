@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -248,3 +249,104 @@ class ConfluentClient:
     def describe_topic(self, bootstrap: str, topic: str) -> TopicDescription:
         (description,) = self._call(bootstrap, lambda admin: admin.describe_topics(TopicCollection([topic])))
         return TopicDescription(description.name, len(description.partitions))
+
+    # ---- consumer groups -----------------------------------------------------------------------
+    def group_consume(
+        self,
+        bootstrap: str,
+        topic: str,
+        group_id: str,
+        *,
+        on_assign: Callable[[list[int]], None],
+        on_record: Callable[[int, int, bytes | None], bool],
+        should_stop: Callable[[], bool],
+        session_timeout_ms: int = 6000,
+        instance_id: str | None = None,
+        commit_each: bool = True,
+    ) -> None:
+        """See KafkaPythonClient.group_consume."""
+        settings = {
+            "bootstrap.servers": bootstrap,
+            "group.id": group_id,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": session_timeout_ms,
+            "heartbeat.interval.ms": max(session_timeout_ms // 6, 100),
+            "enable.partition.eof": False,
+        }
+        if instance_id is not None:
+            settings["group.instance.id"] = instance_id
+        consumer = Consumer(settings)
+        assigned: list[int] | None = None
+        try:
+            consumer.subscribe([topic])
+            while not should_stop():
+                msg = consumer.poll(0.2)
+                now = sorted(tp.partition for tp in consumer.assignment())
+                if now != assigned:
+                    assigned = now
+                    on_assign(now)
+                if msg is None or msg.error():
+                    continue
+                if commit_each:
+                    try:
+                        consumer.commit(
+                            offsets=[TopicPartition(msg.topic(), msg.partition(), msg.offset() + 1)],
+                            asynchronous=False,
+                        )
+                    except KafkaException:
+                        continue  # rebalanced meanwhile: the new owner gets this record again
+                if on_record(msg.partition(), msg.offset(), msg.value()):
+                    return
+        finally:
+            consumer.close()
+
+    def list_groups(self, bootstrap: str, states: list[str] | None = None) -> dict[str, str]:
+        """group id -> state, through AdminClient.list_consumer_groups (ListGroups)."""
+        from confluent_kafka import ConsumerGroupState
+
+        kwargs = {}
+        if states:
+            kwargs["states"] = {ConsumerGroupState[s.upper()] for s in states}
+        admin = self._admin(bootstrap)
+        result = admin.list_consumer_groups(request_timeout=TIMEOUT_S, **kwargs).result(TIMEOUT_S)
+        return {g.group_id: g.state.name for g in result.valid}
+
+    def describe_group(self, bootstrap: str, group_id: str) -> dict:
+        """State, protocol and members (with their assigned partitions) via describe_consumer_groups."""
+        admin = self._admin(bootstrap)
+        (future,) = admin.describe_consumer_groups([group_id], request_timeout=TIMEOUT_S).values()
+        try:
+            d = future.result(TIMEOUT_S)
+        except KafkaException as exc:
+            raise _raise_from(exc) from exc
+        return {
+            "state": d.state.name,
+            "protocol": d.partition_assignor,
+            "members": {
+                m.member_id: {
+                    "client_id": m.client_id,
+                    "host": m.host,
+                    "instance_id": m.group_instance_id,
+                    "partitions": sorted((tp.topic, tp.partition) for tp in m.assignment.topic_partitions),
+                }
+                for m in d.members
+            },
+        }
+
+    def delete_group(self, bootstrap: str, group_id: str) -> None:
+        self._call(
+            bootstrap, lambda admin: admin.delete_consumer_groups([group_id], request_timeout=TIMEOUT_S)
+        )
+
+    def committed_offsets(self, bootstrap: str, group_id: str) -> dict[tuple[str, int], int]:
+        """Every committed offset of the group, via list_consumer_group_offsets (OffsetFetch)."""
+        from confluent_kafka import ConsumerGroupTopicPartitions
+
+        admin = self._admin(bootstrap)
+        (future,) = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group_id)]).values()
+        try:
+            result = future.result(TIMEOUT_S)
+        except KafkaException as exc:
+            raise _raise_from(exc) from exc
+        return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import kafka.errors as kerrors
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
@@ -220,6 +221,57 @@ class KafkaPythonClient:
         if error_code:
             raise ClientError(kafka_error_name(error_code), "describe_topics error_code", topic)
         return TopicDescription(description["name"], len(description["partitions"]))
+
+    # ---- consumer groups -----------------------------------------------------------------------
+    def group_consume(
+        self,
+        bootstrap: str,
+        topic: str,
+        group_id: str,
+        *,
+        on_assign: Callable[[list[int]], None],
+        on_record: Callable[[int, int, bytes | None], bool],
+        should_stop: Callable[[], bool],
+        session_timeout_ms: int = 6000,
+        instance_id: str | None = None,
+        commit_each: bool = True,
+    ) -> None:
+        """subscribe() as ``group_id``; after each record commit offset+1 synchronously (when
+        ``commit_each``), then call ``on_record(partition, offset, value)``; True from it, or
+        ``should_stop()``, ends the loop, and the consumer closes (leaving the group).  Every change
+        of the assignment is reported to ``on_assign`` (sorted partitions)."""
+        from kafka.structs import OffsetAndMetadata
+
+        consumer = KafkaConsumer(
+            topic,
+            bootstrap_servers=bootstrap,
+            group_id=group_id,
+            group_instance_id=instance_id,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            session_timeout_ms=session_timeout_ms,
+            heartbeat_interval_ms=max(session_timeout_ms // 6, 100),
+            request_timeout_ms=int(TIMEOUT_S * 1000),
+        )
+        assigned: list[int] | None = None
+        try:
+            while not should_stop():
+                batches = consumer.poll(timeout_ms=200)
+                now = sorted(tp.partition for tp in consumer.assignment())
+                if now != assigned:
+                    assigned = now
+                    on_assign(now)
+                for tp, messages in batches.items():
+                    for msg in messages:
+                        if commit_each:
+                            try:
+                                consumer.commit({tp: OffsetAndMetadata(msg.offset + 1, "", -1)})
+                            except kerrors.CommitFailedError:
+                                break  # rebalanced meanwhile: the new owner gets this record again
+                        if on_record(msg.partition, msg.offset, msg.value):
+                            return
+        finally:
+            consumer.close()
 
 
 def _only_value(mapping: dict):  # noqa: ANN202

@@ -1,0 +1,372 @@
+"""Consumer groups with stock clients: partitions shared without overlap, rebalances when a member
+leaves or is killed, committed offsets that survive consumer restarts and a kill -9 of the broker,
+static members that come back without a rebalance, and the admin views of groups.
+
+Group members run as separate processes (``python -m compat_tests.scenarios.test_groups member ...``)
+so one can be killed with SIGKILL, exactly like a crashed application: no LeaveGroup is sent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from compat_tests.brokers import PyBroker
+from compat_tests.clients.base import ClientError, NotSupportedByClient, Record
+from compat_tests.clients.errors import kafka_error_name
+from compat_tests.clients.registry import make_client
+
+from .support import expressible, wait_for
+
+log = logging.getLogger(__name__)
+
+SESSION_MS = 6000  # Kafka's group.min.session.timeout.ms: the shortest a broker accepts by default
+NON_EMPTY_GROUP = 68
+GROUP_ID_NOT_FOUND = 69
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def require_groups(client: Any, client_name: str) -> None:
+    if not hasattr(client, "group_consume"):
+        raise NotSupportedByClient(f"the {client_name} adapter has no subscribe()/commit group consumer")
+
+
+def produce_spread(admin: Any, bootstrap: str, topic: str, partitions: int, per_partition: int) -> None:
+    records = [
+        Record(f"k{p}-{i}".encode(), f"p{p}-v{i}".encode(), partition=p)
+        for p in range(partitions)
+        for i in range(per_partition)
+    ]
+    admin.produce(bootstrap, topic, records)
+
+
+class MemberProcess:
+    """One group member in its own process; its events (assignments, records) are collected here."""
+
+    def __init__(
+        self,
+        client_name: str,
+        bootstrap: str,
+        topic: str,
+        group: str,
+        *,
+        session_ms: int = SESSION_MS,
+        instance_id: str | None = None,
+    ) -> None:
+        self.name = instance_id or f"member-{uuid.uuid4().hex[:6]}"
+        args = [
+            sys.executable,
+            "-m",
+            "compat_tests.scenarios.test_groups",
+            "member",
+            "--client", client_name,
+            "--bootstrap", bootstrap,
+            "--topic", topic,
+            "--group", group,
+            "--session-ms", str(session_ms),
+        ]  # fmt: skip
+        if instance_id:
+            args += ["--instance-id", instance_id]
+        env = dict(
+            os.environ,
+            PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
+        )
+        self.started = time.monotonic()
+        self.process = subprocess.Popen(
+            args,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=REPO_ROOT,
+        )
+        self.assignments: list[tuple[float, list[int]]] = []
+        self.records: list[tuple[int, int]] = []
+        self._lock = threading.Lock()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self._stderr: list[bytes] = []
+        threading.Thread(target=lambda: self._stderr.extend(self.process.stderr), daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            with self._lock:
+                if event["event"] == "assigned":
+                    self.assignments.append((time.monotonic(), event["partitions"]))
+                elif event["event"] == "record":
+                    self.records.append((event["partition"], event["offset"]))
+
+    @property
+    def current(self) -> list[int] | None:
+        with self._lock:
+            return self.assignments[-1][1] if self.assignments else None
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self, timeout_s: float = 30) -> None:
+        """Graceful: the consumer closes (LeaveGroup for dynamic members)."""
+        if self.alive():
+            try:
+                assert self.process.stdin is not None
+                self.process.stdin.write(b"stop\n")
+                self.process.stdin.flush()
+            except BrokenPipeError:
+                pass
+            try:
+                self.process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def kill(self) -> None:
+        """A crash: SIGKILL, so no LeaveGroup."""
+        if self.alive():
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(10)
+
+    def stderr_tail(self) -> str:
+        return b"".join(self._stderr[-20:]).decode(errors="replace")
+
+
+def partitions_shared(members: list[MemberProcess], partitions: int) -> bool:
+    """Every member has a non-empty assignment, and together they hold each partition exactly once."""
+    current = [m.current for m in members]
+    if any(not c for c in current):
+        return False
+    flat = [p for c in current for p in c]  # type: ignore[union-attr]
+    return sorted(flat) == list(range(partitions))
+
+
+def stop_all(members: list[MemberProcess]) -> None:
+    for m in members:
+        m.kill()
+
+
+@pytest.fixture
+def members() -> Any:
+    started: list[MemberProcess] = []
+    yield started
+    stop_all(started)
+
+
+def test_three_members_share_six_partitions_and_rebalance_on_leave_and_crash(
+    client, client_name, bootstrap, admin, make_topic, members
+) -> None:
+    with expressible(client_name):
+        require_groups(client, client_name)
+    topic = make_topic(partitions=6)
+    group = f"{topic}-group"
+    produce_spread(admin, bootstrap, topic, 6, 5)
+    t0 = time.monotonic()
+    members.extend(MemberProcess(client_name, bootstrap, topic, group) for _ in range(3))
+    wait_for(lambda: partitions_shared(members, 6), 60, "3 members to share 6 partitions")
+    log.info("%s: 3 members assigned %.2fs after their processes started", client_name, time.monotonic() - t0)
+    wait_for(lambda: len({r for m in members for r in m.records}) == 30, 30, "every record consumed once")
+
+    # Crash: no LeaveGroup, so the coordinator notices only when the session times out.
+    crashed, rest = members[0], members[1:]
+    crashed.kill()
+    t_crash = time.monotonic()
+    wait_for(
+        lambda: partitions_shared(rest, 6), SESSION_MS / 1000 + 15, "survivors to take over every partition"
+    )
+    took = time.monotonic() - t_crash
+    log.info("%s: crash to full reassignment took %.2fs", client_name, took)
+    assert took < SESSION_MS / 1000 + 10
+
+    # Graceful leave: LeaveGroup starts the rebalance at once.
+    leaving, last = rest
+    leaving.stop()
+    assert leaving.process.returncode == 0, leaving.stderr_tail()
+    wait_for(lambda: last.current == list(range(6)), 20, "the last member to own all 6 partitions")
+
+
+def _consume_committing(client: Any, bootstrap: str, topic: str, group: str, stop_after: int) -> list[int]:
+    seen: list[int] = []
+
+    def on_record(partition: int, offset: int, value: bytes | None) -> bool:
+        seen.append(offset)
+        return len(seen) >= stop_after
+
+    deadline = time.monotonic() + 60
+    client.group_consume(
+        bootstrap,
+        topic,
+        group,
+        on_assign=lambda partitions: None,
+        on_record=on_record,
+        should_stop=lambda: time.monotonic() > deadline,
+    )
+    return seen
+
+
+def test_commit_then_restart_resumes_exactly_after_last_commit(
+    client, client_name, bootstrap, admin, make_topic
+) -> None:
+    with expressible(client_name):
+        require_groups(client, client_name)
+    topic = make_topic()
+    group = f"{topic}-group"
+    produce_spread(admin, bootstrap, topic, 1, 20)
+    first = _consume_committing(client, bootstrap, topic, group, 8)
+    assert first == list(range(8))
+    assert admin.committed_offsets(bootstrap, group) == {(topic, 0): 8}
+    second = _consume_committing(client, bootstrap, topic, group, 12)
+    assert second == list(range(8, 20))
+    assert admin.committed_offsets(bootstrap, group) == {(topic, 0): 20}
+
+
+def test_committed_offsets_survive_broker_kill9(client, client_name, tmp_path, admin) -> None:
+    with expressible(client_name):
+        require_groups(client, client_name)
+    broker = PyBroker(
+        tmp_path / "kill9",
+        overrides={"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "3"},
+    )
+    bootstrap = broker.start()
+    try:
+        topic, group = "kill9-topic", f"kill9-group-{client_name}"
+        admin.create_topic(bootstrap, topic, partitions=1)
+        produce_spread(admin, bootstrap, topic, 1, 20)
+        assert _consume_committing(client, bootstrap, topic, group, 8) == list(range(8))
+        broker.kill9()
+        broker.start()
+        assert admin.committed_offsets(bootstrap, group) == {(topic, 0): 8}
+        assert _consume_committing(client, bootstrap, topic, group, 12) == list(range(8, 20))
+        # And once more after a graceful restart.
+        broker.restart()
+        assert admin.committed_offsets(bootstrap, group) == {(topic, 0): 20}
+    finally:
+        broker.stop()
+
+
+def test_static_member_restart_does_not_rebalance(client, client_name, admin, tmp_path, members) -> None:
+    with expressible(client_name):
+        require_groups(client, client_name)
+    # A dedicated broker, so its log tells whether the coordinator started a new generation.
+    broker = PyBroker(tmp_path / "static", overrides={"group.initial.rebalance.delay.ms": "500"})
+    bootstrap = broker.start()
+    try:
+        topic, group = "static-topic", f"static-group-{client_name}"
+        admin.create_topic(bootstrap, topic, partitions=4)
+        session_ms = 20_000  # long enough for the restarted process to come back in time
+        members.extend(
+            MemberProcess(
+                client_name, bootstrap, topic, group, session_ms=session_ms, instance_id=f"static-{i}"
+            )
+            for i in range(2)
+        )
+        wait_for(lambda: partitions_shared(members, 4), 60, "2 static members to share 4 partitions")
+        generations_before = broker.log_text().count(f"group {group}: generation")
+        before, other = members[1].current, members[0].current
+        members[1].kill()
+        members[1] = MemberProcess(
+            client_name, bootstrap, topic, group, session_ms=session_ms, instance_id="static-1"
+        )
+        wait_for(lambda: members[1].current, 60, "the restarted static member to get its assignment")
+        assert members[1].current == before
+        # The other member never lost its partitions (an eager rebalance would have revoked them).
+        assert [a for _, a in members[0].assignments if a] == [other]
+        assert members[0].current == other
+        assert broker.log_text().count(f"group {group}: generation") == generations_before
+        assert "static member static-1 rejoined" in broker.log_text()
+    finally:
+        stop_all(members)
+        broker.stop()
+
+
+def test_admin_lists_describes_and_deletes_groups(bootstrap, admin, make_topic, members) -> None:
+    topic = make_topic(partitions=4)
+    group = f"{topic}-group"
+    produce_spread(admin, bootstrap, topic, 4, 3)
+    members.extend(MemberProcess("confluent", bootstrap, topic, group) for _ in range(2))
+    wait_for(lambda: partitions_shared(members, 4), 60, "2 members to share 4 partitions")
+    wait_for(
+        lambda: admin.committed_offsets(bootstrap, group) == {(topic, p): 3 for p in range(4)}, 30, "commits"
+    )
+
+    assert admin.list_groups(bootstrap).get(group) == "STABLE"
+    assert group in admin.list_groups(bootstrap, ["stable"])
+    assert group not in admin.list_groups(bootstrap, ["empty"])
+    described = admin.describe_group(bootstrap, group)
+    assert described["state"] == "STABLE"
+    assert described["protocol"] == "range"
+    assert len(described["members"]) == 2
+    owned = sorted(tp for m in described["members"].values() for tp in m["partitions"])
+    assert owned == [(topic, p) for p in range(4)]
+    assert all(m["host"] == "/127.0.0.1" for m in described["members"].values())
+
+    with pytest.raises(ClientError) as refused:
+        admin.delete_group(bootstrap, group)
+    assert refused.value.error == kafka_error_name(NON_EMPTY_GROUP)
+
+    for m in members:
+        m.stop()
+    wait_for(lambda: admin.list_groups(bootstrap).get(group) == "EMPTY", 30, "the group to become empty")
+    assert admin.describe_group(bootstrap, group)["members"] == {}
+    admin.delete_group(bootstrap, group)
+    assert group not in admin.list_groups(bootstrap)
+    assert admin.committed_offsets(bootstrap, group) == {}
+    with pytest.raises(ClientError) as missing:
+        admin.delete_group(bootstrap, group)
+    assert missing.value.error == kafka_error_name(GROUP_ID_NOT_FOUND)
+
+
+# -- the member process -------------------------------------------------------------------------------
+def _member_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="test_groups member")
+    parser.add_argument("--client", required=True)
+    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--group", required=True)
+    parser.add_argument("--session-ms", type=int, default=SESSION_MS)
+    parser.add_argument("--instance-id", default=None)
+    args = parser.parse_args(argv)
+    stop = threading.Event()
+
+    def watch_stdin() -> None:
+        for line in sys.stdin:
+            if line.strip() == "stop":
+                break
+        stop.set()
+
+    threading.Thread(target=watch_stdin, daemon=True).start()
+
+    def emit(event: dict[str, Any]) -> None:
+        sys.stdout.write(json.dumps(event) + "\n")
+        sys.stdout.flush()
+
+    make_client(args.client).group_consume(
+        args.bootstrap,
+        args.topic,
+        args.group,
+        on_assign=lambda partitions: emit({"event": "assigned", "partitions": partitions}),
+        on_record=lambda p, o, v: emit({"event": "record", "partition": p, "offset": o}) or False,
+        should_stop=stop.is_set,
+        session_timeout_ms=args.session_ms,
+        instance_id=args.instance_id,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "member":
+        sys.exit(_member_main(sys.argv[2:]))
+    sys.exit("usage: python -m compat_tests.scenarios.test_groups member --client NAME ...")
