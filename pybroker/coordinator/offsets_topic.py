@@ -6,7 +6,6 @@ high watermark covers them (acks=all).  At start-up every partition is replayed 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Iterator
@@ -18,6 +17,7 @@ from pybroker.records.reader import read_records
 
 if TYPE_CHECKING:
     from pybroker.broker import Broker
+    from pybroker.coordinator.compaction import CompactionTask
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class OffsetsTopic:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.num_partitions = broker.config.offsets_topic_num_partitions
-        self._cleaner_task: asyncio.Task | None = None
+        self._cleaner_task: CompactionTask | None = None
 
     def ensure_topic(self) -> None:
         rec = self.broker.topic(TOPIC)
@@ -98,9 +98,12 @@ class OffsetsTopic:
 
     # -- compaction -----------------------------------------------------------------------------------
     def start_cleaner(self) -> None:
-        pass
+        from pybroker.coordinator.compaction import CompactionTask
+
+        self._cleaner_task = CompactionTask(self.broker)
+        self._cleaner_task.start()
 
     def stop_cleaner(self) -> None:
         if self._cleaner_task is not None:
-            self._cleaner_task.cancel()
+            self._cleaner_task.stop()
             self._cleaner_task = None

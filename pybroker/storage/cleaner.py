@@ -1,0 +1,202 @@
+"""Log compaction for ``cleanup.policy=compact``: keep the latest record of every key.
+
+One pass over a log (Kafka's LogCleaner, scaled down to one node and one thread):
+
+1. build the offset map, key -> offset of its latest record, over the whole log (the active
+   segment included, so a key rewritten there supersedes its older copies);
+2. rewrite every inactive segment keeping only records that are the latest of their key;
+   tombstones (null value) are kept as long as they are younger than ``delete.retention.ms``, so
+   a consumer reading the topic sees the deletion before it disappears.  Records keep their
+   offsets (a rewritten batch keeps its base offset and offset span), control and transactional
+   batches are kept as they are, records without a key are kept.
+3. swap the cleaned segment in: the new ``.log`` is written beside the old one as
+   ``<base>.log.cleaned``, the old indexes are removed, then it replaces the old file with one
+   atomic rename and its indexes are rebuilt.  A crash at any point leaves either the old or the
+   new segment (``.cleaned`` leftovers are deleted when the log is opened); readers holding a
+   FileSlice of the old file keep reading the old inode.
+
+The active segment is never cleaned, as in Kafka.  A segment left with no record is deleted,
+except the first one (kept empty, so the log start offset does not move).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+
+from pybroker.records.batch import HEADER_STRUCT, LOG_OVERHEAD, BatchHeader, rewrite_crc
+from pybroker.records.builder import SimpleRecord, encode_record
+from pybroker.records.compression import compress
+from pybroker.records.reader import Record, decode_batch_records
+from pybroker.storage.log import Log
+from pybroker.storage.segment import LogSegment, segment_file_name
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class CleanStats:
+    segments_rewritten: int = 0
+    segments_deleted: int = 0
+    records_removed: int = 0
+    bytes_before: int = 0
+    bytes_after: int = 0
+
+
+def build_offset_map(log: Log) -> dict[bytes, int]:
+    latest: dict[bytes, int] = {}
+    for segment in log.segments:
+        for header in segment.iter_headers():
+            if header.is_control:
+                continue
+            for record in decode_batch_records(segment.read_batch(header), header):
+                if record.key is not None:
+                    latest[record.key] = record.offset
+    return latest
+
+
+def _rebuild_batch(header: BatchHeader, kept: list[Record]) -> bytes:
+    """The batch with only ``kept`` records: same base offset, offset span, timestamps, producer fields."""
+    body = bytearray()
+    for record in kept:
+        delta = 0 if header.is_log_append_time else record.timestamp - header.base_timestamp
+        encode_record(
+            SimpleRecord(record.key, record.value, record.headers),
+            record.offset - header.base_offset,
+            delta,
+            body,
+        )
+    payload = compress(header.compression, body) if header.compression else bytes(body)
+    batch = bytearray(HEADER_STRUCT.size + len(payload))
+    HEADER_STRUCT.pack_into(
+        batch,
+        0,
+        header.base_offset,
+        len(batch) - LOG_OVERHEAD,
+        header.partition_leader_epoch,
+        header.magic,
+        0,
+        header.attributes,
+        header.last_offset_delta,  # kept: offsets stay where they were
+        header.base_timestamp,
+        header.max_timestamp,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        len(kept),
+    )
+    batch[HEADER_STRUCT.size :] = payload
+    rewrite_crc(batch, 0)
+    return bytes(batch)
+
+
+def _filter_segment(
+    segment: LogSegment, latest: dict[bytes, int], tombstone_horizon_ms: int, stats: CleanStats
+) -> bytearray | None:
+    """The cleaned contents of ``segment``, or None when nothing would change."""
+    out = bytearray()
+    changed = False
+    for header in segment.iter_headers():
+        data = segment.read_batch(header)
+        if header.is_control or header.is_transactional:
+            out += data
+            continue
+        records = decode_batch_records(data, header)
+        kept = [
+            r
+            for r in records
+            if r.key is None
+            or (
+                latest.get(r.key) == r.offset and not (r.value is None and r.timestamp < tombstone_horizon_ms)
+            )
+        ]
+        if len(kept) == len(records):
+            out += data
+            continue
+        changed = True
+        stats.records_removed += len(records) - len(kept)
+        if kept:
+            out += _rebuild_batch(header, kept)
+    return out if changed else None
+
+
+def _swap_in(log: Log, index: int, cleaned: bytearray, now_ms: int) -> LogSegment | None:
+    old = log.segments[index]
+    directory = old.directory
+    base = old.base_offset
+    tmp_path = directory / (segment_file_name(base, ".log") + ".cleaned")
+    fd = os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(cleaned)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    # Indexes first: a crash after this leaves the old .log with no index, rebuilt on open.
+    for path in (old.offset_index.path, old.time_index.path):
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+    old.file = None  # type: ignore[assignment]  # open FileSlices keep the old inode alive
+    if not cleaned and index > 0:
+        # (The first segment is kept even when empty: it holds the log start offset across restarts.)
+        os.unlink(tmp_path)
+        os.unlink(old.log_path)
+        del log.segments[index]
+        del log._base_offsets[index]  # noqa: SLF001 - the cleaner is part of storage
+        _fsync_dir(directory)
+        return None
+    os.replace(tmp_path, old.log_path)
+    _fsync_dir(directory)
+    new = LogSegment.open(directory, base, old.config, now_ms)
+    new.recover()  # rebuilds both indexes from the cleaned file
+    new.on_become_inactive()
+    new.offset_index.flush(fsync=True)
+    new.time_index.flush(fsync=True)
+    log.segments[index] = new
+    return new
+
+
+def clean_log(log: Log, now_ms: int, delete_retention_ms: int) -> CleanStats:
+    """One compaction pass over ``log`` (see the module docstring)."""
+    stats = CleanStats()
+    if len(log.segments) < 2:
+        return stats
+    latest = build_offset_map(log)
+    horizon = now_ms - delete_retention_ms
+    index = 0
+    while index < len(log.segments) - 1:  # never the active segment
+        segment = log.segments[index]
+        cleaned = _filter_segment(segment, latest, horizon, stats)
+        if cleaned is None:
+            index += 1
+            continue
+        stats.bytes_before += segment.size
+        stats.bytes_after += len(cleaned)
+        if _swap_in(log, index, cleaned, now_ms) is None:
+            stats.segments_deleted += 1
+            continue  # the next segment moved into this index
+        stats.segments_rewritten += 1
+        index += 1
+    if stats.records_removed:
+        logger.info(
+            "%s: compacted %d records away (%d segments rewritten, %d deleted, %d -> %d bytes)",
+            log.name,
+            stats.records_removed,
+            stats.segments_rewritten,
+            stats.segments_deleted,
+            stats.bytes_before,
+            stats.bytes_after,
+        )
+    return stats
+
+
+def _fsync_dir(directory: os.PathLike[str]) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,115 @@
+"""Log compaction: latest value per key survives, offsets are kept, tombstones expire, crash-safe swap."""
+
+from pathlib import Path
+
+import pytest
+from conftest import append
+
+from pybroker.records import SimpleRecord, build_batch, iter_batch_headers, read_records
+from pybroker.records.compression import CompressionType
+from pybroker.storage import Log, LogConfig
+from pybroker.storage.cleaner import clean_log
+
+HOUR = 3_600_000
+NOW = 100 * HOUR
+
+
+def put(
+    log: Log, pairs: list[tuple[bytes, bytes | None]], ts: int, compression: int = CompressionType.NONE
+) -> None:
+    records = [SimpleRecord(k, v, timestamp_ms=ts) for k, v in pairs]
+    append(log, bytearray(build_batch(records, compression=compression)), now_ms=ts)
+
+
+def all_records(log: Log) -> list[tuple[int, bytes | None, bytes | None]]:
+    out = []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        sl = log.read(offset, 1 << 20)
+        if sl is None:
+            break
+        data = sl.read()
+        out += [(r.offset, r.key, r.value) for r in read_records(data)]
+        offset = list(iter_batch_headers(data))[-1].next_offset
+    return out
+
+
+@pytest.mark.parametrize("compression", [CompressionType.NONE, CompressionType.GZIP])
+def test_latest_value_per_key_survives_with_its_offset(tmp_path: Path, compression: int) -> None:
+    config = LogConfig(cleanup_policy="compact", segment_bytes=1 << 20, index_interval_bytes=1)
+    log = Log.create(tmp_path / "t-0", "t", 0, config, 0)
+    put(log, [(b"k%d" % i, b"v1-%d" % i) for i in range(5)], NOW - 3 * HOUR, compression)  # 0-4
+    put(log, [(b"k0", b"v2-0"), (b"k1", b"v2-1"), (b"k2", b"v2-2")], NOW - 3 * HOUR, compression)  # 5-7
+    put(log, [(b"k3", None)], NOW - 2 * HOUR)  # 8: an old tombstone
+    put(log, [(b"k4", None)], NOW - 1000)  # 9: a young tombstone
+    log.roll(NOW)
+    put(log, [(b"k1", b"v3-1")], NOW)  # 10, in the active segment
+    size_before = log.segments[0].size
+
+    stats = clean_log(log, NOW, delete_retention_ms=HOUR)
+
+    expected = [
+        (5, b"k0", b"v2-0"),
+        (7, b"k2", b"v2-2"),
+        (9, b"k4", None),  # still younger than delete.retention.ms
+        (10, b"k1", b"v3-1"),
+    ]
+    assert all_records(log) == expected
+    assert stats.records_removed == 7
+    assert log.segments[0].size < size_before
+    assert log.log_end_offset == 11
+    # Offsets inside the compacted range still find the next surviving record.
+    assert read_records(log.read(1, 1 << 20).read())[0].offset >= 1
+    # A second pass has nothing left to do; appends continue at the same offsets.
+    assert clean_log(log, NOW, delete_retention_ms=HOUR).records_removed == 0
+    put(log, [(b"k9", b"x")], NOW)
+    assert all_records(log)[-1] == (11, b"k9", b"x")
+    # The cleaned segment and its rebuilt indexes survive a restart.
+    log.close()
+    reopened = Log.open(tmp_path / "t-0", "t", 0, config, NOW, clean_shutdown=True)
+    assert all_records(reopened) == [*expected, (11, b"k9", b"x")]
+    assert reopened.offset_for_timestamp(NOW - 1500) == (9, NOW - 1000)
+
+
+def test_tombstones_expire_after_delete_retention(tmp_path: Path) -> None:
+    config = LogConfig(cleanup_policy="compact")
+    log = Log.create(tmp_path / "t-0", "t", 0, config, 0)
+    put(log, [(b"a", b"1"), (b"b", b"1")], NOW - 10 * HOUR)
+    put(log, [(b"a", None)], NOW - 2 * HOUR)
+    log.roll(NOW)
+    put(log, [(b"c", b"1")], NOW)
+    clean_log(log, NOW, delete_retention_ms=24 * HOUR)
+    assert [(o, k, v) for o, k, v in all_records(log)] == [(1, b"b", b"1"), (2, b"a", None), (3, b"c", b"1")]
+    clean_log(log, NOW, delete_retention_ms=HOUR)
+    assert all_records(log) == [(1, b"b", b"1"), (3, b"c", b"1")]
+
+
+def test_emptied_middle_segment_is_deleted_first_is_kept(tmp_path: Path) -> None:
+    config = LogConfig(cleanup_policy="compact")
+    log = Log.create(tmp_path / "t-0", "t", 0, config, 0)
+    put(log, [(b"a", b"1")], NOW)
+    log.roll(NOW)
+    put(log, [(b"a", b"2")], NOW)
+    log.roll(NOW)
+    put(log, [(b"a", b"3")], NOW)
+    log.roll(NOW)
+    put(log, [(b"b", b"1")], NOW)
+    assert [s.base_offset for s in log.segments] == [0, 1, 2, 3]
+    clean_log(log, NOW, delete_retention_ms=HOUR)
+    assert [s.base_offset for s in log.segments] == [0, 2, 3]
+    assert log.segments[0].size == 0
+    assert log.log_start_offset == 0
+    assert all_records(log) == [(2, b"a", b"3"), (3, b"b", b"1")]
+    assert not list((tmp_path / "t-0").glob("*.cleaned"))
+
+
+def test_leftover_cleaned_file_is_ignored_on_open(tmp_path: Path) -> None:
+    """A crash after writing ``.cleaned`` but before the rename: the old segment is still whole."""
+    config = LogConfig(cleanup_policy="compact")
+    log = Log.create(tmp_path / "t-0", "t", 0, config, 0)
+    put(log, [(b"a", b"1"), (b"a", b"2")], NOW)
+    log.close()
+    (tmp_path / "t-0" / "00000000000000000000.log.cleaned").write_bytes(b"garbage")
+    reopened = Log.open(tmp_path / "t-0", "t", 0, config, NOW)
+    assert all_records(reopened) == [(0, b"a", b"1"), (1, b"a", b"2")]
+    assert not list((tmp_path / "t-0").glob("*.cleaned"))
