@@ -932,7 +932,7 @@ class GroupCoordinator:
             "group_id": group_id,
             "group_state": group.state.value,
             "protocol_type": group.protocol_type or "",
-            "protocol_data": group.protocol_name or "" if stable else "",
+            "protocol_data": (group.protocol_name or "") if stable else "",
             "members": members,
         }
 

@@ -503,3 +503,21 @@ def test_offsets_of_an_empty_group_expire_after_retention(protocol_type: str | N
         assert store.entries[-1] == (records.group_key("g"), None)
 
     run(t)
+
+
+def test_describe_shows_metadata_only_when_stable() -> None:
+    async def t() -> None:
+        c, clock, _ = make()
+        leader, _follower = await stable_group(c, clock, 2)
+        d = c.describe_group("g")
+        assert (d["group_state"], d["protocol_type"], d["protocol_data"]) == ("Stable", "consumer", "range")
+        mine = next(m for m in d["members"] if m["member_id"] == leader["member_id"])
+        assert mine["member_metadata"] == b"meta-c0"
+        assert mine["member_assignment"] == f"assigned-{leader['member_id']}".encode()
+        assert mine["client_host"] == "/127.0.0.1"
+        await first_join(c, client_id="c9")
+        d = c.describe_group("g")
+        assert (d["group_state"], d["protocol_data"]) == ("PreparingRebalance", "")
+        assert all(m["member_metadata"] == b"" and m["member_assignment"] == b"" for m in d["members"])
+
+    run(t)
