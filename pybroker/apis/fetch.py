@@ -80,13 +80,19 @@ def _plan(ctx: RequestContext, request: dict) -> tuple[list[dict], list[_Wanted]
     return topics_out, wanted
 
 
-def _read_all(wanted: list[_Wanted], max_bytes: int, read_committed: bool) -> tuple[int, bool]:
+def _read_all(broker, wanted: list[_Wanted], max_bytes: int, read_committed: bool) -> tuple[int, bool]:
     """Fill every response entry; returns (bytes gathered, whether any partition has an error)."""
     total = 0
     errored = False
     for w in wanted:
         p = w.partition
         resp = w.resp
+        if broker.partitions.get((p.topic, p.index)) is not p:
+            # Deleted (or recreated) while this fetch waited: its log is gone.
+            resp["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            resp["records"] = EMPTY
+            errored = True
+            continue
         resp["high_watermark"] = p.high_watermark
         resp["last_stable_offset"] = p.last_stable_offset
         resp["log_start_offset"] = p.log_start_offset
@@ -140,14 +146,15 @@ def handle_fetch(ctx: RequestContext, request: dict):
     topics_out, wanted = _plan(ctx, request)
     response = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": topics_out}
     max_bytes = request.get("max_bytes", 0x7FFFFFFF)
-    total, errored = _read_all(wanted, max_bytes, read_committed)
+    total, errored = _read_all(ctx.broker, wanted, max_bytes, read_committed)
     max_wait = request["max_wait_ms"]
     if total >= request["min_bytes"] or max_wait <= 0 or errored or not wanted:
         return response
-    return _long_poll(response, wanted, max_bytes, read_committed, request["min_bytes"], max_wait)
+    return _long_poll(ctx.broker, response, wanted, max_bytes, read_committed, request["min_bytes"], max_wait)
 
 
 async def _long_poll(
+    broker,
     response: dict,
     wanted: list[_Wanted],
     max_bytes: int,
@@ -171,10 +178,10 @@ async def _long_poll(
             except TimeoutError:
                 break
             woken.clear()
-            total, errored = _read_all(wanted, max_bytes, read_committed)
+            total, errored = _read_all(broker, wanted, max_bytes, read_committed)
             if total >= min_bytes or errored:
                 return response
-        _read_all(wanted, max_bytes, read_committed)
+        _read_all(broker, wanted, max_bytes, read_committed)
         return response
     finally:
         for p in partitions:

@@ -138,4 +138,6 @@ class Partition:
             if not fut.done():
                 fut.cancel()
         self._acks_waiters.clear()
+        # Wake long-poll fetches now, so they answer for the partition's removal instead of timing out.
+        self.notify_data()
         self._data_listeners.clear()
