@@ -12,8 +12,11 @@ import base64
 import json
 import logging
 import os
+import queue
 import shutil
 import subprocess
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -257,12 +260,192 @@ class JavaClient:
         """{"cluster_id", "controller": node|None, "nodes": [node]}, node = {"id", "host", "port", "rack"}."""
         return self._run_one("describe-cluster", bootstrap, [])
 
+    # ---- consumer groups -------------------------------------------------------------------
+    def group_consume(
+        self,
+        bootstrap: str,
+        topic: str,
+        group_id: str,
+        *,
+        on_assign: Callable[[list[int]], None],
+        on_record: Callable[[int, int, bytes | None], bool],
+        should_stop: Callable[[], bool],
+        session_timeout_ms: int = 6000,
+        instance_id: str | None = None,
+        commit_each: bool = True,
+    ) -> None:
+        """See KafkaPythonClient.group_consume (the ``group-consume`` command, one record at a time)."""
+        self.group_consume_events(
+            bootstrap,
+            topic,
+            group_id,
+            on_event=lambda event: None,
+            on_assign=on_assign,
+            on_record=on_record,
+            should_stop=should_stop,
+            session_timeout_ms=session_timeout_ms,
+            instance_id=instance_id,
+            commit_each=commit_each,
+        )
+
+    def group_consume_events(
+        self,
+        bootstrap: str,
+        topic: str,
+        group_id: str,
+        *,
+        on_event: Callable[[dict[str, Any]], None],
+        on_record: Callable[[int, int, bytes | None], bool],
+        should_stop: Callable[[], bool],
+        on_assign: Callable[[list[int]], None] = lambda partitions: None,
+        session_timeout_ms: int = 6000,
+        instance_id: str | None = None,
+        commit_each: bool = True,
+        assignor: str = "range",
+        properties: dict[str, str] | None = None,
+    ) -> None:
+        """Like group_consume, plus every rebalance callback as ``on_event({"event": "assigned" |
+        "revoked" | "lost", "partitions": changed, "assignment": whole after the change,
+        "generation", "member_id"})``; ``assignor`` is range, roundrobin, sticky or cooperative-sticky.
+
+        The JVM waits after each record for our ``next``/``stop``, so nothing past the record that
+        ``on_record`` ended on is committed."""
+        options = ["--topic", topic, "--group", group_id, "--ack-each", "true"]
+        options += ["--commit", "record" if commit_each else "none", "--assignor", assignor]
+        options += ["--session-timeout-ms", str(session_timeout_ms)]
+        # No deadline of its own (a day): should_stop() or on_record ends the run.
+        options += ["--deadline-ms", str(24 * 3600 * 1000)]
+        if instance_id is not None:
+            options += ["--instance-id", instance_id]
+        for name, value in (properties or {}).items():
+            options += ["--property", f"{name}={value}"]
+        process = self._start("group-consume", bootstrap, options, timeout_s=self.timeout_s)
+        events: queue.Queue[dict[str, Any] | None] = queue.Queue()
+
+        def pump() -> None:
+            assert process.stdout is not None
+            for line in process.stdout:
+                if line.strip():
+                    events.put(json.loads(line))
+            events.put(None)
+
+        threading.Thread(target=pump, daemon=True).start()
+        assert process.stdin is not None
+        assigned: list[int] | None = None
+        stop_sent = False
+
+        def send(line: str) -> None:
+            try:
+                process.stdin.write(line + "\n")  # type: ignore[union-attr]
+                process.stdin.flush()  # type: ignore[union-attr]
+            except BrokenPipeError:
+                pass
+
+        try:
+            while True:
+                if not stop_sent and should_stop():
+                    send("stop")
+                    stop_sent = True
+                try:
+                    event = events.get(timeout=0.2)
+                except queue.Empty:
+                    continue
+                if event is None:
+                    break
+                kind = event.get("event")
+                if "error" in event and kind is None:
+                    raise JavaClientError(
+                        event.get("kafka_error", "UNKNOWN"),
+                        event["error"],
+                        event.get("message") or "",
+                        event.get("error_class", ""),
+                        1,
+                    )
+                if kind in ("assigned", "revoked", "lost"):
+                    on_event(event)
+                    if event["assignment"] != assigned:
+                        assigned = event["assignment"]
+                        on_assign(list(assigned))
+                elif kind == "record":
+                    done = on_record(event["partition"], event["offset"], _unb64(event["value"]))
+                    stop_sent = stop_sent or done
+                    send("stop" if done else "next")
+                elif kind is not None:
+                    on_event(event)
+            process.wait(PROCESS_SLACK_S)
+        finally:
+            if process.poll() is None:
+                send("stop")
+                try:
+                    process.wait(PROCESS_SLACK_S)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+            if process.stdin:
+                process.stdin.close()
+        if process.returncode != 0:
+            raise RuntimeError(f"java group-consume exited {process.returncode}")
+
+    def list_groups(self, bootstrap: str, states: list[str] | None = None) -> dict[str, str]:
+        """group id -> state (STABLE, EMPTY, ...), through Admin.listConsumerGroups (ListGroups)."""
+        options: list[str] = []
+        for state in states or []:
+            options += ["--state", state]
+        return self._run_one("list-groups", bootstrap, options)["groups"]
+
+    def describe_group(self, bootstrap: str, group_id: str) -> dict[str, Any]:
+        """Same shape as ConfluentClient.describe_group, via Admin.describeConsumerGroups."""
+        out = self._run_one("describe-group", bootstrap, ["--group", group_id])
+        return {
+            "state": out["state"],
+            "protocol": out["protocol"],
+            "members": {
+                m["member_id"]: {
+                    "client_id": m["client_id"],
+                    "host": m["host"],
+                    "instance_id": m["instance_id"],
+                    "partitions": [tuple(tp) for tp in m["partitions"]],
+                }
+                for m in out["members"]
+            },
+        }
+
+    def delete_group(self, bootstrap: str, group_id: str) -> None:
+        self._run_one("delete-group", bootstrap, ["--group", group_id])
+
+    def committed_offsets(self, bootstrap: str, group_id: str) -> dict[tuple[str, int], int]:
+        """Every committed offset of the group, via Admin.listConsumerGroupOffsets (OffsetFetch)."""
+        out = self._run_one("committed-offsets", bootstrap, ["--group", group_id])
+        return {(o["topic"], o["partition"]): o["offset"] for o in out["offsets"]}
+
     # ---- process plumbing ------------------------------------------------------------------
     def _run_one(self, command: str, bootstrap: str, options: list[str]) -> dict[str, Any]:
         out = self._run(command, bootstrap, options)
         if len(out) != 1:
             raise RuntimeError(f"java {command} printed {len(out)} JSON lines, expected 1: {out!r}")
         return out[0]
+
+    def _argv(self, command: str, bootstrap: str, options: list[str], client_timeout_s: float) -> list[str]:
+        java = shutil.which(self.java) or self.java
+        jar = ensure_jar()
+        cds = [f"-XX:SharedArchiveFile={CDS_ARCHIVE}"] if CDS_ARCHIVE.exists() else []
+        argv = [java, *JVM_OPTIONS, *cds, "-jar", str(jar), command, "--bootstrap", bootstrap]
+        argv += ["--timeout-ms", str(int(client_timeout_s * 1000)), *options]
+        for name, value in self.properties.items():
+            argv += ["--property", f"{name}={value}"]
+        return argv
+
+    def _start(
+        self, command: str, bootstrap: str, options: list[str], *, timeout_s: float
+    ) -> subprocess.Popen:
+        """A long-running command with line-buffered text pipes (stderr goes to ours)."""
+        return subprocess.Popen(
+            self._argv(command, bootstrap, options, timeout_s),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
 
     def _run(
         self,

@@ -44,6 +44,10 @@ final class AdminCommands {
                 case "list-offsets" -> listOffsets(admin, args);
                 case "delete-records" -> deleteRecords(admin, args);
                 case "describe-cluster" -> describeCluster(admin);
+                case "list-groups" -> GroupAdminCommands.listGroups(admin, args);
+                case "describe-group" -> GroupAdminCommands.describeGroup(admin, args);
+                case "delete-group" -> GroupAdminCommands.deleteGroup(admin, args);
+                case "committed-offsets" -> GroupAdminCommands.committedOffsets(admin, args);
                 default -> throw new UsageException("unknown admin command " + command);
             };
             Json.emit(result);

@@ -17,7 +17,8 @@ import org.apache.kafka.common.protocol.Errors;
 public final class CompatClient {
     private static final Set<String> ADMIN_COMMANDS = Set.of(
             "create-topic", "delete-topic", "list-topics", "describe-topic", "describe-configs",
-            "alter-configs", "create-partitions", "list-offsets", "delete-records", "describe-cluster");
+            "alter-configs", "create-partitions", "list-offsets", "delete-records", "describe-cluster",
+            "list-groups", "describe-group", "delete-group", "committed-offsets");
 
     private CompatClient() {}
 
@@ -46,6 +47,7 @@ public final class CompatClient {
             case "produce" -> ProduceCommand.run(args);
             case "consume" -> ConsumeCommand.consume(args);
             case "offset-for-time" -> ConsumeCommand.offsetForTime(args);
+            case "group-consume" -> GroupConsumeCommand.run(args);
             case "warmup" -> WarmupCommand.run(args);
             default -> {
                 if (!ADMIN_COMMANDS.contains(command)) {
