@@ -60,8 +60,8 @@ def load_all() -> dict[int, ApiHandler]:
         configs,
         fetch,
         groups,
-        list_offsets,
         metadata,
+        offsets,
         produce,
         producer_ids,
     )

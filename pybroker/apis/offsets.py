@@ -1,4 +1,5 @@
-"""ListOffsets (2): earliest, latest, max timestamp, earliest-local, and offset by timestamp."""
+"""ListOffsets (2): earliest, latest, max timestamp, earliest-local, offset by timestamp; and
+OffsetForLeaderEpoch (23): where a leader epoch ends, from the log's leader-epoch cache."""
 
 from __future__ import annotations
 
@@ -70,4 +71,34 @@ def handle_list_offsets(ctx: RequestContext, request: dict) -> dict:
                         out["leader_epoch"] = p.leader_epoch
             parts.append(out)
         topics.append({"name": t["name"], "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+@handles(23, 2, 4)
+def handle_offset_for_leader_epoch(ctx: RequestContext, request: dict) -> dict:
+    """Consumers validate their position after a leader change (librdkafka sends v2, Java v3+ when
+    advertised); followers will use it to find their truncation point."""
+    b = ctx.broker
+    topics = []
+    for t in request["topics"]:
+        parts = []
+        for rp in t["partitions"]:
+            idx = rp["partition"]
+            out = {"error_code": ErrorCode.NONE, "partition": idx, "leader_epoch": -1, "end_offset": -1}
+            p = b.partition(t["topic"], idx)
+            if p is None:
+                out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                current = rp.get("current_leader_epoch", -1)
+                if current >= 0 and current != p.leader_epoch:
+                    out["error_code"] = (
+                        ErrorCode.FENCED_LEADER_EPOCH
+                        if current < p.leader_epoch
+                        else ErrorCode.UNKNOWN_LEADER_EPOCH
+                    )
+                else:
+                    epoch, end = p.log.leader_epochs.end_offset_for(rp["leader_epoch"], p.log_end_offset)
+                    out.update(leader_epoch=epoch, end_offset=end)
+            parts.append(out)
+        topics.append({"topic": t["topic"], "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}

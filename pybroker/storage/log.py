@@ -19,6 +19,7 @@ from pybroker.records.batch import (
 from pybroker.storage.config import LogConfig
 from pybroker.storage.errors import OffsetOutOfRangeError, RecordTooLargeError, StorageError
 from pybroker.storage.file_slice import FileSlice
+from pybroker.storage.leader_epoch import LeaderEpochCache
 from pybroker.storage.producer_state import ProducerStateManager
 from pybroker.storage.segment import BatchInfo, LogSegment
 
@@ -49,6 +50,7 @@ class Log:
         self.log_start_offset = 0
         self.recovery_point = 0
         self.producer_state = ProducerStateManager(directory)
+        self.leader_epochs = LeaderEpochCache(directory)
         self._last_flush_ms = now_ms
         self._dir_dirty = False
 
@@ -90,7 +92,21 @@ class Log:
             log.log_start_offset = log.log_end_offset
         log.recovery_point = log.log_end_offset if clean_shutdown else min(recovery_point, log.log_end_offset)
         log._load_producer_state()
+        log._load_leader_epochs()
         return log
+
+    def _load_leader_epochs(self) -> None:
+        cache = LeaderEpochCache.load(self.directory)
+        if cache is None:
+            # No checkpoint (a log written before the cache existed): rebuild it from batch headers.
+            cache = LeaderEpochCache(self.directory)
+            for header in self.iter_headers(self.log_start_offset):
+                cache.assign(header.partition_leader_epoch, header.base_offset, persist=False)
+            cache.flush()
+        # A crash can leave epochs past the recovered log end, or before a moved log start.
+        cache.truncate_from_end(self.log_end_offset)
+        cache.truncate_from_start(self.log_start_offset)
+        self.leader_epochs = cache
 
     def _recover(self, recovery_point: int, clean_shutdown: bool) -> None:
         first_unsafe = len(self.segments) if clean_shutdown else max(0, self._segment_index(recovery_point))
@@ -182,6 +198,9 @@ class Log:
                 max_timestamp = now_ms
             next_offset += batch.last_offset_delta + 1
             infos.append((next_offset - 1, max_timestamp, batch.size))
+        # The epoch is recorded before its first batch is written, so a crash cannot leave a batch
+        # of an epoch the checkpoint does not know.
+        self.leader_epochs.assign(leader_epoch, first_offset)
         self._write(buf, batches, infos, now_ms)
         self.producer_state.commit(plan)
         self._maybe_flush_after_append(now_ms)
@@ -198,6 +217,8 @@ class Log:
                 f"{self.name}: follower append at {batches[0].base_offset} below log end {self.log_end_offset}"
             )
         infos = [(b.last_offset, b.max_timestamp, b.size) for b in batches]
+        for b in batches:
+            self.leader_epochs.assign(b.partition_leader_epoch, b.base_offset)
         if batches[0].base_offset > self.log_end_offset and self.active_segment.size == 0:
             self._replace_empty_active_segment(batches[0].base_offset, now_ms)
         self._write(buf, batches, infos, now_ms)
@@ -320,6 +341,7 @@ class Log:
         self.producer_state.delete_snapshots(above=self.log_end_offset)
         self.producer_state.producers.clear()
         self._load_producer_state()
+        self.leader_epochs.truncate_from_end(self.log_end_offset)
 
     def delete_records_before(self, offset: int) -> int:
         """Move the log start offset to `offset` (DeleteRecords) and drop segments wholly below it."""
@@ -329,7 +351,9 @@ class Log:
             )
         if offset > self.log_start_offset:
             self.log_start_offset = offset
-        return self._delete_segments_below_log_start()
+        deleted = self._delete_segments_below_log_start()
+        self.leader_epochs.truncate_from_start(self.log_start_offset)
+        return deleted
 
     def _delete_segments_below_log_start(self) -> int:
         count = 0
@@ -363,6 +387,7 @@ class Log:
                 self._delete_oldest_segment()
                 deleted += 1
         if deleted:
+            self.leader_epochs.truncate_from_start(self.log_start_offset)
             logger.info(
                 "%s: deleted %d segments, log start offset now %d", self.name, deleted, self.log_start_offset
             )
