@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from pybroker.storage.checkpoint import write_atomically
 
 log = logging.getLogger(__name__)
 
@@ -129,19 +130,3 @@ class MetadataStore:
         pid = self._next_producer_id
         self._next_producer_id += 1
         return pid
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
