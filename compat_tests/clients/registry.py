@@ -11,6 +11,9 @@ ADAPTERS: dict[str, tuple[str, str]] = {
     "aiokafka": ("compat_tests.clients.aiokafka_client", "AiokafkaClient"),
     "kcat": ("compat_tests.clients.kcat", "KcatClient"),
     "java": ("compat_tests.clients.java", "JavaClient"),
+    "java4": ("compat_tests.clients.java4", "Java4Client"),
+    "franz-go": ("compat_tests.clients.franz_go", "FranzGoClient"),
+    "sarama": ("compat_tests.clients.sarama", "SaramaClient"),
 }
 CLIENT_NAMES: list[str] = list(ADAPTERS)
 

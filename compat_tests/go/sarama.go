@@ -1,0 +1,296 @@
+package main
+
+// sarama: Client + SyncProducer + Consumer + ClusterAdmin, configured as a stock user would
+// (config.Version = sarama.DefaultVersion, which picks the request versions; no negotiation).
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+func saramaFail(err error) {
+	var pes sarama.ProducerErrors
+	if errors.As(err, &pes) && len(pes) > 0 {
+		err = pes[0]
+	}
+	var ke sarama.KError
+	if errors.As(err, &ke) {
+		fail(err, int16(ke))
+	}
+	fail(err, 0)
+}
+
+func saramaCompression(name string) sarama.CompressionCodec {
+	switch name {
+	case "none":
+		return sarama.CompressionNone
+	case "gzip":
+		return sarama.CompressionGZIP
+	case "snappy":
+		return sarama.CompressionSnappy
+	case "lz4":
+		return sarama.CompressionLZ4
+	case "zstd":
+		return sarama.CompressionZSTD
+	}
+	usage("unknown compression " + name)
+	return sarama.CompressionNone
+}
+
+func runSarama(command string, a *args) {
+	timeout := a.timeout()
+	config := sarama.NewConfig()
+	config.Version = sarama.DefaultVersion
+	config.ClientID = a.str("client-id", "compat-sarama")
+	config.Net.DialTimeout = timeout
+	config.Net.ReadTimeout = timeout
+	config.Net.WriteTimeout = timeout
+	config.Admin.Timeout = timeout
+	config.Metadata.AllowAutoTopicCreation = false
+	config.Metadata.Retry.Max = 3
+	config.Metadata.Retry.Backoff = 250 * time.Millisecond
+	brokers := strings.Split(a.must("bootstrap"), ",")
+	topic := a.str("topic", "")
+	switch command {
+	case "produce":
+		saramaProduce(a, config, brokers)
+		return
+	case "consume":
+		saramaConsume(a, config, brokers)
+		return
+	}
+	client, err := sarama.NewClient(brokers, config)
+	if err != nil {
+		saramaFail(err)
+	}
+	defer client.Close()
+	partition := int32(a.int64("partition", 0))
+	switch command {
+	case "offset-for-time":
+		offset, err := client.GetOffset(topic, partition, a.int64("timestamp", 0))
+		if err != nil {
+			saramaFail(err)
+		}
+		if offset < 0 {
+			emit(map[string]any{"offset": nil})
+		} else {
+			emit(map[string]any{"offset": offset})
+		}
+		return
+	case "list-offsets":
+		spec := a.must("spec")
+		var ts int64
+		switch spec {
+		case "earliest":
+			ts = sarama.OffsetOldest
+		case "latest":
+			ts = sarama.OffsetNewest
+		case "max-timestamp":
+			fail(notExpressible{"sarama's Client.GetOffset has no max-timestamp spec (ListOffsets v7)"}, 0)
+		default:
+			n, err := strconv.ParseInt(spec, 10, 64)
+			if err != nil {
+				usage("bad --spec " + spec)
+			}
+			ts = n
+		}
+		offset, err := client.GetOffset(topic, partition, ts)
+		if err != nil {
+			saramaFail(err)
+		}
+		// GetOffset returns only the offset; the record's timestamp is not exposed.
+		emit(map[string]any{"offset": offset, "timestamp": -1})
+		return
+	}
+	admin, err := sarama.NewClusterAdminFromClient(client)
+	if err != nil {
+		saramaFail(err)
+	}
+	switch command {
+	case "create-topic":
+		entries := map[string]*string{}
+		for k, v := range a.keyValues("config") {
+			entries[k] = &v
+		}
+		detail := &sarama.TopicDetail{
+			NumPartitions:     int32(a.int64("partitions", 1)),
+			ReplicationFactor: int16(a.int64("replication-factor", 1)),
+			ConfigEntries:     entries,
+		}
+		if err := admin.CreateTopic(topic, detail, false); err != nil {
+			saramaFail(err)
+		}
+		emit(map[string]any{"topic": topic, "partitions": detail.NumPartitions})
+	case "delete-topic":
+		if err := admin.DeleteTopic(topic); err != nil {
+			saramaFail(err)
+		}
+		emit(map[string]any{"topic": topic, "deleted": true})
+	case "describe-topic":
+		metas, err := admin.DescribeTopics([]string{topic})
+		if err != nil {
+			saramaFail(err)
+		}
+		if len(metas) != 1 {
+			saramaFail(sarama.ErrUnknownTopicOrPartition)
+		}
+		if metas[0].Err != sarama.ErrNoError {
+			saramaFail(metas[0].Err)
+		}
+		emit(map[string]any{"topic": topic, "partitions": len(metas[0].Partitions)})
+	case "describe-configs":
+		entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: topic})
+		if err != nil {
+			saramaFail(err)
+		}
+		configs := map[string]any{}
+		for _, e := range entries {
+			configs[e.Name] = e.Value
+		}
+		emit(map[string]any{"topic": topic, "configs": configs})
+	case "alter-configs":
+		entries := map[string]sarama.IncrementalAlterConfigsEntry{}
+		for k, v := range a.keyValues("set") {
+			entries[k] = sarama.IncrementalAlterConfigsEntry{Operation: sarama.IncrementalAlterConfigsOperationSet, Value: &v}
+		}
+		if err := admin.IncrementalAlterConfig(sarama.TopicResource, topic, entries, false); err != nil {
+			saramaFail(err)
+		}
+		emit(map[string]any{"topic": topic, "altered": len(entries)})
+	case "create-partitions":
+		if err := admin.CreatePartitions(topic, int32(a.int64("total", 0)), nil, false); err != nil {
+			saramaFail(err)
+		}
+		emit(map[string]any{"topic": topic, "partitions": a.int64("total", 0)})
+	case "delete-records":
+		if err := admin.DeleteRecords(topic, map[int32]int64{partition: a.int64("before", 0)}); err != nil {
+			saramaFail(err)
+		}
+		// DeleteRecords returns no low watermark; ask for the earliest offset, as a sarama user would.
+		low, err := client.GetOffset(topic, partition, sarama.OffsetOldest)
+		if err != nil {
+			saramaFail(err)
+		}
+		emit(map[string]any{"low_watermark": low})
+	default:
+		usage("unknown command " + command)
+	}
+}
+
+func saramaProduce(a *args, config *sarama.Config, brokers []string) {
+	records := readRecords()
+	acks := a.str("acks", "all")
+	config.Producer.Return.Successes = true
+	config.Producer.Return.Errors = true
+	config.Producer.Compression = saramaCompression(a.str("compression", "none"))
+	config.Producer.Flush.Frequency = 5 * time.Millisecond
+	config.Producer.Timeout = a.timeout()
+	switch acks {
+	case "all":
+		config.Producer.RequiredAcks = sarama.WaitForAll
+	case "1":
+		config.Producer.RequiredAcks = sarama.WaitForLocal
+	case "0":
+		config.Producer.RequiredAcks = sarama.NoResponse
+	default:
+		usage("bad --acks " + acks)
+	}
+	if a.str("idempotent", "false") == "true" {
+		config.Producer.Idempotent = true
+		config.Net.MaxOpenRequests = 1
+	}
+	topic := a.must("topic")
+	messages := make([]*sarama.ProducerMessage, 0, len(records))
+	explicit := false
+	for _, r := range records {
+		m := &sarama.ProducerMessage{Topic: topic}
+		// A nil Encoder is sent as a null key/value; ByteEncoder(nil) would be too, but be explicit.
+		if r.Key != nil {
+			m.Key = sarama.ByteEncoder(r.Key)
+		}
+		if r.Value != nil {
+			m.Value = sarama.ByteEncoder(r.Value)
+		}
+		for _, h := range r.Headers {
+			m.Headers = append(m.Headers, sarama.RecordHeader{Key: []byte(h.Name), Value: h.Value})
+		}
+		if r.Timestamp != nil {
+			m.Timestamp = time.UnixMilli(*r.Timestamp)
+		}
+		if r.Partition != nil {
+			m.Partition = *r.Partition
+			explicit = true
+		}
+		messages = append(messages, m)
+	}
+	if explicit {
+		config.Producer.Partitioner = sarama.NewManualPartitioner
+	}
+	producer, err := sarama.NewSyncProducer(brokers, config)
+	if err != nil {
+		saramaFail(err)
+	}
+	defer producer.Close()
+	if err := producer.SendMessages(messages); err != nil {
+		saramaFail(err)
+	}
+	for _, m := range messages {
+		offset := m.Offset
+		if acks == "0" {
+			offset = -1
+		}
+		// sarama does not hand back the broker's LogAppendTime: the timestamp is the one it sent.
+		emit(map[string]any{"partition": m.Partition, "offset": offset, "timestamp": m.Timestamp.UnixMilli()})
+	}
+}
+
+func saramaConsume(a *args, config *sarama.Config, brokers []string) {
+	topic := a.must("topic")
+	partition := int32(a.int64("partition", 0))
+	count := int(a.int64("count", 1))
+	var start int64
+	switch s := a.must("start"); s {
+	case "beginning":
+		start = sarama.OffsetOldest
+	case "end":
+		start = sarama.OffsetNewest
+	default:
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			usage("bad --start " + s)
+		}
+		start = n
+	}
+	config.Consumer.Return.Errors = true
+	consumer, err := sarama.NewConsumer(brokers, config)
+	if err != nil {
+		saramaFail(err)
+	}
+	defer consumer.Close()
+	pc, err := consumer.ConsumePartition(topic, partition, start)
+	if err != nil {
+		saramaFail(err)
+	}
+	defer pc.Close()
+	deadline := time.After(a.timeout())
+	for got := 0; got < count; {
+		select {
+		case m := <-pc.Messages():
+			var headers []header
+			for _, h := range m.Headers {
+				headers = append(headers, header{string(h.Key), h.Value})
+			}
+			// ConsumerMessage carries no timestamp type (sarama swaps in LogAppendTime silently).
+			emit(consumedLine(m.Topic, m.Partition, m.Offset, m.Timestamp, nil, m.Key, m.Value, headers))
+			got++
+		case e := <-pc.Errors():
+			saramaFail(e)
+		case <-deadline:
+			return
+		}
+	}
+}
