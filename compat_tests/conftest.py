@@ -104,6 +104,13 @@ def client(client_name: str) -> Any:
     return make_client(client_name)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # The conformance ledger: records outcomes, checks COMPATIBILITY.md (compat_tests/ledger_plugin.py).
+    from compat_tests.ledger_plugin import register
+
+    register(config)
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     if NOT_EXPRESSIBLE_LOG:
         terminalreporter.section("scenarios a client cannot express (reported as skipped, never passed)")

@@ -54,7 +54,9 @@ def _build_cds_archive() -> None:
     argv += ["warmup", "--bootstrap", "127.0.0.1:9"]
     result = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     if result.returncode != 0 or not CDS_ARCHIVE4.exists():
-        logger.warning("could not build the 4.x CDS archive (exit %s): %s", result.returncode, result.stderr[-2000:])
+        logger.warning(
+            "could not build the 4.x CDS archive (exit %s): %s", result.returncode, result.stderr[-2000:]
+        )
         CDS_ARCHIVE4.unlink(missing_ok=True)
 
 

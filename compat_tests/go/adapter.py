@@ -124,7 +124,16 @@ class GoCliClient:
     def consume(
         self, bootstrap: str, topic: str, partition: int, *, start: Start, count: int, timeout_s: float = 30.0
     ) -> list[ConsumedRecord]:
-        options = ["--topic", topic, "--partition", str(partition), "--start", str(start), "--count", str(count)]
+        options = [
+            "--topic",
+            topic,
+            "--partition",
+            str(partition),
+            "--start",
+            str(start),
+            "--count",
+            str(count),
+        ]
         out = self._run("consume", bootstrap, options, timeout_s=timeout_s)
         return [
             ConsumedRecord(
@@ -194,7 +203,13 @@ class GoCliClient:
         return out[0]
 
     def _run(
-        self, command: str, bootstrap: str, options: list[str], *, stdin: str = "", timeout_s: float | None = None
+        self,
+        command: str,
+        bootstrap: str,
+        options: list[str],
+        *,
+        stdin: str = "",
+        timeout_s: float | None = None,
     ) -> list[dict[str, Any]]:
         client_timeout_s = timeout_s if timeout_s is not None else self.timeout_s
         argv = [str(ensure_binary()), self.library, command, "--bootstrap", bootstrap]

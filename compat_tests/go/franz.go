@@ -228,7 +228,9 @@ func franzProduce(ctx context.Context, a *args, opts []kgo.Opt) {
 	acks := a.str("acks", "all")
 	idempotent := a.str("idempotent", "false") == "true"
 	opts = append(opts, kgo.ProducerBatchCompression(franzCompression(a.str("compression", "none"))),
-		kgo.ProducerLinger(5*time.Millisecond), kgo.RecordDeliveryTimeout(a.timeout()))
+		// No RecordDeliveryTimeout: kgo measures it from each record's own Timestamp, so a record
+		// with an explicit, older timestamp would time out before it is sent; ctx bounds the wait.
+		kgo.ProducerLinger(5*time.Millisecond))
 	switch acks {
 	case "all":
 		opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
@@ -276,12 +278,14 @@ func franzProduce(ctx context.Context, a *args, opts []kgo.Opt) {
 	if err := results.FirstErr(); err != nil {
 		franzFail(err)
 	}
+	// -1: kgo never copies the produce response's LogAppendTime into the record, so the only
+	// timestamp it has is the one it sent, which is wrong for a LogAppendTime topic.
 	for _, res := range results {
 		offset := res.Record.Offset
 		if acks == "0" {
 			offset = -1
 		}
-		emit(map[string]any{"partition": res.Record.Partition, "offset": offset, "timestamp": res.Record.Timestamp.UnixMilli()})
+		emit(map[string]any{"partition": res.Record.Partition, "offset": offset, "timestamp": -1})
 	}
 }
 

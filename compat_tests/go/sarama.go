@@ -102,8 +102,13 @@ func runSarama(command string, a *args) {
 		if err != nil {
 			saramaFail(err)
 		}
-		// GetOffset returns only the offset; the record's timestamp is not exposed.
-		emit(map[string]any{"offset": offset, "timestamp": -1})
+		// GetOffset returns only the offset; for a timestamp lookup a sarama user reads that record
+		// to learn its timestamp, and so do we.
+		stamp := int64(-1)
+		if ts >= 0 && offset >= 0 {
+			stamp = saramaRecordTimestamp(config, brokers, topic, partition, offset, a.timeout())
+		}
+		emit(map[string]any{"offset": offset, "timestamp": stamp})
 		return
 	}
 	admin, err := sarama.NewClusterAdminFromClient(client)
@@ -243,8 +248,8 @@ func saramaProduce(a *args, config *sarama.Config, brokers []string) {
 		if acks == "0" {
 			offset = -1
 		}
-		// sarama does not hand back the broker's LogAppendTime: the timestamp is the one it sent.
-		emit(map[string]any{"partition": m.Partition, "offset": offset, "timestamp": m.Timestamp.UnixMilli()})
+		// -1: sarama does not hand back the broker's LogAppendTime, only the timestamp it sent.
+		emit(map[string]any{"partition": m.Partition, "offset": offset, "timestamp": -1})
 	}
 }
 
@@ -293,4 +298,24 @@ func saramaConsume(a *args, config *sarama.Config, brokers []string) {
 			return
 		}
 	}
+}
+
+func saramaRecordTimestamp(config *sarama.Config, brokers []string, topic string, partition int32, offset int64, timeout time.Duration) int64 {
+	consumer, err := sarama.NewConsumer(brokers, config)
+	if err != nil {
+		saramaFail(err)
+	}
+	defer consumer.Close()
+	pc, err := consumer.ConsumePartition(topic, partition, offset)
+	if err != nil {
+		saramaFail(err)
+	}
+	defer pc.Close()
+	select {
+	case m := <-pc.Messages():
+		return m.Timestamp.UnixMilli()
+	case <-time.After(timeout):
+		fail(errors.New("timed out reading the record at the listed offset"), 0)
+	}
+	return -1
 }

@@ -1,0 +1,185 @@
+"""pytest plugin behind the conformance ledger: collect each scenario's outcome per client, and
+check the checked-in COMPATIBILITY.md against the run that just happened.
+
+- ``COMPAT_LEDGER_JSON=FILE`` in the environment writes ``{"results": {scenario: {client: outcome}}, "api_versions": {...}}``
+  (used by ``python -m compat_tests.ledger`` for both brokers).
+- Whenever scenarios ran against a pybroker this session started itself, every outcome is compared
+  with the pybroker half of the ledger's cells; a mismatch, a cell the ledger lacks, or a ledger that
+  cannot be read fails the session.  A run of the full default selection must also have observed
+  every pybroker cell of the ledger, so deleting or skipping scenarios cannot make it pass silently.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from compat_tests.ledger_format import LEDGER_PATH, Outcome, parse_pybroker_cells
+
+LEDGER_JSON_ENV = "COMPAT_LEDGER_JSON"
+SCENARIOS_DIR = Path(__file__).resolve().parent / "scenarios"
+# The items' own parameters that name the client (the column); the rest name the scenario (the row).
+CLIENT_PARAMS = ("client_name", "client_pair")
+
+
+def scenario_and_client(item: pytest.Item) -> tuple[str, str] | None:
+    path = Path(str(item.fspath)).resolve()
+    if SCENARIOS_DIR not in path.parents:
+        return None
+    params: dict[str, Any] = dict(getattr(getattr(item, "callspec", None), "params", {}))
+    client = "any"
+    if "client_name" in params:
+        client = str(params["client_name"])
+    elif "client_pair" in params:
+        producer, consumer = params["client_pair"]
+        params["producer"] = producer
+        client = str(consumer)
+    others = ",".join(f"{k}={params[k]}" for k in sorted(params) if k not in CLIENT_PARAMS)
+    name = f"{path.stem.removeprefix('test_')}::{getattr(item, 'originalname', item.name)}"
+    return (f"{name}[{others}]" if others else name), client
+
+
+def read_api_versions(bootstrap: str, timeout_s: float = 10.0) -> dict[int, tuple[int, int]]:
+    """ApiVersions v0 on a raw socket: every broker answers it, and it is the whole advertisement."""
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)
+    client_id = b"compat-ledger"
+    body = struct.pack(">hhih", 18, 0, 1, len(client_id)) + client_id
+    with socket.create_connection((host, int(port)), timeout=timeout_s) as sock:
+        sock.sendall(struct.pack(">i", len(body)) + body)
+        size = struct.unpack(">i", _read_exactly(sock, 4))[0]
+        payload = _read_exactly(sock, size)
+    _correlation, error, count = struct.unpack_from(">ihi", payload, 0)
+    if error:
+        raise RuntimeError(f"ApiVersions answered error {error}")
+    versions = {}
+    for index in range(count):
+        key, low, high = struct.unpack_from(">hhh", payload, 10 + 6 * index)
+        versions[key] = (low, high)
+    return versions
+
+
+def _read_exactly(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("broker closed the connection during ApiVersions")
+        data += chunk
+    return data
+
+
+def outcome_of(report: pytest.TestReport) -> Outcome | None:
+    if report.skipped:
+        text = str(report.longrepr)
+        return "not expressible" if "NOT EXPRESSIBLE" in text else "skipped"
+    if report.failed:
+        return "xfail" if hasattr(report, "wasxfail") else "fail"
+    if report.when == "call":
+        return "xpass" if hasattr(report, "wasxfail") else "pass"
+    return None  # a passed setup or teardown says nothing yet
+
+
+class LedgerPlugin:
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.cells: dict[str, tuple[str, str]] = {}
+        self.results: dict[tuple[str, str], Outcome] = {}
+        self.api_versions: dict[int, tuple[int, int]] | None = None
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        for item in session.items:
+            cell = scenario_and_client(item)
+            if cell is not None:
+                self.cells[item.nodeid] = cell
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Any:
+        bootstrap = getattr(item, "funcargs", {}).get("bootstrap")
+        if self.api_versions is None and isinstance(bootstrap, str) and os.environ.get(LEDGER_JSON_ENV):
+            self.api_versions = read_api_versions(bootstrap)
+        yield
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        cell = self.cells.get(report.nodeid)
+        outcome = outcome_of(report)
+        if cell is None or outcome is None:
+            return
+        previous = self.results.get(cell)
+        # A failed teardown after a passed call still fails the cell; a first failure sticks.
+        if previous in (None, "pass") or outcome == "fail":
+            self.results[cell] = outcome
+
+    def nested_results(self) -> dict[str, dict[str, str]]:
+        nested: dict[str, dict[str, str]] = {}
+        for (scenario, client), outcome in sorted(self.results.items()):
+            nested.setdefault(scenario, {})[client] = outcome
+        return nested
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        target = os.environ.get(LEDGER_JSON_ENV)
+        if target:
+            api = {str(k): list(v) for k, v in sorted((self.api_versions or {}).items())}
+            Path(target).write_text(
+                json.dumps({"results": self.nested_results(), "api_versions": api}, indent=1)
+            )
+            return
+        if not self.results or not self._ran_against_own_pybroker():
+            return
+        problems = self.compare_with_ledger()
+        self.problems = problems
+        if problems:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def _ran_against_own_pybroker(self) -> bool:
+        return (
+            self.config.getoption("--bootstrap") is None and self.config.getoption("--broker") == "pybroker"
+        )
+
+    def _full_default_selection(self) -> bool:
+        from compat_tests.clients.registry import CLIENT_NAMES
+        from compat_tests.conftest import selected_clients
+
+        option = self.config.option
+        unfiltered = not getattr(option, "keyword", "") and not getattr(option, "markexpr", "")
+        return (
+            unfiltered and selected_clients(self.config) == CLIENT_NAMES and not getattr(option, "lf", False)
+        )
+
+    def compare_with_ledger(self) -> list[str]:
+        try:
+            ledger = parse_pybroker_cells(LEDGER_PATH.read_text())
+        except (OSError, ValueError) as exc:
+            return [f"cannot read the ledger {LEDGER_PATH.name}: {exc}"]
+        problems = []
+        for (scenario, client), outcome in sorted(self.results.items()):
+            expected = ledger.get((scenario, client))
+            if expected is None:
+                problems.append(f"{scenario} [{client}]: not in the ledger (this run: {outcome})")
+            elif expected != outcome:
+                problems.append(f"{scenario} [{client}]: ledger says {expected}, this run {outcome}")
+        if self._full_default_selection() and len(self.cells) == len(set(self.cells.values())):
+            missing = sorted(set(ledger) - set(self.results))
+            problems += [f"{s} [{c}]: in the ledger but not run" for s, c in missing]
+        return problems
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        problems = getattr(self, "problems", None)
+        if problems is None:
+            return
+        terminalreporter.section("conformance ledger (COMPATIBILITY.md, pybroker column)")
+        if not problems:
+            terminalreporter.write_line(f"{len(self.results)} scenario cells agree with the ledger")
+        for line in problems:
+            terminalreporter.write_line(f"LEDGER MISMATCH: {line}", red=True)
+        if problems:
+            terminalreporter.write_line("regenerate with: python -m compat_tests.ledger")
+
+
+def register(config: pytest.Config) -> None:
+    config.pluginmanager.register(LedgerPlugin(config), "compat-ledger")
