@@ -6,7 +6,9 @@
 #
 # Steps: system (apt: kcat, Java 17, Maven), python (pip install -e '.[test]'),
 #        java-client (build compat_tests/java/target/compat-client.jar),
-#        apache-kafka (resolve the reference Apache Kafka jars for compat_tests/reference).
+#        apache-kafka (resolve the reference Apache Kafka jars for compat_tests/reference),
+#        go-client (apt golang-go if there is no go; build compat_tests/go into .cache/go-bin/compat-go,
+#        modules from the Go module proxy cached in .cache/gomod; an older go fetches the go.mod toolchain).
 # Maven resolves into the project-local repository .cache/m2 (override with PYBROKER_MAVEN_REPO).
 set -euo pipefail
 
@@ -83,14 +85,22 @@ step_apache_kafka() {
   "$PYTHON" -m compat_tests.reference.apache_kafka install
 }
 
+step_go_client() {
+  if ! command -v go >/dev/null 2>&1; then
+    log "apt-get install golang-go"
+    apt_install golang-go ca-certificates
+  fi
+  GOTOOLCHAIN="${GOTOOLCHAIN:-auto}" "$PYTHON" -c 'from compat_tests.go.adapter import ensure_binary; print(ensure_binary())'
+}
+
 main() {
   local steps=("$@")
   if [ "${#steps[@]}" -eq 0 ]; then
-    steps=(system python java-client apache-kafka)
+    steps=(system python java-client apache-kafka go-client)
   fi
   for step in "${steps[@]}"; do
     case "$step" in
-      system | python | java-client | apache-kafka) run_step "$step" ;;
+      system | python | java-client | apache-kafka | go-client) run_step "$step" ;;
       *) log "unknown step: $step"; exit 2 ;;
     esac
   done
