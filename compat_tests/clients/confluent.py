@@ -301,6 +301,89 @@ class ConfluentClient:
         finally:
             consumer.close()
 
+    def group_consume_events(
+        self,
+        bootstrap: str,
+        topic: str,
+        group_id: str,
+        *,
+        on_event: Callable[[dict], None],
+        on_record: Callable[[int, int, bytes | None], bool],
+        should_stop: Callable[[], bool],
+        on_assign: Callable[[list[int]], None] = lambda partitions: None,
+        session_timeout_ms: int = 6000,
+        instance_id: str | None = None,
+        commit_each: bool = True,
+        assignor: str = "range",
+        properties: dict | None = None,
+    ) -> None:
+        """Like group_consume, plus every rebalance callback as ``on_event({"event": "assigned" |
+        "revoked" | "lost", "partitions": changed, "assignment": whole after the change,
+        "generation": None})`` (librdkafka does not expose the generation); ``assignor`` is the
+        ``partition.assignment.strategy`` (range, roundrobin, cooperative-sticky)."""
+        settings = {
+            "bootstrap.servers": bootstrap,
+            "group.id": group_id,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": session_timeout_ms,
+            "heartbeat.interval.ms": max(session_timeout_ms // 6, 100),
+            "enable.partition.eof": False,
+            "partition.assignment.strategy": assignor,
+            **(properties or {}),
+        }
+        if instance_id is not None:
+            settings["group.instance.id"] = instance_id
+        consumer = Consumer(settings)
+        owned: set[int] = set()
+        reported: list[int] | None = None
+
+        def callback(kind: str):  # noqa: ANN202 - librdkafka rebalance callback factory
+            def handle(_consumer, partitions) -> None:  # noqa: ANN001
+                changed = sorted(tp.partition for tp in partitions)
+                if kind == "assigned":
+                    owned.update(changed)
+                elif assignor == "cooperative-sticky":
+                    owned.difference_update(changed)
+                else:
+                    owned.clear()  # eager: every partition goes back
+                on_event(
+                    {"event": kind, "partitions": changed, "assignment": sorted(owned), "generation": None}
+                )
+
+            return handle
+
+        try:
+            consumer.subscribe(
+                [topic],
+                on_assign=callback("assigned"),
+                on_revoke=callback("revoked"),
+                on_lost=callback("lost"),
+            )
+            while not should_stop():
+                msg = consumer.poll(0.2)
+                if sorted(owned) != reported:
+                    reported = sorted(owned)
+                    on_assign(reported)
+                if msg is None or msg.error():
+                    continue
+                if commit_each:
+                    try:
+                        consumer.commit(
+                            offsets=[TopicPartition(msg.topic(), msg.partition(), msg.offset() + 1)],
+                            asynchronous=False,
+                        )
+                    except KafkaException:
+                        # Rebalanced meanwhile: if the partition stays ours (cooperative), fetch the
+                        # record again; otherwise the new owner starts from the committed offset.
+                        if msg.partition() in owned:
+                            consumer.seek(TopicPartition(msg.topic(), msg.partition(), msg.offset()))
+                        continue
+                if on_record(msg.partition(), msg.offset(), msg.value()):
+                    return
+        finally:
+            consumer.close()
+
     def list_groups(self, bootstrap: str, states: list[str] | None = None) -> dict[str, str]:
         """group id -> state, through AdminClient.list_consumer_groups (ListGroups)."""
         from confluent_kafka import ConsumerGroupState

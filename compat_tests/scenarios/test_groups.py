@@ -64,8 +64,11 @@ class MemberProcess:
         *,
         session_ms: int = SESSION_MS,
         instance_id: str | None = None,
+        assignor: str | None = None,
+        process_ms: int = 0,
     ) -> None:
         self.name = instance_id or f"member-{uuid.uuid4().hex[:6]}"
+        self.client_name = client_name
         args = [
             sys.executable,
             "-m",
@@ -79,6 +82,10 @@ class MemberProcess:
         ]  # fmt: skip
         if instance_id:
             args += ["--instance-id", instance_id]
+        if assignor:
+            args += ["--assignor", assignor]
+        if process_ms:
+            args += ["--process-ms", str(process_ms)]
         env = dict(
             os.environ,
             PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
@@ -94,6 +101,8 @@ class MemberProcess:
         )
         self.assignments: list[tuple[float, list[int]]] = []
         self.records: list[tuple[int, int]] = []
+        # Rebalance callbacks (members started with an assignor): {"event", "partitions", "assignment"}.
+        self.events: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -112,11 +121,17 @@ class MemberProcess:
                     self.assignments.append((time.monotonic(), event["partitions"]))
                 elif event["event"] == "record":
                     self.records.append((event["partition"], event["offset"]))
+                elif event["event"] == "rebalance":
+                    self.events.append(event["detail"])
 
     @property
     def current(self) -> list[int] | None:
         with self._lock:
             return self.assignments[-1][1] if self.assignments else None
+
+    def snapshot(self) -> tuple[list[tuple[int, int]], list[dict[str, Any]]]:
+        with self._lock:
+            return list(self.records), list(self.events)
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -292,11 +307,13 @@ def test_static_member_restart_does_not_rebalance(client, client_name, admin, tm
         broker.stop()
 
 
-def test_admin_lists_describes_and_deletes_groups(bootstrap, admin, make_topic, members) -> None:
+@pytest.mark.parametrize("admin_client", ["confluent", "java"])
+def test_admin_lists_describes_and_deletes_groups(admin_client, bootstrap, make_topic, members) -> None:
+    admin = make_client(admin_client)
     topic = make_topic(partitions=4)
     group = f"{topic}-group"
     produce_spread(admin, bootstrap, topic, 4, 3)
-    members.extend(MemberProcess("confluent", bootstrap, topic, group) for _ in range(2))
+    members.extend(MemberProcess(admin_client, bootstrap, topic, group) for _ in range(2))
     wait_for(lambda: partitions_shared(members, 4), 60, "2 members to share 4 partitions")
     wait_for(
         lambda: admin.committed_offsets(bootstrap, group) == {(topic, p): 3 for p in range(4)}, 30, "commits"
@@ -315,7 +332,7 @@ def test_admin_lists_describes_and_deletes_groups(bootstrap, admin, make_topic, 
 
     with pytest.raises(ClientError) as refused:
         admin.delete_group(bootstrap, group)
-    assert refused.value.error == kafka_error_name(NON_EMPTY_GROUP)
+    assert refused.value.error in {kafka_error_name(NON_EMPTY_GROUP), "NON_EMPTY_GROUP"}
 
     for m in members:
         m.stop()
@@ -326,7 +343,142 @@ def test_admin_lists_describes_and_deletes_groups(bootstrap, admin, make_topic, 
     assert admin.committed_offsets(bootstrap, group) == {}
     with pytest.raises(ClientError) as missing:
         admin.delete_group(bootstrap, group)
-    assert missing.value.error == kafka_error_name(GROUP_ID_NOT_FOUND)
+    assert missing.value.error in {kafka_error_name(GROUP_ID_NOT_FOUND), "GROUP_ID_NOT_FOUND"}
+
+
+def _revoked_after(events: list[dict[str, Any]], start: int) -> set[int]:
+    return {p for e in events[start:] if e["event"] in ("revoked", "lost") for p in e["partitions"]}
+
+
+@pytest.mark.parametrize("member_client", ["java", "confluent"])
+def test_cooperative_sticky_revokes_only_moved_partitions(
+    member_client, bootstrap, admin, make_topic, members
+) -> None:
+    topic = make_topic(partitions=6)
+    group = f"{topic}-group"
+    produce_spread(admin, bootstrap, topic, 6, 2)
+    first = MemberProcess(member_client, bootstrap, topic, group, assignor="cooperative-sticky")
+    members.append(first)
+    wait_for(lambda: first.current == list(range(6)), 60, "the first member to own all 6 partitions")
+    wait_for(lambda: len(set(first.snapshot()[0])) == 12, 30, "the first member to consume every record")
+    mark = len(first.snapshot()[1])
+
+    second = MemberProcess(member_client, bootstrap, topic, group, assignor="cooperative-sticky")
+    members.append(second)
+    wait_for(lambda: partitions_shared(members, 6), 60, "2 cooperative members to share 6 partitions")
+    _, events = first.snapshot()
+    moved = set(second.current or [])
+    kept = set(first.current or [])
+    assert len(moved) == 3 and len(kept) == 3
+    # Only the partitions that moved were revoked; the kept ones were never taken away, and the
+    # first member's assignment never dropped to nothing (an eager rebalance revokes everything).
+    assert _revoked_after(events, mark) == moved
+    assert all(set(e["assignment"]) >= kept for e in events[mark:])
+    second_revoked = _revoked_after(second.snapshot()[1], 0)
+    assert second_revoked == set(), second_revoked
+
+    # The second member leaves: its partitions come back to the first without revoking any.
+    mark = len(first.snapshot()[1])
+    second.stop()
+    assert second.process.returncode == 0, second.stderr_tail()
+    wait_for(lambda: first.current == list(range(6)), 30, "the first member to get all 6 back")
+    assert _revoked_after(first.snapshot()[1], mark) == set()
+
+
+@pytest.mark.parametrize("assignor", ["range", "cooperative-sticky"])
+def test_mixed_java_and_librdkafka_group_shares_partitions(
+    assignor, bootstrap, admin, make_topic, members
+) -> None:
+    topic = make_topic(partitions=4)
+    group = f"{topic}-group"
+    produce_spread(admin, bootstrap, topic, 4, 3)
+    members.append(MemberProcess("java", bootstrap, topic, group, assignor=assignor))
+    members.append(MemberProcess("confluent", bootstrap, topic, group, assignor=assignor))
+    wait_for(
+        lambda: partitions_shared(members, 4), 60, "a Java and a librdkafka member to share 4 partitions"
+    )
+    wait_for(lambda: len({r for m in members for r in m.records}) == 12, 30, "every record consumed")
+    seen = [r for m in members for r in m.snapshot()[0]]
+    assert sorted(seen) == sorted(set(seen)), "a record was processed twice"
+    for m in members:
+        assert {p for p, _ in m.snapshot()[0]} <= set(m.current or []), (
+            "a member consumed a partition it does not own"
+        )
+    described = admin.describe_group(bootstrap, group)
+    assert described["protocol"] == assignor
+    assert {m["client_id"] for m in described["members"].values()} >= {"pybroker-compat-java"}
+
+
+def test_commit_each_record_is_exactly_once_through_two_rebalances(
+    client, client_name, bootstrap, admin, make_topic, members
+) -> None:
+    with expressible(client_name):
+        require_groups(client, client_name)
+    partitions, wave = 6, 8  # records per partition per wave; three waves
+    topic = make_topic(partitions=partitions)
+    group = f"{topic}-group"
+
+    def processed() -> list[tuple[int, int]]:
+        return [r for m in members for r in m.snapshot()[0]]
+
+    # 20 ms of "work" per record keeps records in flight while the group rebalances.
+    produce_spread(admin, bootstrap, topic, partitions, wave)
+    first = MemberProcess(client_name, bootstrap, topic, group, process_ms=20)
+    members.append(first)
+    wait_for(lambda: len(first.snapshot()[0]) >= 5, 60, "the first member to process records")
+    second = MemberProcess(client_name, bootstrap, topic, group, process_ms=20)  # rebalance 1: a join
+    members.append(second)
+    wait_for(lambda: partitions_shared(members, partitions), 60, "2 members to share the partitions")
+    produce_spread(admin, bootstrap, topic, partitions, wave)
+    wait_for(lambda: len(second.snapshot()[0]) >= 1, 60, "the joined member to process records")
+    first.stop()  # rebalance 2: a leave
+    assert first.process.returncode == 0, first.stderr_tail()
+    produce_spread(admin, bootstrap, topic, partitions, wave)
+    total = 3 * wave * partitions
+    wait_for(lambda: len(processed()) >= total, 60, f"{total} records processed in all")
+    done = processed()
+    duplicates = sorted({r for r in done if done.count(r) > 1})
+    assert not duplicates, f"processed more than once: {duplicates}"
+    assert sorted(done) == [(p, o) for p in range(partitions) for o in range(3 * wave)]
+    wait_for(
+        lambda: (
+            admin.committed_offsets(bootstrap, group) == {(topic, p): 3 * wave for p in range(partitions)}
+        ),
+        30,
+        "committed offsets at the log end",
+    )
+    log.info(
+        "%s: exactly once through join and leave: %d by the first member, %d by the second",
+        client_name, len(first.records), len(second.records),
+    )  # fmt: skip
+
+
+def test_lag_per_partition_through_confluent_and_java_admin(bootstrap, admin, make_topic) -> None:
+    java = make_client("java")
+    topic = make_topic(partitions=3)
+    group = f"{topic}-group"
+    first_wave = {0: 10, 1: 7, 2: 4}
+    admin.produce(
+        bootstrap,
+        topic,
+        [Record(None, f"a{p}-{i}".encode(), partition=p) for p, n in first_wave.items() for i in range(n)],
+    )
+    assert len(_consume_committing(java, bootstrap, topic, group, sum(first_wave.values()))) == 21
+    second_wave = {0: 5, 2: 2}
+    admin.produce(
+        bootstrap,
+        topic,
+        [Record(None, f"b{p}-{i}".encode(), partition=p) for p, n in second_wave.items() for i in range(n)],
+    )
+    expected_committed = {(topic, p): n for p, n in first_wave.items()}
+    expected_lag = {(topic, p): second_wave.get(p, 0) for p in first_wave}
+    for viewer in (admin, java):
+        committed = viewer.committed_offsets(bootstrap, group)
+        assert committed == expected_committed, viewer.name
+        end = {(topic, p): viewer.list_offsets(bootstrap, topic, p, "latest").offset for p in first_wave}
+        assert end == {(topic, p): first_wave[p] + second_wave.get(p, 0) for p in first_wave}, viewer.name
+        lag = {tp: end[tp] - committed[tp] for tp in end}
+        assert lag == expected_lag, viewer.name
 
 
 # -- the member process -------------------------------------------------------------------------------
@@ -338,6 +490,8 @@ def _member_main(argv: list[str]) -> int:
     parser.add_argument("--group", required=True)
     parser.add_argument("--session-ms", type=int, default=SESSION_MS)
     parser.add_argument("--instance-id", default=None)
+    parser.add_argument("--assignor", default=None, help="partition.assignment.strategy; reports callbacks")
+    parser.add_argument("--process-ms", type=int, default=0, help="simulated processing time per record")
     args = parser.parse_args(argv)
     stop = threading.Event()
 
@@ -353,16 +507,32 @@ def _member_main(argv: list[str]) -> int:
         sys.stdout.write(json.dumps(event) + "\n")
         sys.stdout.flush()
 
-    make_client(args.client).group_consume(
-        args.bootstrap,
-        args.topic,
-        args.group,
+    def on_record(partition: int, offset: int, value: bytes | None) -> bool:
+        if args.process_ms:
+            # Simulated work per record (not synchronisation): keeps records in flight across rebalances.
+            stop.wait(args.process_ms / 1000)
+        emit({"event": "record", "partition": partition, "offset": offset})
+        return False
+
+    common: dict[str, Any] = dict(
         on_assign=lambda partitions: emit({"event": "assigned", "partitions": partitions}),
-        on_record=lambda p, o, v: emit({"event": "record", "partition": p, "offset": o}) or False,
+        on_record=on_record,
         should_stop=stop.is_set,
         session_timeout_ms=args.session_ms,
         instance_id=args.instance_id,
     )
+    client = make_client(args.client)
+    if args.assignor:
+        client.group_consume_events(
+            args.bootstrap,
+            args.topic,
+            args.group,
+            on_event=lambda detail: emit({"event": "rebalance", "detail": detail}),
+            assignor=args.assignor,
+            **common,
+        )
+    else:
+        client.group_consume(args.bootstrap, args.topic, args.group, **common)
     return 0
 
 
