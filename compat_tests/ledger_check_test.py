@@ -1,0 +1,52 @@
+"""The ledger's own machinery: the table round-trips, and the session check catches disagreement."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from compat_tests import ledger_plugin
+from compat_tests.ledger_format import parse_pybroker_cells, render_scenario_table
+
+KAFKA = {"roundtrip::t[codec=gzip]": {"java": "pass", "sarama": "fail"}, "groups::g": {"any": "pass"}}
+PYBROKER = {"roundtrip::t[codec=gzip]": {"java": "pass", "sarama": "fail"}, "groups::g": {"any": "fail"}}
+
+
+def test_rendered_table_reads_back_as_the_pybroker_results() -> None:
+    text = "\n".join(["# x", *render_scenario_table(KAFKA, PYBROKER), "tail"])
+    assert parse_pybroker_cells(text) == {
+        ("roundtrip::t[codec=gzip]", "java"): "pass",
+        ("roundtrip::t[codec=gzip]", "sarama"): "fail",
+        ("groups::g", "any"): "fail",
+    }
+
+
+@pytest.mark.parametrize(
+    "text", ["no table at all", "<!-- scenario-table-start -->\n<!-- scenario-table-end -->"]
+)
+def test_unreadable_ledger_is_an_error(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_pybroker_cells(text)
+
+
+def _plugin(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, results: dict[tuple[str, str], str]) -> Any:
+    ledger = tmp_path / "COMPATIBILITY.md"
+    ledger.write_text("\n".join(render_scenario_table(KAFKA, PYBROKER)))
+    monkeypatch.setattr(ledger_plugin, "LEDGER_PATH", ledger)
+    plugin = ledger_plugin.LedgerPlugin(SimpleNamespace(option=SimpleNamespace(keyword="x")))  # type: ignore[arg-type]
+    plugin.results = dict(results)
+    return plugin
+
+
+def test_check_passes_only_on_agreement(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    agreeing = {("roundtrip::t[codec=gzip]", "java"): "pass", ("groups::g", "any"): "fail"}
+    assert _plugin(tmp_path, monkeypatch, agreeing).compare_with_ledger() == []
+    disagreeing = {("roundtrip::t[codec=gzip]", "java"): "fail"}
+    assert (
+        "ledger says pass, this run fail"
+        in _plugin(tmp_path, monkeypatch, disagreeing).compare_with_ledger()[0]
+    )
+    unknown = {("new::scenario", "java"): "pass"}
+    assert "not in the ledger" in _plugin(tmp_path, monkeypatch, unknown).compare_with_ledger()[0]
