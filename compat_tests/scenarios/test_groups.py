@@ -391,19 +391,21 @@ def test_mixed_java_and_librdkafka_group_shares_partitions(
 ) -> None:
     topic = make_topic(partitions=4)
     group = f"{topic}-group"
-    produce_spread(admin, bootstrap, topic, 4, 3)
     members.append(MemberProcess("java", bootstrap, topic, group, assignor=assignor))
     members.append(MemberProcess("confluent", bootstrap, topic, group, assignor=assignor))
     wait_for(
         lambda: partitions_shared(members, 4), 60, "a Java and a librdkafka member to share 4 partitions"
     )
+    # Produced once the group is stable: each record must go to the one member owning its partition.
+    produce_spread(admin, bootstrap, topic, 4, 3)
     wait_for(lambda: len({r for m in members for r in m.records}) == 12, 30, "every record consumed")
     seen = [r for m in members for r in m.snapshot()[0]]
-    assert sorted(seen) == sorted(set(seen)), "a record was processed twice"
+    assert sorted(seen) == [(p, o) for p in range(4) for o in range(3)], (
+        "a record was lost or processed twice"
+    )
     for m in members:
-        assert {p for p, _ in m.snapshot()[0]} <= set(m.current or []), (
-            "a member consumed a partition it does not own"
-        )
+        consumed = {p for p, _ in m.snapshot()[0]}
+        assert consumed <= set(m.current or []), f"{m.client_name} consumed a partition it does not own"
     described = admin.describe_group(bootstrap, group)
     assert described["protocol"] == assignor
     assert {m["client_id"] for m in described["members"].values()} >= {"pybroker-compat-java"}
@@ -414,6 +416,11 @@ def test_commit_each_record_is_exactly_once_through_two_rebalances(
 ) -> None:
     with expressible(client_name):
         require_groups(client, client_name)
+        if client_name == "aiokafka":
+            # Measured on Apache Kafka 4.3.1 too: getmany() returns records fetched before a
+            # background rebalance revoked their partition, and the adapter has no rebalance
+            # listener to drop them, so the old and the new owner both process them.
+            raise NotSupportedByClient("exactly-once across rebalances needs a ConsumerRebalanceListener")
     partitions, wave = 6, 8  # records per partition per wave; three waves
     topic = make_topic(partitions=partitions)
     group = f"{topic}-group"
