@@ -93,6 +93,17 @@ step_go_client() {
   GOTOOLCHAIN="${GOTOOLCHAIN:-auto}" "$PYTHON" -c 'from compat_tests.go.adapter import ensure_binary; print(ensure_binary())'
 }
 
+step_spark() {
+  # PySpark 4.0.0: the newest whose kafka connector dependencies are all on Maven Central from here.
+  local extra=()
+  if "$PYTHON" -c 'import os, sys, sysconfig; sys.exit(0 if sys.prefix == sys.base_prefix and os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")) else 1)'; then
+    extra+=(--break-system-packages)
+  fi
+  "$PYTHON" -m pip install -q "${extra[@]}" -e '.[spark]'
+  # Resolves spark-sql-kafka-0-10 into the Ivy cache .cache/ivy (offline on the next run).
+  "$PYTHON" -m spark_examples.common
+}
+
 main() {
   local steps=("$@")
   if [ "${#steps[@]}" -eq 0 ]; then
@@ -100,7 +111,7 @@ main() {
   fi
   for step in "${steps[@]}"; do
     case "$step" in
-      system | python | java-client | apache-kafka | go-client) run_step "$step" ;;
+      system | python | java-client | apache-kafka | go-client | spark) run_step "$step" ;;
       *) log "unknown step: $step"; exit 2 ;;
     esac
   done
