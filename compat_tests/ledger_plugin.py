@@ -142,13 +142,21 @@ class LedgerPlugin:
         )
 
     def _full_default_selection(self) -> bool:
+        """Every scenario module, every client, nothing filtered out: then every cell must be seen."""
         from compat_tests.clients.registry import CLIENT_NAMES
         from compat_tests.conftest import selected_clients
 
         option = self.config.option
-        unfiltered = not getattr(option, "keyword", "") and not getattr(option, "markexpr", "")
+        every_module = {path.name for path in SCENARIOS_DIR.glob("test_*.py")}
+        collected = {Path(nodeid.split("::", 1)[0]).name for nodeid in self.cells}
         return (
-            unfiltered and selected_clients(self.config) == CLIENT_NAMES and not getattr(option, "lf", False)
+            collected == every_module
+            and not getattr(option, "keyword", "")
+            and not getattr(option, "markexpr", "")
+            and not getattr(option, "deselect", None)
+            and not getattr(option, "lf", False)
+            and not getattr(option, "maxfail", 0)
+            and selected_clients(self.config) == CLIENT_NAMES
         )
 
     def compare_with_ledger(self) -> list[str]:
