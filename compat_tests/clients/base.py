@@ -59,7 +59,8 @@ class ConsumedRecord:
     partition: int
     offset: int
     timestamp_ms: int
-    timestamp_type: Literal["CreateTime", "LogAppendTime"]
+    # None when the client library does not report the type (sarama's ConsumerMessage has none).
+    timestamp_type: Literal["CreateTime", "LogAppendTime"] | None
     key: bytes | None
     value: bytes | None
     headers: tuple[tuple[str, bytes | None], ...] = field(default=())
