@@ -90,9 +90,8 @@ def one_run(system: str, commits: int) -> dict:
         bootstrap = broker.start()
         try:
             topic = f"groups-{uuid.uuid4().hex[:8]}"
-            AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic(topic, 6, 1)])[
-                topic
-            ].result()
+            admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the result arrives
+            admin.create_topics([NewTopic(topic, 6, 1)])[topic].result()
             return {
                 "system": system,
                 "rebalance_s": rebalance_seconds(bootstrap, topic),
