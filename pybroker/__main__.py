@@ -15,7 +15,7 @@ from pybroker.topic_config import format_value
 
 log = logging.getLogger(__name__)
 
-# glibc reads these only at process start (see ../shared/research/perf-limits.md, B2 note 3): with its
+# glibc reads these only at process start (the team's perf-limits research, B2 note 3): with its
 # default dynamic thresholds every fresh 1 MiB buffer is a new mmap that page-faults, which cut large-frame
 # throughput from ~4-6 GB/s to ~0.7 GB/s in measurements on this kind of machine.
 MALLOC_TUNING = {
