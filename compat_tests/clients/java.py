@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -69,31 +70,48 @@ def _sources_newer_than(jar: Path) -> bool:
     return any(path.is_file() and path.stat().st_mtime > jar_mtime for path in sources)
 
 
-def ensure_jar() -> Path:
-    """Build ``target/compat-client.jar`` (and its CDS archive) if missing or stale; returns the jar."""
+@dataclass(frozen=True)
+class JavaBuild:
+    """One build of the compat program: its jar, its CDS archive and the Maven arguments making it."""
+
+    jar: Path
+    cds_archive: Path
+    maven_args: tuple[str, ...]
+
+
+# kafka-clients 3.9.1, what Spark 4 bundles.
+KAFKA3_BUILD = JavaBuild(JAR, CDS_ARCHIVE, ("package", "-DskipTests"))
+
+
+def ensure_jar(build: JavaBuild = KAFKA3_BUILD) -> Path:
+    """Build the jar (and its CDS archive) if missing or stale; returns the jar."""
+    # One lock for every build: they all read the sources and the local Maven repository.
     with build_lock("compat-client"):
-        if not JAR.exists() or _sources_newer_than(JAR):
-            logger.info("building %s", JAR)
-            run_maven(JAVA_PROJECT, ["package", "-DskipTests"])
-            if not JAR.exists():
-                raise RuntimeError(f"maven finished but {JAR} is missing")
-        if not CDS_ARCHIVE.exists() or CDS_ARCHIVE.stat().st_mtime < JAR.stat().st_mtime:
-            _build_cds_archive()
-    return JAR
+        if not build.jar.exists() or _sources_newer_than(build.jar):
+            logger.info("building %s", build.jar)
+            run_maven(JAVA_PROJECT, list(build.maven_args))
+            if not build.jar.exists():
+                raise RuntimeError(f"maven finished but {build.jar} is missing")
+        if not build.cds_archive.exists() or build.cds_archive.stat().st_mtime < build.jar.stat().st_mtime:
+            _build_cds_archive(build)
+    return build.jar
 
 
-def _build_cds_archive() -> None:
+def _build_cds_archive(build: JavaBuild) -> None:
     """Only a speed-up: on failure the client still runs, just slower to start."""
-    CDS_ARCHIVE.unlink(missing_ok=True)
-    argv = ["java", *JVM_OPTIONS, f"-XX:ArchiveClassesAtExit={CDS_ARCHIVE}", "-jar", str(JAR)]
+    build.cds_archive.unlink(missing_ok=True)
+    argv = ["java", *JVM_OPTIONS, f"-XX:ArchiveClassesAtExit={build.cds_archive}", "-jar", str(build.jar)]
     # Port 9 (discard) on loopback: nothing listens, and warmup never connects anyway.
     argv += ["warmup", "--bootstrap", "127.0.0.1:9"]
     result = subprocess.run(argv, capture_output=True, text=True, timeout=120)
-    if result.returncode != 0 or not CDS_ARCHIVE.exists():
+    if result.returncode != 0 or not build.cds_archive.exists():
         logger.warning(
-            "could not build the CDS archive (exit %s): %s", result.returncode, result.stderr[-2000:]
+            "could not build the CDS archive %s (exit %s): %s",
+            build.cds_archive,
+            result.returncode,
+            result.stderr[-2000:],
         )
-        CDS_ARCHIVE.unlink(missing_ok=True)
+        build.cds_archive.unlink(missing_ok=True)
 
 
 class JavaClientError(ClientError):
@@ -109,6 +127,7 @@ class JavaClient:
     """The stock Java client (kafka-clients 3.9.1, as bundled by Spark 4)."""
 
     name = "java"
+    build = KAFKA3_BUILD
 
     def __init__(
         self, *, timeout_s: float = 30.0, java: str = "java", properties: dict[str, str] | None = None
@@ -427,8 +446,8 @@ class JavaClient:
 
     def _argv(self, command: str, bootstrap: str, options: list[str], client_timeout_s: float) -> list[str]:
         java = shutil.which(self.java) or self.java
-        jar = ensure_jar()
-        cds = [f"-XX:SharedArchiveFile={CDS_ARCHIVE}"] if CDS_ARCHIVE.exists() else []
+        jar = ensure_jar(self.build)
+        cds = [f"-XX:SharedArchiveFile={self.build.cds_archive}"] if self.build.cds_archive.exists() else []
         argv = [java, *JVM_OPTIONS, *cds, "-jar", str(jar), command, "--bootstrap", bootstrap]
         argv += ["--timeout-ms", str(int(client_timeout_s * 1000)), *options]
         for name, value in self.properties.items():
@@ -456,14 +475,8 @@ class JavaClient:
         stdin: str = "",
         timeout_s: float | None = None,
     ) -> list[dict[str, Any]]:
-        java = shutil.which(self.java) or self.java
         client_timeout_s = timeout_s if timeout_s is not None else self.timeout_s
-        jar = ensure_jar()
-        cds = [f"-XX:SharedArchiveFile={CDS_ARCHIVE}"] if CDS_ARCHIVE.exists() else []
-        argv = [java, *JVM_OPTIONS, *cds, "-jar", str(jar), command, "--bootstrap", bootstrap]
-        argv += ["--timeout-ms", str(int(client_timeout_s * 1000)), *options]
-        for name, value in self.properties.items():
-            argv += ["--property", f"{name}={value}"]
+        argv = self._argv(command, bootstrap, options, client_timeout_s)
         env = dict(os.environ)
         if level := os.environ.get("COMPAT_CLIENT_LOG_LEVEL"):
             env["JAVA_TOOL_OPTIONS"] = (
@@ -482,7 +495,8 @@ class JavaClient:
             error = lines[-1] if lines and "error" in lines[-1] else None
             if error is None:
                 raise RuntimeError(
-                    f"java {command} exited {result.returncode} without an error object:\n{result.stderr[-4000:]}"
+                    f"{self.name} {command} exited {result.returncode} without an error object:\n"
+                    f"{result.stderr[-4000:]}"
                 )
             raise JavaClientError(
                 error.get("kafka_error", "UNKNOWN"),
@@ -492,5 +506,5 @@ class JavaClient:
                 result.returncode,
             )
         if result.stderr.strip():
-            logger.debug("java %s stderr:\n%s", command, result.stderr[-4000:])
+            logger.debug("%s %s stderr:\n%s", self.name, command, result.stderr[-4000:])
         return lines
