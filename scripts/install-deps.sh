@@ -8,7 +8,8 @@
 #        java-client (build compat_tests/java/target/compat-client.jar),
 #        apache-kafka (resolve the reference Apache Kafka jars for compat_tests/reference),
 #        go-client (apt golang-go if there is no go; build compat_tests/go into .cache/go-bin/compat-go,
-#        modules from the Go module proxy cached in .cache/gomod; an older go fetches the go.mod toolchain).
+#        modules from the Go module proxy cached in .cache/gomod; an older go fetches the go.mod toolchain),
+#        spark (pip install '.[spark]' and resolve the Spark kafka connector into .cache/ivy).
 # Maven resolves into the project-local repository .cache/m2 (override with PYBROKER_MAVEN_REPO).
 set -euo pipefail
 
@@ -107,7 +108,7 @@ step_spark() {
 main() {
   local steps=("$@")
   if [ "${#steps[@]}" -eq 0 ]; then
-    steps=(system python java-client apache-kafka go-client)
+    steps=(system python java-client apache-kafka go-client spark)
   fi
   for step in "${steps[@]}"; do
     case "$step" in
