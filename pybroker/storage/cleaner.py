@@ -23,14 +23,17 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from pybroker.records.batch import HEADER_STRUCT, LOG_OVERHEAD, BatchHeader, rewrite_crc
 from pybroker.records.builder import SimpleRecord, encode_record
 from pybroker.records.compression import compress
 from pybroker.records.reader import Record, decode_batch_records
+from pybroker.storage.file_slice import FileSlice, SegmentFile
 from pybroker.storage.log import Log
-from pybroker.storage.segment import LogSegment, segment_file_name
+from pybroker.storage.segment import LogSegment, iter_headers_in, segment_file_name
 
 logger = logging.getLogger(__name__)
 
@@ -44,13 +47,46 @@ class CleanStats:
     bytes_after: int = 0
 
 
-def build_offset_map(log: Log) -> dict[bytes, int]:
+@dataclass(frozen=True)
+class SegmentSnapshot:
+    """A segment as it was when a cleaning pass started: its open file and its size then.
+
+    The cleaner's thread reads only snapshots, never the live ``LogSegment`` fields the event loop
+    changes; holding the ``SegmentFile`` keeps the descriptor valid even if the loop deletes the
+    segment meanwhile (the result is then discarded when it is applied)."""
+
+    segment: LogSegment
+    file: SegmentFile
+    size: int
+
+    def headers(self) -> Iterator[BatchHeader]:
+        return iter_headers_in(self.file, self.size, self.segment.log_path)
+
+    def read_batch(self, header: BatchHeader) -> bytes:
+        return FileSlice(self.file, header.position, header.size).read()
+
+
+@dataclass
+class CleanedSegment:
+    """The outcome of filtering one inactive segment: its cleaned copy written beside it."""
+
+    source: SegmentSnapshot
+    tmp_path: Path
+    size: int
+
+
+def snapshot_segments(log: Log) -> list[SegmentSnapshot]:
+    """Taken on the event loop: every segment, the active one last."""
+    return [SegmentSnapshot(seg, seg.file, seg.size) for seg in log.segments]
+
+
+def build_offset_map(snapshots: list[SegmentSnapshot]) -> dict[bytes, int]:
     latest: dict[bytes, int] = {}
-    for segment in log.segments:
-        for header in segment.iter_headers():
+    for snap in snapshots:
+        for header in snap.headers():
             if header.is_control:
                 continue
-            for record in decode_batch_records(segment.read_batch(header), header):
+            for record in decode_batch_records(snap.read_batch(header), header):
                 if record.key is not None:
                     latest[record.key] = record.offset
     return latest
@@ -92,13 +128,13 @@ def _rebuild_batch(header: BatchHeader, kept: list[Record]) -> bytes:
 
 
 def _filter_segment(
-    segment: LogSegment, latest: dict[bytes, int], tombstone_horizon_ms: int, stats: CleanStats
+    snap: SegmentSnapshot, latest: dict[bytes, int], tombstone_horizon_ms: int, stats: CleanStats
 ) -> bytearray | None:
-    """The cleaned contents of ``segment``, or None when nothing would change."""
+    """The cleaned contents of a segment, or None when nothing would change."""
     out = bytearray()
     changed = False
-    for header in segment.iter_headers():
-        data = segment.read_batch(header)
+    for header in snap.headers():
+        data = snap.read_batch(header)
         if header.is_control or header.is_transactional:
             out += data
             continue
@@ -121,11 +157,9 @@ def _filter_segment(
     return out if changed else None
 
 
-def _swap_in(log: Log, index: int, cleaned: bytearray, now_ms: int) -> LogSegment | None:
-    old = log.segments[index]
-    directory = old.directory
-    base = old.base_offset
-    tmp_path = directory / (segment_file_name(base, ".log") + ".cleaned")
+def _write_cleaned(snap: SegmentSnapshot, cleaned: bytearray) -> Path:
+    seg = snap.segment
+    tmp_path = seg.directory / (segment_file_name(seg.base_offset, ".log") + ".cleaned")
     fd = os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(cleaned)
@@ -134,6 +168,66 @@ def _swap_in(log: Log, index: int, cleaned: bytearray, now_ms: int) -> LogSegmen
         os.fsync(fd)
     finally:
         os.close(fd)
+    return tmp_path
+
+
+def compute_cleaning(
+    snapshots: list[SegmentSnapshot], now_ms: int, delete_retention_ms: int
+) -> tuple[list[CleanedSegment], CleanStats]:
+    """The expensive part of a pass, safe to run in a worker thread: it only reads snapshots and
+    writes ``.cleaned`` files, which nothing else touches.  The active (last) segment feeds the
+    offset map but is never cleaned, as in Kafka."""
+    stats = CleanStats()
+    if len(snapshots) < 2:
+        return [], stats
+    latest = build_offset_map(snapshots)
+    horizon = now_ms - delete_retention_ms
+    results = []
+    for snap in snapshots[:-1]:
+        cleaned = _filter_segment(snap, latest, horizon, stats)
+        if cleaned is None:
+            continue
+        stats.bytes_before += snap.size
+        stats.bytes_after += len(cleaned)
+        results.append(CleanedSegment(snap, _write_cleaned(snap, cleaned), len(cleaned)))
+    return results, stats
+
+
+def apply_cleaning(log: Log, results: list[CleanedSegment]) -> tuple[int, int]:
+    """On the event loop: swap each cleaned copy in, unless its segment changed or went away
+    while the pass ran (then the copy is dropped and the next pass starts over).  Returns
+    (segments rewritten, segments deleted)."""
+    rewritten = deleted = 0
+    for result in results:
+        snap = result.source
+        seg = snap.segment
+        try:
+            index = log.segments.index(seg)
+        except ValueError:
+            index = -1
+        active = index == len(log.segments) - 1
+        if index < 0 or active or seg.file is not snap.file or seg.size != snap.size:
+            _unlink_quietly(result.tmp_path)
+            continue
+        if _swap_in(log, index, result) is None:
+            deleted += 1
+        else:
+            rewritten += 1
+    return rewritten, deleted
+
+
+def _unlink_quietly(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _swap_in(log: Log, index: int, result: CleanedSegment) -> LogSegment | None:
+    old = log.segments[index]
+    directory = old.directory
+    base = old.base_offset
+    tmp_path = result.tmp_path
     # Indexes first: a crash after this leaves the old .log with no index, rebuilt on open.
     for path in (old.offset_index.path, old.time_index.path):
         try:
@@ -141,7 +235,7 @@ def _swap_in(log: Log, index: int, cleaned: bytearray, now_ms: int) -> LogSegmen
         except FileNotFoundError:
             pass
     old.file = None  # type: ignore[assignment]  # open FileSlices keep the old inode alive
-    if not cleaned and index > 0:
+    if result.size == 0 and index > 0:
         # (The first segment is kept even when empty: it holds the log start offset across restarts.)
         os.unlink(tmp_path)
         os.unlink(old.log_path)
@@ -151,7 +245,7 @@ def _swap_in(log: Log, index: int, cleaned: bytearray, now_ms: int) -> LogSegmen
         return None
     os.replace(tmp_path, old.log_path)
     _fsync_dir(directory)
-    new = LogSegment.open(directory, base, old.config, now_ms)
+    new = LogSegment.open(directory, base, old.config, old.created_ms)
     new.recover()  # rebuilds both indexes from the cleaned file
     new.on_become_inactive()
     new.offset_index.flush(fsync=True)
@@ -161,26 +255,15 @@ def _swap_in(log: Log, index: int, cleaned: bytearray, now_ms: int) -> LogSegmen
 
 
 def clean_log(log: Log, now_ms: int, delete_retention_ms: int) -> CleanStats:
-    """One compaction pass over ``log`` (see the module docstring)."""
-    stats = CleanStats()
-    if len(log.segments) < 2:
-        return stats
-    latest = build_offset_map(log)
-    horizon = now_ms - delete_retention_ms
-    index = 0
-    while index < len(log.segments) - 1:  # never the active segment
-        segment = log.segments[index]
-        cleaned = _filter_segment(segment, latest, horizon, stats)
-        if cleaned is None:
-            index += 1
-            continue
-        stats.bytes_before += segment.size
-        stats.bytes_after += len(cleaned)
-        if _swap_in(log, index, cleaned, now_ms) is None:
-            stats.segments_deleted += 1
-            continue  # the next segment moved into this index
-        stats.segments_rewritten += 1
-        index += 1
+    """One whole compaction pass over ``log`` in the calling thread (see the module docstring).
+    The broker runs the same three steps with ``compute_cleaning`` in a worker thread."""
+    results, stats = compute_cleaning(snapshot_segments(log), now_ms, delete_retention_ms)
+    stats.segments_rewritten, stats.segments_deleted = apply_cleaning(log, results)
+    log_clean_stats(log, stats)
+    return stats
+
+
+def log_clean_stats(log: Log, stats: CleanStats) -> None:
     if stats.records_removed:
         logger.info(
             "%s: compacted %d records away (%d segments rewritten, %d deleted, %d -> %d bytes)",
@@ -191,7 +274,6 @@ def clean_log(log: Log, now_ms: int, delete_retention_ms: int) -> CleanStats:
             stats.bytes_before,
             stats.bytes_after,
         )
-    return stats
 
 
 def _fsync_dir(directory: os.PathLike[str]) -> None:

@@ -126,25 +126,11 @@ class LogSegment:
 
     def read_header(self, position: int) -> BatchHeader | None:
         """The header of the batch at `position`, or None at (or past) a torn end."""
-        data = os.pread(self.file.fileno(), BATCH_HEADER_SIZE, position)
-        if len(data) < BATCH_HEADER_SIZE:
-            return None
-        header = BatchHeader._make((*HEADER_STRUCT.unpack(data), position))
-        if header.magic != CURRENT_MAGIC or header.batch_length < MIN_BATCH_LENGTH:
-            return None
-        if position + header.size > self.size:
-            return None
-        return header
+        return read_header_at(self.file.fileno(), position, self.size)
 
     def iter_headers(self, start_position: int = 0) -> Iterator[BatchHeader]:
         """Headers from `start_position` on, reading 61 bytes per batch (never the records)."""
-        position = start_position
-        while position < self.size:
-            header = self.read_header(position)
-            if header is None:
-                raise StorageError(f"{self.log_path}: unreadable batch header at position {position}")
-            yield header
-            position += header.size
+        return iter_headers_in(self.file, self.size, self.log_path, start_position)
 
     def translate_offset(self, offset: int, start_position: int = 0) -> BatchHeader | None:
         """Header of the first batch whose last offset is >= `offset`, or None."""
@@ -312,6 +298,35 @@ class LogSegment:
     def largest_timestamp(self) -> int:
         """Max record timestamp, or the file's modification time when no batch carries one (Kafka)."""
         return self.max_timestamp if self.max_timestamp >= 0 else self.last_modified_ms()
+
+
+def read_header_at(fd: int, position: int, end: int) -> BatchHeader | None:
+    """The header of the batch at `position` of a file whose valid bytes end at `end`, or None
+    at (or past) a torn end."""
+    data = os.pread(fd, BATCH_HEADER_SIZE, position)
+    if len(data) < BATCH_HEADER_SIZE:
+        return None
+    header = BatchHeader._make((*HEADER_STRUCT.unpack(data), position))
+    if header.magic != CURRENT_MAGIC or header.batch_length < MIN_BATCH_LENGTH:
+        return None
+    if position + header.size > end:
+        return None
+    return header
+
+
+def iter_headers_in(
+    file: SegmentFile, end: int, name: object, start_position: int = 0
+) -> Iterator[BatchHeader]:
+    """Headers of the batches in ``file`` up to ``end``.  Takes the file and its end explicitly so
+    the cleaner's thread can read a snapshot of a segment while the event loop appends to it."""
+    fd = file.fileno()
+    position = start_position
+    while position < end:
+        header = read_header_at(fd, position, end)
+        if header is None:
+            raise StorageError(f"{name}: unreadable batch header at position {position}")
+        yield header
+        position += header.size
 
 
 def _write_fully(fd: int, data: bytes | bytearray | memoryview, position: int) -> None:

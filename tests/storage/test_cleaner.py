@@ -8,7 +8,7 @@ from conftest import append
 from pybroker.records import SimpleRecord, build_batch, iter_batch_headers, read_records
 from pybroker.records.compression import CompressionType
 from pybroker.storage import Log, LogConfig
-from pybroker.storage.cleaner import clean_log
+from pybroker.storage.cleaner import apply_cleaning, clean_log, compute_cleaning, snapshot_segments
 
 HOUR = 3_600_000
 NOW = 100 * HOUR
@@ -112,4 +112,39 @@ def test_leftover_cleaned_file_is_ignored_on_open(tmp_path: Path) -> None:
     (tmp_path / "t-0" / "00000000000000000000.log.cleaned").write_bytes(b"garbage")
     reopened = Log.open(tmp_path / "t-0", "t", 0, config, NOW)
     assert all_records(reopened) == [(0, b"a", b"1"), (1, b"a", b"2")]
+    assert not list((tmp_path / "t-0").glob("*.cleaned"))
+
+
+def test_threaded_pass_keeps_appends_made_while_it_ran(tmp_path: Path) -> None:
+    """The broker computes a pass in a worker thread from a snapshot while the loop keeps appending:
+    records appended meanwhile (also to a segment rolled meanwhile) are all still there after the swap."""
+    config = LogConfig(cleanup_policy="compact")
+    log = Log.create(tmp_path / "t-0", "t", 0, config, 0)
+    put(log, [(b"a", b"1"), (b"b", b"1")], NOW)
+    log.roll(NOW)
+    put(log, [(b"a", b"2")], NOW)
+    snapshots = snapshot_segments(log)
+    results, stats = compute_cleaning(snapshots, NOW, HOUR)  # what the worker thread does
+    # Meanwhile on the loop: more appends, a roll, more appends.
+    put(log, [(b"b", b"2")], NOW)
+    log.roll(NOW)
+    put(log, [(b"c", b"1")], NOW)
+    assert stats.records_removed == 1 and len(results) == 1
+    assert apply_cleaning(log, results) == (1, 0)
+    assert all_records(log) == [(1, b"b", b"1"), (2, b"a", b"2"), (3, b"b", b"2"), (4, b"c", b"1")]
+    assert not list((tmp_path / "t-0").glob("*.cleaned"))
+
+
+def test_threaded_pass_result_is_dropped_when_its_segment_went_away(tmp_path: Path) -> None:
+    config = LogConfig(cleanup_policy="compact,delete")
+    log = Log.create(tmp_path / "t-0", "t", 0, config, 0)
+    put(log, [(b"a", b"1"), (b"a", b"2")], NOW)
+    log.roll(NOW)
+    put(log, [(b"b", b"1")], NOW)
+    results, _ = compute_cleaning(snapshot_segments(log), NOW, HOUR)
+    assert len(results) == 1
+    log.delete_records_before(2)  # the cleaned segment is deleted before the result is applied
+    assert [s.base_offset for s in log.segments] == [2]
+    assert apply_cleaning(log, results) == (0, 0)
+    assert all_records(log) == [(2, b"b", b"1")]
     assert not list((tmp_path / "t-0").glob("*.cleaned"))
