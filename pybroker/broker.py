@@ -82,6 +82,7 @@ class Broker:
                 (self.config.log_retention_check_interval_ms, self._retention),
                 (self.config.log_flush_offset_checkpoint_interval_ms, self._checkpoint),
                 (self.config.log_flush_scheduler_interval_ms, self._flush),
+                (self.config.producer_id_expiration_check_interval_ms, self._expire_producers),
             )
             if 0 < interval < NEVER_MS
         ]
@@ -139,6 +140,14 @@ class Broker:
         if n:
             log.info("retention deleted %d segments", n)
         self.log_manager.purge_deleted()
+
+    def _expire_producers(self) -> None:
+        # Without this an application that starts many short-lived idempotent producers (every
+        # Spark task does) grows the producer state of every partition it wrote to without bound.
+        assert self.log_manager is not None
+        n = self.log_manager.remove_expired_producers(self.config.producer_id_expiration_ms)
+        if n:
+            log.info("removed %d producer ids idle for %d ms or more", n, self.config.producer_id_expiration_ms)
 
     def _checkpoint(self) -> None:
         assert self.log_manager is not None

@@ -325,6 +325,8 @@ _BROKER_CONFIG_LIST = [
          "How long a transactional id is kept without transaction status updates."),
     _key("producer.id.expiration.ms", _T.INT, 86400000, at_least(1), _L,
          "How long producer state of an idle producer id is kept."),
+    _key("producer.id.expiration.check.interval.ms", _T.INT, 600000, at_least(1), _L,
+         "How often producer ids idle for longer than producer.id.expiration.ms are removed."),
 ]
 # fmt: on
 
@@ -473,6 +475,7 @@ class BrokerConfig:
     group_max_session_timeout_ms: int
     transactional_id_expiration_ms: int
     producer_id_expiration_ms: int
+    producer_id_expiration_check_interval_ms: int
     event_loop: str
 
     listener_endpoints: list[Endpoint]

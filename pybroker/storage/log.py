@@ -369,6 +369,9 @@ class Log:
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
         self.producer_state.delete_snapshots(below=self.segments[0].base_offset)
 
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
+        return self.producer_state.remove_expired(now_ms, expiration_ms)
+
     def apply_retention(self, now_ms: int) -> int:
         """Delete old segments by retention.ms / retention.bytes and the log start offset. Returns count."""
         deleted = self._delete_segments_below_log_start()

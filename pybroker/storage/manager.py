@@ -198,6 +198,10 @@ class LogManager:
         self.purge_deleted()
         return deleted
 
+    def remove_expired_producers(self, expiration_ms: int, now_ms: int | None = None) -> int:
+        now_ms = self.now_ms() if now_ms is None else now_ms
+        return sum(log.remove_expired_producers(now_ms, expiration_ms) for log in self._logs.values())
+
     def flush_dirty(self, now_ms: int | None = None) -> int:
         now_ms = self.now_ms() if now_ms is None else now_ms
         return sum(1 for log in self._logs.values() if log.flush_if_due(now_ms))

@@ -147,6 +147,16 @@ class ProducerStateManager:
     def commit(self, plan: AppendPlan) -> None:
         self.producers.update(plan.updates)
 
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget producers whose last batch is ``expiration_ms`` old or older (Kafka's
+        ``removeExpiredProducers``: the age is measured from the batch's max timestamp).  A retry
+        from a forgotten producer is then a new producer to this log, as in Kafka.  Returns the
+        number removed."""
+        expired = [pid for pid, e in self.producers.items() if now_ms - e.last_timestamp >= expiration_ms]
+        for pid in expired:
+            del self.producers[pid]
+        return len(expired)
+
     def replay(self, batches: Iterable[BatchHeader]) -> None:
         """Rebuild state from batches already in the log (stored offsets; no validation, like Kafka)."""
         for batch in batches:

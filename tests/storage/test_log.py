@@ -172,3 +172,20 @@ def test_producer_state_survives_close_and_crash(log_dir):
     assert log.log_end_offset == 6
     assert append(log, idem(4)).duplicate
     assert append(log, idem(6)).first_offset == 6
+
+
+def test_idle_producers_expire_and_a_fresh_one_is_kept(log_dir):
+    log = Log.create(log_dir, "topic", 0, LogConfig(), 0)
+    append(log, make_request(2, ts=1_000, producer_id=1, producer_epoch=0, base_sequence=0))
+    append(log, make_request(2, ts=50_000, producer_id=2, producer_epoch=0, base_sequence=0))
+    # Batch max timestamps are 1_001 and 50_001; at 61_001 only producer 1 is 60 s idle.
+    assert log.remove_expired_producers(now_ms=61_001, expiration_ms=60_000) == 1
+    assert set(log.producer_state.producers) == {2}
+    # The kept producer still dedupes; the forgotten one is a new producer (any sequence, no dedupe).
+    assert append(log, idem(0, pid=2)).duplicate
+    assert not append(log, idem(0, pid=1)).duplicate
+    # What expired stays expired after a restart (the close snapshot no longer holds it).
+    log.remove_expired_producers(now_ms=10**12, expiration_ms=60_000)
+    log.close()
+    log = Log.open(log_dir, "topic", 0, LogConfig(), 0, recovery_point=0, clean_shutdown=True)
+    assert log.producer_state.producers == {}
