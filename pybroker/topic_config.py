@@ -347,13 +347,8 @@ class TopicConfigDef:
 
 
 _COMPRESSION_CODECS = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
-# Until the broker can recompress batches, only "keep what the producer sent" is truthful.
-COMPRESSION_TYPE_VALIDATOR = AllOf(
-    (
-        OneOf(_COMPRESSION_CODECS),
-        Unsupported(("producer",), "broker-side recompression is not implemented"),
-    )
-)
+# "producer" keeps the producer's codec; any other value makes the broker recompress to it.
+COMPRESSION_TYPE_VALIDATOR = OneOf(_COMPRESSION_CODECS)
 _TIMESTAMP_TYPES = OneOf(("CreateTime", "LogAppendTime"))
 _CLEANUP_POLICIES = OneOf(("compact", "delete"), case_sensitive=False)
 
@@ -604,4 +599,13 @@ def log_config_kwargs(effective: Mapping[str, Any]) -> dict[str, Any]:
         "flush_messages": effective["flush.messages"],
         "flush_ms": effective["flush.ms"],
         "file_delete_delay_ms": effective["file.delete.delay.ms"],
+        "compression_type": effective["compression.type"],
+        "compression_level": _compression_level(effective),
     }
+
+
+def _compression_level(effective: Mapping[str, Any]) -> int | None:
+    """The level for the topic's codec (None: the codec's own default, as Kafka's -1 for gzip)."""
+    codec = effective["compression.type"]
+    level = effective.get(f"compression.{codec}.level")
+    return None if level is None or (codec == "gzip" and level == -1) else int(level)

@@ -201,7 +201,6 @@ def test_advertised_listeners_default_to_listeners_and_can_differ():
         ({"log.segment.bytes": "1000"}, ["1000", "log.segment.bytes", "at least 1048576"]),
         ({"log.cleanup.policy": "shred"}, ["shred", "log.cleanup.policy", "compact, delete"]),
         ({"log.message.timestamp.type": "Now"}, ["Now", "CreateTime, LogAppendTime"]),
-        ({"compression.type": "gzip"}, ["gzip", "compression.type", "recompression", "producer"]),
         ({"compression.type": "brotli"}, ["brotli", "uncompressed, zstd, lz4, snappy, gzip, producer"]),
         ({"default.replication.factor": "3"}, ["3", "default.replication.factor", "single-node", "1"]),
         ({"offsets.topic.replication.factor": "3"}, ["offsets.topic.replication.factor", "single-node"]),
@@ -291,7 +290,7 @@ def test_validate_topic_configs_types_values_and_drops_nones():
         ({"segment.bytes": "1024"}, "segment.bytes", ["1024", "at least 1048576"]),
         ({"cleanup.policy": "compact,shred"}, "cleanup.policy", ["compact,shred", "compact, delete"]),
         ({"min.cleanable.dirty.ratio": "1.5"}, "min.cleanable.dirty.ratio", ["1.5", "no more than 1"]),
-        ({"compression.type": "zstd"}, "compression.type", ["zstd", "recompression"]),
+        ({"compression.type": "brotli"}, "compression.type", ["brotli", "uncompressed, zstd, lz4"]),
         ({"compression.gzip.level": "0"}, "compression.gzip.level", ["Invalid value 0", "at least 1"]),
         ({"remote.storage.enable": "true"}, "remote.storage.enable", ["tiered storage"]),
         (
@@ -307,6 +306,15 @@ def test_invalid_topic_configs(configs, key, fragments):
     assert info.value.key == key
     for fragment in fragments:
         assert fragment in str(info.value)
+
+
+def test_compression_type_names_a_codec_with_its_level():
+    assert validate_topic_configs({"compression.type": "zstd"}) == {"compression.type": "zstd"}
+    broker = BrokerConfig({"compression.type": "lz4", "compression.lz4.level": "4"})
+    kwargs = log_config_kwargs(effective_topic_config(broker, {}))
+    assert (kwargs["compression_type"], kwargs["compression_level"]) == ("lz4", 4)
+    kwargs = log_config_kwargs(effective_topic_config(broker, {"compression.type": "gzip"}))
+    assert (kwargs["compression_type"], kwargs["compression_level"]) == ("gzip", None)  # -1: gzip's default
 
 
 def test_gzip_level_accepts_default_sentinel_and_range():
@@ -354,6 +362,8 @@ def test_log_config_kwargs_match_storage_field_names():
         "flush_messages": 2**63 - 1,
         "flush_ms": 2**63 - 1,
         "file_delete_delay_ms": 60000,
+        "compression_type": "producer",
+        "compression_level": None,
     }
     small = log_config_kwargs(effective_topic_config(broker, {"internal.segment.bytes": "4096"}))
     assert small["segment_bytes"] == 4096

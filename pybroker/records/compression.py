@@ -28,18 +28,32 @@ _XERIAL_BLOCK_SIZE = 32 * 1024
 _INT32 = struct.Struct(">i")
 
 
-def compress(codec: int, data: bytes | bytearray | memoryview, *, xerial: bool = False) -> bytes:
-    """Compress `data` with a Kafka codec id. `xerial` picks the Java client's snappy framing."""
+# Kafka's topic config names of the codecs (compression.type), by codec id.
+CODEC_NAMES = {
+    CompressionType.NONE: "uncompressed",
+    CompressionType.GZIP: "gzip",
+    CompressionType.SNAPPY: "snappy",
+    CompressionType.LZ4: "lz4",
+    CompressionType.ZSTD: "zstd",
+}
+CODECS_BY_NAME = {name: codec for codec, name in CODEC_NAMES.items()}
+
+
+def compress(
+    codec: int, data: bytes | bytearray | memoryview, *, xerial: bool = False, level: int | None = None
+) -> bytes:
+    """Compress `data` with a Kafka codec id. `xerial` picks the Java client's snappy framing;
+    `level` is the codec's level (None: the library's default; snappy has none)."""
     if codec == CompressionType.NONE:
         return bytes(data)
     if codec == CompressionType.GZIP:
-        return bytes(cramjam.gzip.compress(data))
+        return bytes(cramjam.gzip.compress(data, level=level))
     if codec == CompressionType.SNAPPY:
         return _xerial_compress(data) if xerial else bytes(cramjam.snappy.compress_raw(data))
     if codec == CompressionType.LZ4:
-        return bytes(cramjam.lz4.compress(data))
+        return bytes(cramjam.lz4.compress(data, level=level))
     if codec == CompressionType.ZSTD:
-        return bytes(cramjam.zstd.compress(data))
+        return bytes(cramjam.zstd.compress(data, level=level))
     raise UnsupportedCompressionError(f"unknown compression codec {codec}")
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pybroker.records.compression import CODECS_BY_NAME
+
 _NEVER = 2**63 - 1
 
 
@@ -21,6 +23,15 @@ class LogConfig:
     flush_messages: int = _NEVER
     flush_ms: int = _NEVER
     file_delete_delay_ms: int = 60000
+    compression_type: str = "producer"  # or a codec name the broker recompresses batches to
+    compression_level: int | None = None
+
+    @property
+    def target_codec(self) -> int | None:
+        """The codec id every data batch is stored in, or None to keep the producer's."""
+        if self.compression_type == "producer":
+            return None
+        return CODECS_BY_NAME[self.compression_type]
 
     @property
     def uses_log_append_time(self) -> bool:

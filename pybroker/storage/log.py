@@ -16,6 +16,7 @@ from pybroker.records.batch import (
     stamp_log_append_time,
     stamp_partition_leader_epoch,
 )
+from pybroker.records.recompress import needs_recompression, recompress_batches
 from pybroker.storage.config import LogConfig
 from pybroker.storage.errors import OffsetOutOfRangeError, RecordTooLargeError, StorageError
 from pybroker.storage.file_slice import FileSlice
@@ -171,6 +172,9 @@ class Log:
         """Append a validated request's batches for this partition, all or nothing, as the leader."""
         if not batches:
             raise ValueError("nothing to append")
+        codec = self.config.target_codec
+        if codec is not None and needs_recompression(batches, codec):
+            buf, batches = recompress_batches(buf, batches, codec, self.config.compression_level)
         total_size = 0
         for batch in batches:
             if batch.size > self.config.max_message_bytes:
