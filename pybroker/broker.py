@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from pybroker import config as broker_config
 from pybroker.apis import load_all
+from pybroker.apis.fetch_session import FetchSessions
 from pybroker.coordinator.coordinator import GroupCoordinator
 from pybroker.metadata.store import InvalidTopicName, MetadataStore, TopicRecord, validate_topic_name
 from pybroker.protocol.api import REQUESTS
@@ -53,6 +54,7 @@ class Broker:
         self._tasks: list[asyncio.Task] = []
         self._creating: set[str] = set()  # topics whose partitions are being created right now
         self.group_coordinator: GroupCoordinator | None = None
+        self.fetch_sessions = FetchSessions(config.max_incremental_fetch_session_cache_slots)
         self.started = False
 
     # -- lifecycle ---------------------------------------------------------------------------

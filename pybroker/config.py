@@ -209,6 +209,8 @@ _BROKER_CONFIG_LIST = [
     _key("listener.security.protocol.map", _T.STRING, "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", None, _L,
          "Map from listener name to security protocol. pybroker supports only PLAINTEXT listeners."),
     # sockets
+    _key("max.incremental.fetch.session.cache.slots", _T.INT, 1000, at_least(0), _M,
+         "The most incremental fetch sessions (KIP-227) kept; 0 declines every session."),
     _key("socket.request.max.bytes", _T.INT, 104857600, at_least(1), _H,
          "The maximum number of bytes in a request; larger frames close the connection."),
     _key("socket.send.buffer.bytes", _T.INT, 102400, None, _H,
@@ -465,6 +467,7 @@ class BrokerConfig:
     log_flush_offset_checkpoint_interval_ms: int
     message_max_bytes: int
     socket_request_max_bytes: int
+    max_incremental_fetch_session_cache_slots: int
     socket_send_buffer_bytes: int
     socket_receive_buffer_bytes: int
     min_insync_replicas: int

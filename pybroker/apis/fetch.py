@@ -1,17 +1,26 @@
 """Fetch (1): serve file ranges of the logs, long-polling until min_bytes arrive or max_wait_ms ends.
 
-Fetch sessions (KIP-227) are declined: every response carries session_id 0, so clients keep
-sending full fetches, and a full response always lists every requested partition (pitfall 7).
-Long polls wait on the partitions' append notifications, never on a timer loop.
+Incremental fetch sessions (KIP-227) are kept in ``fetch_session``: a full fetch with epoch 0
+opens one, later fetches name only changed partitions and get only partitions with news.  A full
+response always lists every requested partition (pitfall 7).  Long polls wait on the partitions'
+append notifications, never on a timer loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 
 from pybroker.apis import RequestContext, handles
+from pybroker.apis.fetch_session import (
+    FINAL_EPOCH,
+    INVALID_SESSION_ID,
+    FetchContext,
+    FetchItem,
+    PartitionKey,
+    PartitionResult,
+    SessionError,
+)
 from pybroker.protocol.errors import ErrorCode
 from pybroker.storage.errors import OffsetOutOfRangeError
 
@@ -47,37 +56,81 @@ def _partition_resp(index: int, code: ErrorCode = ErrorCode.NONE) -> dict:
     }
 
 
-def _plan(ctx: RequestContext, request: dict) -> tuple[list[dict], list[_Wanted]]:
+def _requested(request: dict, by_id: bool) -> tuple[list[FetchItem], list[PartitionKey]]:
+    """The partitions this request names, and those it asks its session to forget."""
+    field = "topic_id" if by_id else "topic"
+    items = [
+        FetchItem(
+            (t[field], fp["partition"]),
+            fp["fetch_offset"],
+            fp["partition_max_bytes"],
+            fp.get("current_leader_epoch", -1),
+        )
+        for t in request["topics"]
+        for fp in t["partitions"]
+    ]
+    forgotten = [(t[field], i) for t in request.get("forgotten_topics_data") or () for i in t["partitions"]]
+    return items, forgotten
+
+
+def _resolve(ctx: RequestContext, items: list[FetchItem], by_id: bool) -> tuple[list[dict], list[_Wanted]]:
+    """A response entry per item (errors for unknown partitions) and the partitions to read."""
     b = ctx.broker
-    by_id = ctx.version >= 13
-    topics_out: list[dict] = []
+    entries: list[dict] = []
     wanted: list[_Wanted] = []
-    for t in request["topics"]:
+    missing = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    for item in items:
+        topic, idx = item.key
         if by_id:
-            tid: uuid.UUID = t["topic_id"]
-            rec = b.metadata.topics_by_id.get(tid)
-            name = rec.name if rec is not None else None
-            topic_out = {"topic_id": tid, "partitions": []}
-            missing = ErrorCode.UNKNOWN_TOPIC_ID
-        else:
-            name = t["topic"]
-            topic_out = {"topic": name, "partitions": []}
-            missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        for fp in t["partitions"]:
-            idx = fp["partition"]
-            p = b.partition(name, idx) if name is not None else None
-            if p is None:
-                topic_out["partitions"].append(_partition_resp(idx, missing))
-                continue
-            resp = _partition_resp(idx)
-            topic_out["partitions"].append(resp)
-            wanted.append(
-                _Wanted(
-                    p, fp["fetch_offset"], fp["partition_max_bytes"], fp.get("current_leader_epoch", -1), resp
-                )
-            )
-        topics_out.append(topic_out)
-    return topics_out, wanted
+            rec = b.metadata.topics_by_id.get(topic)
+            topic = rec.name if rec is not None else None
+        p = b.partition(topic, idx) if topic is not None else None
+        if p is None:
+            entries.append(_partition_resp(idx, missing))
+            continue
+        resp = _partition_resp(idx)
+        entries.append(resp)
+        wanted.append(_Wanted(p, item.fetch_offset, item.max_bytes, item.leader_epoch, resp))
+    return entries, wanted
+
+
+def _result(resp: dict) -> PartitionResult:
+    records = resp["records"]
+    size = records.size if hasattr(records, "size") else len(records)
+    return PartitionResult(resp["error_code"], resp["high_watermark"], resp["log_start_offset"], size)
+
+
+def _topics_out(items: list[FetchItem], entries: list[dict], include: list[bool], by_id: bool) -> list[dict]:
+    """Included entries grouped by topic; a topic met again after another gets a second entry,
+    as Kafka's FetchResponse does when a session's order interleaves topics."""
+    field = "topic_id" if by_id else "topic"
+    topics: list[dict] = []
+    for item, entry, keep in zip(items, entries, include, strict=True):
+        if not keep:
+            continue
+        topic = item.key[0]
+        if not topics or topics[-1][field] != topic:
+            topics.append({field: topic, "partitions": []})
+        topics[-1]["partitions"].append(entry)
+    return topics
+
+
+def _respond(fctx: FetchContext, entries: list[dict], by_id: bool) -> dict:
+    try:
+        session_id, include = fctx.finish([_result(e) for e in entries])
+    except SessionError as e:
+        return _session_error(e)
+    return {
+        "throttle_time_ms": 0,
+        "error_code": ErrorCode.NONE,
+        "session_id": session_id,
+        "responses": _topics_out(fctx.items, entries, include, by_id),
+    }
+
+
+def _session_error(e: SessionError) -> dict:
+    log.debug("fetch session error: %s", e)
+    return {"throttle_time_ms": 0, "error_code": e.code, "session_id": 0, "responses": []}
 
 
 def _read_all(broker, wanted: list[_Wanted], max_bytes: int, read_committed: bool) -> tuple[int, bool]:
@@ -131,31 +184,34 @@ def handle_fetch(ctx: RequestContext, request: dict):
     replica_id = (
         request["replica_state"]["replica_id"] if ctx.version >= 15 else request.get("replica_id", -1)
     )
-    session_epoch = request.get("session_epoch", -1)
-    if request.get("session_id", 0) != 0 or session_epoch > 0:
-        # We never hand out a session, so an incremental fetch names one we do not know.
-        return {
-            "throttle_time_ms": 0,
-            "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
-            "session_id": 0,
-            "responses": [],
-        }
     if replica_id >= 0:
         log.debug("follower fetch from replica %d served as a consumer fetch", replica_id)
+    by_id = ctx.version >= 13
+    requested, forgotten = _requested(request, by_id)
+    # Before v7 there are no sessions: the request is its own full, sessionless fetch.
+    session_id = request.get("session_id", INVALID_SESSION_ID) if ctx.version >= 7 else INVALID_SESSION_ID
+    epoch = request.get("session_epoch", FINAL_EPOCH) if ctx.version >= 7 else FINAL_EPOCH
+    try:
+        fctx = ctx.broker.fetch_sessions.context(session_id, epoch, by_id, requested, forgotten)
+    except SessionError as e:
+        return _session_error(e)
     read_committed = request.get("isolation_level", 0) == READ_COMMITTED
-    topics_out, wanted = _plan(ctx, request)
-    response = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": topics_out}
+    entries, wanted = _resolve(ctx, fctx.items, by_id)
     max_bytes = request.get("max_bytes", 0x7FFFFFFF)
     total, errored = _read_all(ctx.broker, wanted, max_bytes, read_committed)
     max_wait = request["max_wait_ms"]
     if total >= request["min_bytes"] or max_wait <= 0 or errored or not wanted:
-        return response
-    return _long_poll(ctx.broker, response, wanted, max_bytes, read_committed, request["min_bytes"], max_wait)
+        return _respond(fctx, entries, by_id)
+    return _long_poll(
+        ctx.broker, fctx, entries, by_id, wanted, max_bytes, read_committed, request["min_bytes"], max_wait
+    )
 
 
 async def _long_poll(
     broker,
-    response: dict,
+    fctx: FetchContext,
+    entries: list[dict],
+    by_id: bool,
     wanted: list[_Wanted],
     max_bytes: int,
     read_committed: bool,
@@ -180,9 +236,9 @@ async def _long_poll(
             woken.clear()
             total, errored = _read_all(broker, wanted, max_bytes, read_committed)
             if total >= min_bytes or errored:
-                return response
+                return _respond(fctx, entries, by_id)
         _read_all(broker, wanted, max_bytes, read_committed)
-        return response
+        return _respond(fctx, entries, by_id)
     finally:
         for p in partitions:
             p.remove_data_listener(woken.set)
