@@ -174,3 +174,11 @@ def end_to_end_latency(
         "EndToEndLatency",
     )  # fmt: skip
     return parse_end_to_end_latency(output, records, record_size)
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] != ["install"]:
+        raise SystemExit("usage: python -m bench.kafka_tools install")
+    print(f"{len(install().split(os.pathsep))} jars resolved", flush=True)
