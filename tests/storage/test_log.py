@@ -172,3 +172,22 @@ def test_producer_state_survives_close_and_crash(log_dir):
     assert log.log_end_offset == 6
     assert append(log, idem(4)).duplicate
     assert append(log, idem(6)).first_offset == 6
+
+
+def test_close_writes_a_producer_snapshot_only_when_the_log_moved(log_dir):
+    """Shutdown with 10,000 partitions must not pay an fsynced snapshot per unchanged log (Kafka's
+    rule: snapshot only past the last one), yet a log that grew still gets its snapshot."""
+    log = Log.create(log_dir, "topic", 0, LogConfig(), 0)
+    log.close()
+    assert log.producer_state.snapshot_offsets() == []  # empty log: nothing to keep
+    log = Log.open(log_dir, "topic", 0, LogConfig(), 0, recovery_point=0, clean_shutdown=True)
+    append(log, idem(0))
+    log.close()
+    assert log.producer_state.snapshot_offsets() == [2]
+    snapshot = log.producer_state.snapshot_path(2)
+    written = snapshot.stat().st_mtime_ns
+    log = Log.open(log_dir, "topic", 0, LogConfig(), 0, recovery_point=2, clean_shutdown=True)
+    log.close()
+    assert snapshot.stat().st_mtime_ns == written  # unchanged log: the snapshot is not rewritten
+    log = Log.open(log_dir, "topic", 0, LogConfig(), 0, recovery_point=2, clean_shutdown=True)
+    assert append(log, idem(0)).duplicate  # and the state still comes back from it
