@@ -19,26 +19,11 @@ import subprocess
 import tempfile
 import time
 import uuid
-from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from bench.sysstat import cpu_seconds, peak_rss_mb
 from compat_tests.brokers import PyBroker
-
-
-def peak_rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    import os
-
-    tick = os.sysconf("SC_CLK_TCK")
-    return (int(fields[11]) + int(fields[12])) / tick
 
 
 def produce(bootstrap: str, topic: str, total_bytes: int, record_size: int) -> tuple[int, float]:

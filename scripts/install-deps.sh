@@ -6,7 +6,8 @@
 #
 # Steps: system (apt: kcat, Java 17, Maven), python (pip install -e '.[test]'),
 #        java-client (build compat_tests/java/target/compat-client.jar),
-#        apache-kafka (resolve the reference Apache Kafka jars for compat_tests/reference),
+#        apache-kafka (resolve the reference Apache Kafka jars for compat_tests/reference, and the
+#        kafka-tools jars for bench/compare.py),
 #        go-client (apt golang-go if there is no go; build compat_tests/go into .cache/go-bin/compat-go,
 #        modules from the Go module proxy cached in .cache/gomod; an older go fetches the go.mod toolchain),
 #        spark (pip install '.[spark]' and resolve the Spark kafka connector into .cache/ivy).
@@ -84,6 +85,8 @@ step_java_client() {
 
 step_apache_kafka() {
   "$PYTHON" -m compat_tests.reference.apache_kafka install
+  # Kafka's own load tools (ProducerPerformance, ...) for python -m bench.compare.
+  "$PYTHON" -m bench.kafka_tools install
 }
 
 step_go_client() {

@@ -99,9 +99,16 @@ class MetadataStore:
         write_atomically(self.path, json.dumps(doc, indent=1, sort_keys=True).encode())
 
     def add_topic(
-        self, name: str, partitions: int, configs: dict[str, str], internal: bool = False
+        self,
+        name: str,
+        partitions: int,
+        configs: dict[str, str],
+        internal: bool = False,
+        topic_id: uuid.UUID | None = None,
     ) -> TopicRecord:
-        rec = TopicRecord(name, uuid.uuid4(), partitions, dict(configs), internal)
+        """``topic_id`` is given when the partitions' directories were made (and named in their
+        partition.metadata) before the topic is recorded, as large CreateTopics do."""
+        rec = TopicRecord(name, topic_id or uuid.uuid4(), partitions, dict(configs), internal)
         self.topics[name] = rec
         self.topics_by_id[rec.topic_id] = rec
         self.save()

@@ -427,9 +427,13 @@ class Log:
     def close(self) -> None:
         """Flush everything, snapshot producer state at the log end and release the files."""
         self.flush()
-        self.producer_state.take_snapshot(self.log_end_offset)
+        end = self.log_end_offset
+        # As Kafka's ProducerStateManager: no snapshot unless the log moved past the last one (an
+        # existing snapshot at this offset holds the same state; an empty log has none to keep).
+        if end > 0 and end not in self.producer_state.snapshot_offsets():
+            self.producer_state.take_snapshot(end)
         for segment in self.segments:
-            segment.close()
+            segment.close(fsync_log=False)  # flush() above made every segment durable
 
     def delete(self) -> None:
         for segment in self.segments:

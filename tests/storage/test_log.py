@@ -189,3 +189,22 @@ def test_idle_producers_expire_and_a_fresh_one_is_kept(log_dir):
     log.close()
     log = Log.open(log_dir, "topic", 0, LogConfig(), 0, recovery_point=0, clean_shutdown=True)
     assert log.producer_state.producers == {}
+
+
+def test_close_writes_a_producer_snapshot_only_when_the_log_moved(log_dir):
+    """Shutdown with 10,000 partitions must not pay an fsynced snapshot per unchanged log (Kafka's
+    rule: snapshot only past the last one), yet a log that grew still gets its snapshot."""
+    log = Log.create(log_dir, "topic", 0, LogConfig(), 0)
+    log.close()
+    assert log.producer_state.snapshot_offsets() == []  # empty log: nothing to keep
+    log = Log.open(log_dir, "topic", 0, LogConfig(), 0, recovery_point=0, clean_shutdown=True)
+    append(log, idem(0))
+    log.close()
+    assert log.producer_state.snapshot_offsets() == [2]
+    snapshot = log.producer_state.snapshot_path(2)
+    written = snapshot.stat().st_mtime_ns
+    log = Log.open(log_dir, "topic", 0, LogConfig(), 0, recovery_point=2, clean_shutdown=True)
+    log.close()
+    assert snapshot.stat().st_mtime_ns == written  # unchanged log: the snapshot is not rewritten
+    log = Log.open(log_dir, "topic", 0, LogConfig(), 0, recovery_point=2, clean_shutdown=True)
+    assert append(log, idem(0)).duplicate  # and the state still comes back from it

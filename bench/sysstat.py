@@ -1,0 +1,67 @@
+"""What a broker process costs, read from /proc: peak resident memory and CPU seconds.
+
+The peak (VmHWM) can be reset between workloads by writing 5 to /proc/PID/clear_refs (Linux 4.0+),
+so one long-running broker yields one peak per workload.  For Apache Kafka the pid is the JVM,
+whose RSS includes the Java heap the launcher gives it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def _status_kib(pid: int, field: str) -> int | None:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return None
+
+
+def peak_rss_mb(pid: int) -> float:
+    """VmHWM in MiB: the highest resident set since start (or since the last reset)."""
+    kib = _status_kib(pid, "VmHWM")
+    return kib / 1024 if kib is not None else float("nan")
+
+
+def rss_mb(pid: int) -> float:
+    kib = _status_kib(pid, "VmRSS")
+    return kib / 1024 if kib is not None else float("nan")
+
+
+def reset_peak_rss(pid: int) -> bool:
+    """Set VmHWM back to the current RSS; False where the kernel does not allow it."""
+    try:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of the process so far (all its threads)."""
+    # The command name in field 2 may contain spaces and parentheses: split after the last ")".
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    utime, stime = int(fields[11]), int(fields[12])
+    return (utime + stime) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_description() -> str:
+    """One line: CPU model and count, memory, kernel — for the results file."""
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem_gib = float("nan")
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem_gib = int(line.split()[1]) / 2**20
+    except OSError:
+        pass
+    uname = os.uname()
+    return f"{os.cpu_count()} vCPU {model}, {mem_gib:.0f} GiB RAM, {uname.sysname} {uname.release}"

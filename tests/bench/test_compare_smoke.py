@@ -1,0 +1,40 @@
+"""CI smoke run of the side-by-side benchmark: it must run to the end against both brokers.
+
+Only the exit code and the table's shape are checked — never a time or a rate.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.timeout(400)
+def test_quick_compare_runs_against_pybroker_and_kafka() -> None:
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.compare", "--quick", "--systems", "pybroker,kafka"],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=380,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    rows = [line for line in result.stdout.splitlines() if line.startswith("| ")]
+    assert rows and rows[0].startswith("| system | loader | workload")
+    systems = {row.split("|")[1].strip() for row in rows[1:]}
+    assert systems == {"pybroker", "kafka"}
+    workloads = {row.split("|")[3].strip().strip("`") for row in rows[1:]}
+    assert {"produce/1KiB/p1/acks1", "consume/1KiB/p1", "at-half-peak/1KiB/p1/acks1"} <= workloads
+    # Every pybroker row that has a Kafka row carries a ratio (the cell is a number followed by ×).
+    pybroker_rows = [row for row in rows[1:] if row.startswith("| pybroker")]
+    assert all(row.count("×") >= 1 for row in pybroker_rows)
