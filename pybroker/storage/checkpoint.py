@@ -12,6 +12,16 @@ from pybroker.storage.errors import StorageError
 CHECKPOINT_VERSION = 0
 
 
+def read_if_exists(path: os.PathLike[str] | str) -> bytes | None:
+    """The file's bytes, or None when it does not exist: one open instead of a stat and an open,
+    which adds up when a broker opens ten thousand partitions at start-up."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
 def write_atomically(path: Path, data: bytes) -> None:
     """temp file, write, fsync, rename, fsync the directory."""
     temporary = path.with_name(path.name + ".tmp")
@@ -34,9 +44,10 @@ def write_offset_checkpoint(path: Path, offsets: dict[tuple[str, int], int]) -> 
 
 
 def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
-    if not path.exists():
+    data = read_if_exists(path)
+    if data is None:
         return {}
-    lines = path.read_text().splitlines()
+    lines = data.decode().splitlines()
     try:
         if int(lines[0]) != CHECKPOINT_VERSION:
             raise StorageError(f"{path}: unsupported checkpoint version {lines[0]}")
@@ -68,9 +79,10 @@ def write_partition_metadata(directory: Path, topic_id: uuid.UUID) -> None:
 
 def read_partition_metadata(directory: Path) -> uuid.UUID | None:
     path = directory / "partition.metadata"
-    if not path.exists():
+    data = read_if_exists(path)
+    if data is None:
         return None
-    fields = dict(line.split(": ", 1) for line in path.read_text().splitlines() if ": " in line)
+    fields = dict(line.split(": ", 1) for line in data.decode().splitlines() if ": " in line)
     if fields.get("version") != "0" or "topic_id" not in fields:
         raise StorageError(f"{path}: unsupported partition metadata")
     return decode_topic_id(fields["topic_id"].strip())

@@ -13,6 +13,7 @@ from array import array
 from bisect import bisect_right
 from pathlib import Path
 
+from pybroker.storage.checkpoint import read_if_exists
 from pybroker.storage.errors import StorageError
 
 logger = logging.getLogger(__name__)
@@ -53,7 +54,7 @@ class OffsetIndex:
     @classmethod
     def load(cls, path: Path, base_offset: int, max_entries: int) -> OffsetIndex:
         index = cls(path, base_offset, max_entries)
-        data = path.read_bytes() if path.exists() else b""
+        data = read_if_exists(path) or b""
         if len(data) % cls.ENTRY_SIZE:
             raise CorruptIndexError(f"{path}: size {len(data)} is not a multiple of 8")
         words = array("i", data)
@@ -146,7 +147,7 @@ class TimeIndex:
     @classmethod
     def load(cls, path: Path, base_offset: int, max_entries: int) -> TimeIndex:
         index = cls(path, base_offset, max_entries)
-        data = path.read_bytes() if path.exists() else b""
+        data = read_if_exists(path) or b""
         if len(data) % cls.ENTRY_SIZE:
             raise CorruptIndexError(f"{path}: size {len(data)} is not a multiple of 12")
         for timestamp, relative in _TIME_ENTRY.iter_unpack(data):

@@ -11,7 +11,7 @@ import bisect
 import logging
 from pathlib import Path
 
-from pybroker.storage.checkpoint import write_atomically
+from pybroker.storage.checkpoint import read_if_exists, write_atomically
 from pybroker.storage.errors import StorageError
 
 logger = logging.getLogger(__name__)
@@ -35,9 +35,10 @@ class LeaderEpochCache:
     def load(cls, directory: Path) -> LeaderEpochCache | None:
         """The cache from its checkpoint file, or None when there is no file (rebuild from the log)."""
         path = directory / FILE_NAME
-        if not path.exists():
+        data = read_if_exists(path)
+        if data is None:
             return None
-        lines = path.read_text().split("\n")
+        lines = data.decode().split("\n")
         try:
             if int(lines[0]) != VERSION:
                 raise ValueError(f"version {lines[0]}")

@@ -79,10 +79,13 @@ class Log:
         clean_shutdown: bool = False,
     ) -> Log:
         log = cls(directory, topic, partition, config, now_ms)
-        for path in directory.iterdir():
-            if path.name.endswith(_CLEANUP_SUFFIXES):
-                path.unlink()
-        base_offsets = sorted(int(p.stem) for p in directory.glob("*.log") if p.stem.isdigit())
+        # One listing serves every lookup below (leftovers, segments, producer snapshots): with
+        # thousands of partitions, start-up time is mostly such per-directory calls.
+        names = os.listdir(directory)
+        for name in names:
+            if name.endswith(_CLEANUP_SUFFIXES):
+                os.unlink(os.path.join(directory, name))
+        base_offsets = sorted(int(n[:-4]) for n in names if n.endswith(".log") and n[:-4].isdigit())
         for base_offset in base_offsets:
             log._add_segment(LogSegment.open(directory, base_offset, config, now_ms))
         if not log.segments:
@@ -92,7 +95,7 @@ class Log:
         if log.log_start_offset > log.log_end_offset:
             log.log_start_offset = log.log_end_offset
         log.recovery_point = log.log_end_offset if clean_shutdown else min(recovery_point, log.log_end_offset)
-        log._load_producer_state()
+        log._load_producer_state(log.producer_state.snapshot_offsets(names))
         log._load_leader_epochs()
         return log
 
@@ -124,11 +127,13 @@ class Log:
                 del self._base_offsets[position + 1 :]
                 break
 
-    def _load_producer_state(self) -> None:
+    def _load_producer_state(self, snapshot_offsets: list[int] | None = None) -> None:
         end = self.log_end_offset
-        self.producer_state.delete_snapshots(above=end)
+        if snapshot_offsets is None:
+            snapshot_offsets = self.producer_state.snapshot_offsets()
+        self.producer_state.delete_snapshots(above=end, offsets=snapshot_offsets)
         start = self.log_start_offset
-        for offset in reversed(self.producer_state.snapshot_offsets()):
+        for offset in reversed([o for o in snapshot_offsets if o <= end]):
             if self.producer_state.load_snapshot(offset):
                 start = offset
                 break

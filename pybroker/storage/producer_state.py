@@ -17,6 +17,7 @@ from pathlib import Path
 from crc32c import crc32c
 
 from pybroker.records.batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
+from pybroker.storage.checkpoint import read_if_exists
 from pybroker.storage.errors import InvalidProducerEpochError, OutOfOrderSequenceError
 
 logger = logging.getLogger(__name__)
@@ -181,13 +182,15 @@ class ProducerStateManager:
     def snapshot_path(self, offset: int) -> Path:
         return self.directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
 
-    def snapshot_offsets(self) -> list[int]:
+    def snapshot_offsets(self, names: Iterable[str] | None = None) -> list[int]:
+        """Offsets of the snapshot files, from ``names`` (a listing of the directory) if given."""
         offsets = []
-        for path in self.directory.glob(f"*{SNAPSHOT_SUFFIX}"):
-            try:
-                offsets.append(int(path.name[: -len(SNAPSHOT_SUFFIX)]))
-            except ValueError:
-                continue
+        for name in os.listdir(self.directory) if names is None else names:
+            if name.endswith(SNAPSHOT_SUFFIX):
+                try:
+                    offsets.append(int(name[: -len(SNAPSHOT_SUFFIX)]))
+                except ValueError:
+                    continue
         return sorted(offsets)
 
     def take_snapshot(self, offset: int) -> None:
@@ -212,7 +215,9 @@ class ProducerStateManager:
     def load_snapshot(self, offset: int) -> bool:
         """Replace the state with snapshot `offset`; False when it is missing or damaged."""
         try:
-            data = self.snapshot_path(offset).read_bytes()
+            data = read_if_exists(self.snapshot_path(offset))
+            if data is None:
+                raise OSError("missing")
             checksum, _, body = data.partition(b"\n")
             if int(checksum, 16) != crc32c(body):
                 raise ValueError("checksum mismatch")
@@ -230,7 +235,9 @@ class ProducerStateManager:
         self.producers = producers
         return True
 
-    def delete_snapshots(self, *, below: int | None = None, above: int | None = None) -> None:
-        for offset in self.snapshot_offsets():
+    def delete_snapshots(
+        self, *, below: int | None = None, above: int | None = None, offsets: list[int] | None = None
+    ) -> None:
+        for offset in self.snapshot_offsets() if offsets is None else offsets:
             if (below is not None and offset < below) or (above is not None and offset > above):
                 self.snapshot_path(offset).unlink(missing_ok=True)
