@@ -32,8 +32,8 @@ CLIENT_PARAMS = ("client_name", "client_pair")
 
 def scenario_and_client(item: pytest.Item) -> tuple[str, str] | None:
     path = Path(str(item.fspath)).resolve()
-    if SCENARIOS_DIR not in path.parents:
-        return None
+    if SCENARIOS_DIR not in path.parents or item.get_closest_marker("full"):
+        return None  # --full variants are heavier repeats of ledger rows, not rows of their own
     params: dict[str, Any] = dict(getattr(getattr(item, "callspec", None), "params", {}))
     # A module whose scenarios speak no client library names its own column (raw-socket).
     client = getattr(getattr(item, "module", None), "LEDGER_COLUMN", "any")
