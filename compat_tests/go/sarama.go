@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"os"
 	"strconv"
 	"strings"
@@ -409,6 +410,8 @@ func (h *saramaGroupHandler) process(s sarama.ConsumerGroupSession, msg *sarama.
 // documentation prescribes (an eager rebalance ends each call).
 func saramaGroupConsume(a *args, config *sarama.Config, brokers []string) {
 	control := newGroupControl()
+	// sarama's own account of joins, syncs and commits, on stderr (the adapter reads only stdout).
+	sarama.Logger = log.New(os.Stderr, "[sarama] ", log.LstdFlags)
 	session := time.Duration(a.int64("session-timeout-ms", 45000)) * time.Millisecond
 	config.Consumer.Group.Session.Timeout = session
 	config.Consumer.Group.Heartbeat.Interval = max(session/6, 100*time.Millisecond)
