@@ -1,4 +1,10 @@
-"""``python -m compat_tests --bootstrap HOST:PORT [pytest args]``: run every scenario against a broker."""
+"""``python -m compat_tests --bootstrap HOST:PORT [--full] [pytest args]``: run every scenario against a broker.
+
+``--full`` adds the heavy variants the default run leaves out for time (2000 records per codec per
+client, a record near the 1 MiB limit through every client, every cross-client pair with every
+codec); they can take an hour on a small machine.  Any other pytest option passes through
+(``-k``, ``--clients franz-go,sarama``, ``-x``).
+"""
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ pytest compat_tests                         # starts pybroker once per session
 pytest compat_tests --broker kafka          # starts Apache Kafka (compat_tests/reference)
 pytest compat_tests --bootstrap HOST:PORT   # an already-running broker of any kind
 pytest compat_tests --clients confluent,java
+pytest compat_tests --full                  # plus the heavy variants (see FULL_HELP)
 """
 
 from __future__ import annotations
@@ -18,6 +19,12 @@ from compat_tests.brokers import PyBroker
 from compat_tests.clients.registry import CLIENT_NAMES, make_client
 from compat_tests.scenarios.support import NOT_EXPRESSIBLE_LOG
 
+FULL_HELP = (
+    "also run the heavy variants the default run leaves out for time (tests marked 'full'): "
+    "2000 records per codec per client, a record near the size limit through every client, "
+    "every cross-client pair with every codec; they are not ledger rows"
+)
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("compat", "Kafka client compatibility")
@@ -31,6 +38,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--clients", default=",".join(CLIENT_NAMES), help="comma-separated adapters to run (default: all)"
     )
+    group.addoption("--full", action="store_true", default=False, help=FULL_HELP)
 
 
 def selected_clients(config: pytest.Config) -> list[str]:
@@ -104,7 +112,18 @@ def client(client_name: str) -> Any:
     return make_client(client_name)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without --full, the 'full' variants are deselected (not skipped: they are simply not run)."""
+    if config.getoption("--full"):
+        return
+    heavy = [item for item in items if item.get_closest_marker("full")]
+    if heavy:
+        config.hook.pytest_deselected(items=heavy)
+        items[:] = [item for item in items if not item.get_closest_marker("full")]
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "full: a heavy variant, run only with --full (" + FULL_HELP + ")")
     # The conformance ledger: records outcomes, checks COMPATIBILITY.md (compat_tests/ledger_plugin.py).
     from compat_tests.ledger_plugin import register
 

@@ -105,6 +105,7 @@ def render(results: dict[str, dict[str, Any]]) -> str:
             "",
         ]
         lines += [f"- {item}" for item in failing_both]
+    lines += render_observed(kafka.get("observed", {}), pybroker.get("observed", {}))
     lines += ["", "## API versions advertised (ApiVersions)", ""]
     names = api_names()
     kafka_api = {int(k): tuple(v) for k, v in kafka["api_versions"].items()}
@@ -125,6 +126,26 @@ def render(results: dict[str, dict[str, Any]]) -> str:
             gap, issue = "**versions differ**", issue_for_api(name)
         lines.append(f"| {key} | {name} | {text_k} | {text_p} | {gap} | {issue} |")
     return "\n".join(lines) + "\n"
+
+
+def render_observed(kafka: dict[str, str], pybroker: dict[str, str]) -> list[str]:
+    """What each broker did with the bad input of the raw-socket scenarios, side by side."""
+    if not kafka and not pybroker:
+        return []
+    lines = [
+        "",
+        "## Bad input: what each broker did",
+        "",
+        "The `raw-socket` rows (compat_tests/scenarios/test_bad_input.py) send bytes no library would;",
+        "each expects what Apache Kafka 4.3.1 was measured to do, and a bystander connection and a new",
+        "one must still be answered afterwards.",
+        "",
+        "| scenario | Apache Kafka | pybroker |",
+        "|---|---|---|",
+    ]
+    for scenario in sorted(set(kafka) | set(pybroker)):
+        lines.append(f"| `{scenario}` | {kafka.get(scenario, '—')} | {pybroker.get(scenario, '—')} |")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,7 +16,8 @@ LEDGER_PATH = Path(__file__).resolve().parents[1] / "COMPATIBILITY.md"
 SCENARIO_TABLE_START = "<!-- scenario-table-start -->"
 SCENARIO_TABLE_END = "<!-- scenario-table-end -->"
 MISSING = "—"
-COLUMNS = ["any", *CLIENT_NAMES]
+# "raw-socket": the bad-input scenarios, bytes written by hand (compat_tests/clients/raw_socket.py).
+COLUMNS = ["any", *CLIENT_NAMES, "raw-socket"]
 
 
 def render_scenario_table(kafka: dict[str, dict[str, str]], pybroker: dict[str, dict[str, str]]) -> list[str]:

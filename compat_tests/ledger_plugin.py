@@ -1,8 +1,10 @@
 """pytest plugin behind the conformance ledger: collect each scenario's outcome per client, and
 check the checked-in COMPATIBILITY.md against the run that just happened.
 
-- ``COMPAT_LEDGER_JSON=FILE`` in the environment writes ``{"results": {scenario: {client: outcome}}, "api_versions": {...}}``
-  (used by ``python -m compat_tests.ledger`` for both brokers).
+- ``COMPAT_LEDGER_JSON=FILE`` in the environment writes ``{"results": {scenario: {client: outcome}},
+  "observed": {scenario: text}, "api_versions": {...}}`` (used by ``python -m compat_tests.ledger``
+  for both brokers); ``observed`` is what a scenario saw the broker do, given with
+  ``record_property("observed", text)`` (the bad-input scenarios: closed or answered).
 - Whenever scenarios ran against a pybroker this session started itself, every outcome is compared
   with the pybroker half of the ledger's cells; a mismatch, a cell the ledger lacks, or a ledger that
   cannot be read fails the session.  A run of the full default selection must also have observed
@@ -30,10 +32,11 @@ CLIENT_PARAMS = ("client_name", "client_pair")
 
 def scenario_and_client(item: pytest.Item) -> tuple[str, str] | None:
     path = Path(str(item.fspath)).resolve()
-    if SCENARIOS_DIR not in path.parents:
-        return None
+    if SCENARIOS_DIR not in path.parents or item.get_closest_marker("full"):
+        return None  # --full variants are heavier repeats of ledger rows, not rows of their own
     params: dict[str, Any] = dict(getattr(getattr(item, "callspec", None), "params", {}))
-    client = "any"
+    # A module whose scenarios speak no client library names its own column (raw-socket).
+    client = getattr(getattr(item, "module", None), "LEDGER_COLUMN", "any")
     if "client_name" in params:
         client = str(params["client_name"])
     elif "client_pair" in params:
@@ -90,6 +93,7 @@ class LedgerPlugin:
         self.config = config
         self.cells: dict[str, tuple[str, str]] = {}
         self.results: dict[tuple[str, str], Outcome] = {}
+        self.observed: dict[str, str] = {}
         self.api_versions: dict[int, tuple[int, int]] | None = None
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -110,6 +114,9 @@ class LedgerPlugin:
         outcome = outcome_of(report)
         if cell is None or outcome is None:
             return
+        for name, value in report.user_properties:
+            if name == "observed":
+                self.observed[cell[0]] = str(value)
         previous = self.results.get(cell)
         # A failed teardown after a passed call still fails the cell; a first failure sticks.
         if previous in (None, "pass") or outcome == "fail":
@@ -126,7 +133,10 @@ class LedgerPlugin:
         if target:
             api = {str(k): list(v) for k, v in sorted((self.api_versions or {}).items())}
             Path(target).write_text(
-                json.dumps({"results": self.nested_results(), "api_versions": api}, indent=1)
+                json.dumps(
+                    {"results": self.nested_results(), "observed": self.observed, "api_versions": api},
+                    indent=1,
+                )
             )
             return
         if not self.results or not self._ran_against_own_pybroker():

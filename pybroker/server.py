@@ -171,6 +171,10 @@ class KafkaConnection(asyncio.Protocol):
         handler = REGISTRY.get(header.api_key)
         version = header.api_version
         if header.api_key == API_VERSIONS and (handler is None or version > handler.max_version):
+            if not header.complete:
+                # Apache Kafka parses a too-new ApiVersions header as v2 (flexible) and closes the
+                # connection when that fails; answering a header we could not read would guess.
+                raise CloseConnection(f"unparseable header of ApiVersions v{version}")
             # KIP-511: a too-new ApiVersions request is answered in v0 with UNSUPPORTED_VERSION and our range.
             return self._encode_response(
                 header.api_key,

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import aiokafka.errors as aerrors
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic, RecordsToDelete
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
@@ -245,11 +245,28 @@ class AiokafkaClient:
         instance_id: str | None = None,
         commit_each: bool = True,
     ) -> None:
-        """See KafkaPythonClient.group_consume."""
+        """See KafkaPythonClient.group_consume.
+
+        A ConsumerRebalanceListener makes it exactly-once through rebalances: getmany() hands out
+        records fetched before a background rebalance revoked their partition, so the listener's
+        on_partitions_revoked (which aiokafka awaits before rejoining) waits for the record being
+        processed, then bumps ``revocations``; the loop drops the rest of any batch fetched before
+        that, and the partition's next owner (or this member again) resumes from the commit."""
 
         async def run() -> None:
+            processing = asyncio.Lock()
+            revocations = 0
+
+            class Listener(ConsumerRebalanceListener):
+                async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+                    nonlocal revocations
+                    async with processing:
+                        revocations += 1
+
+                async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+                    pass
+
             consumer = AIOKafkaConsumer(
-                topic,
                 bootstrap_servers=bootstrap,
                 group_id=group_id,
                 group_instance_id=instance_id,
@@ -259,10 +276,12 @@ class AiokafkaClient:
                 heartbeat_interval_ms=max(session_timeout_ms // 6, 100),
                 request_timeout_ms=int(TIMEOUT_S * 1000),
             )
+            consumer.subscribe([topic], listener=Listener())
             await consumer.start()
             assigned: list[int] | None = None
             try:
                 while not should_stop():
+                    fetched_in = revocations
                     batches = await consumer.getmany(timeout_ms=200)
                     now = sorted(tp.partition for tp in consumer.assignment())
                     if now != assigned:
@@ -270,13 +289,16 @@ class AiokafkaClient:
                         on_assign(now)
                     for tp, messages in batches.items():
                         for msg in messages:
-                            if commit_each:
-                                try:
-                                    await consumer.commit({tp: msg.offset + 1})
-                                except (aerrors.CommitFailedError, aerrors.IllegalStateError):
-                                    break  # rebalanced meanwhile: the new owner gets this record again
-                            if on_record(msg.partition, msg.offset, msg.value):
-                                return
+                            async with processing:
+                                if revocations != fetched_in:
+                                    break  # fetched before a rebalance: refetched from the commit
+                                if commit_each:
+                                    try:
+                                        await consumer.commit({tp: msg.offset + 1})
+                                    except (aerrors.CommitFailedError, aerrors.IllegalStateError):
+                                        break  # rebalanced meanwhile: the new owner gets this record again
+                                if on_record(msg.partition, msg.offset, msg.value):
+                                    return
             finally:
                 await consumer.stop()
 

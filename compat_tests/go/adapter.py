@@ -12,8 +12,11 @@ import base64
 import json
 import logging
 import os
+import queue
 import shutil
 import subprocess
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -194,6 +197,127 @@ class GoCliClient:
     def describe_topic(self, bootstrap: str, topic: str) -> TopicDescription:
         out = self._run_one("describe-topic", bootstrap, ["--topic", topic])
         return TopicDescription(out["topic"], out["partitions"])
+
+    # ---- consumer groups -------------------------------------------------------------------
+    def group_consume(
+        self,
+        bootstrap: str,
+        topic: str,
+        group_id: str,
+        *,
+        on_assign: Callable[[list[int]], None],
+        on_record: Callable[[int, int, bytes | None], bool],
+        should_stop: Callable[[], bool],
+        session_timeout_ms: int = 6000,
+        instance_id: str | None = None,
+        commit_each: bool = True,
+    ) -> None:
+        """See KafkaPythonClient.group_consume (``group-consume``, range assignor, one record at a time)."""
+        self.group_consume_events(
+            bootstrap,
+            topic,
+            group_id,
+            on_event=lambda event: None,
+            on_assign=on_assign,
+            on_record=on_record,
+            should_stop=should_stop,
+            session_timeout_ms=session_timeout_ms,
+            instance_id=instance_id,
+            commit_each=commit_each,
+        )
+
+    def group_consume_events(
+        self,
+        bootstrap: str,
+        topic: str,
+        group_id: str,
+        *,
+        on_event: Callable[[dict[str, Any]], None],
+        on_record: Callable[[int, int, bytes | None], bool],
+        should_stop: Callable[[], bool],
+        on_assign: Callable[[list[int]], None] = lambda partitions: None,
+        session_timeout_ms: int = 6000,
+        instance_id: str | None = None,
+        commit_each: bool = True,
+        assignor: str = "range",
+    ) -> None:
+        """Like group_consume, plus every rebalance callback as ``on_event({"event": "assigned" |
+        "revoked" | "lost", "partitions": changed, "assignment": whole after the change,
+        "generation"})``; ``assignor`` is range, roundrobin, sticky or cooperative-sticky.
+
+        The Go process commits a record, prints it, and waits for our ``next``/``stop``; closing
+        its stdin without ``stop`` (this process killed) makes it exit without leaving the group.
+        """
+        options = ["--topic", topic, "--group", group_id, "--assignor", assignor]
+        options += ["--commit", "record" if commit_each else "none"]
+        options += ["--session-timeout-ms", str(session_timeout_ms)]
+        if instance_id is not None:
+            options += ["--instance-id", instance_id]
+        argv = [str(ensure_binary()), self.library, "group-consume", "--bootstrap", bootstrap]
+        argv += ["--timeout-ms", str(int(self.timeout_s * 1000)), *options]
+        process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        lines: queue.Queue[dict[str, Any] | None] = queue.Queue()
+
+        def pump() -> None:
+            assert process.stdout is not None
+            for line in process.stdout:
+                if line.strip():
+                    lines.put(json.loads(line))
+            lines.put(None)
+
+        threading.Thread(target=pump, daemon=True).start()
+
+        def send(line: str) -> None:
+            try:
+                process.stdin.write(line + "\n")  # type: ignore[union-attr]
+                process.stdin.flush()  # type: ignore[union-attr]
+            except (BrokenPipeError, ValueError):
+                pass  # the process already ended; its exit status says why
+
+        assigned: list[int] | None = None
+        stop_sent = False
+        error: dict[str, Any] | None = None
+        try:
+            while True:
+                if not stop_sent and should_stop():
+                    send("stop")
+                    stop_sent = True
+                try:
+                    event = lines.get(timeout=0.2)
+                except queue.Empty:
+                    continue
+                if event is None:
+                    break
+                kind = event.get("event")
+                if kind is None and "error" in event:
+                    error = event
+                elif kind in ("assigned", "revoked", "lost"):
+                    on_event(event)
+                    if event["assignment"] != assigned:
+                        assigned = event["assignment"]
+                        on_assign(list(assigned))
+                elif kind == "record":
+                    done = on_record(event["partition"], event["offset"], _unb64(event["value"]))
+                    stop_sent = stop_sent or done
+                    send("stop" if done else "next")
+            process.wait(PROCESS_SLACK_S)
+        finally:
+            if process.poll() is None:
+                send("stop")
+                try:
+                    process.wait(PROCESS_SLACK_S)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+            if process.stdin:
+                process.stdin.close()
+        if process.returncode == 0:
+            return
+        if error is not None and process.returncode == EXIT_NOT_EXPRESSIBLE:
+            raise NotSupportedByClient(error["message"])
+        if error is not None:
+            raise ClientError(error.get("kafka_error", "UNKNOWN"), error["error"], error.get("message") or "")
+        raise RuntimeError(f"{self.name} group-consume exited {process.returncode}")
 
     # ---- process plumbing ------------------------------------------------------------------
     def _run_one(self, command: str, bootstrap: str, options: list[str]) -> dict[str, Any]:

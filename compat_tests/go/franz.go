@@ -6,6 +6,8 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -57,6 +59,9 @@ func runFranz(command string, a *args) {
 		return
 	case "consume":
 		franzConsume(ctx, a, opts)
+		return
+	case "group-consume":
+		franzGroupConsume(a, opts)
 		return
 	}
 	client, err := kgo.NewClient(opts...)
@@ -342,4 +347,108 @@ func franzConsume(ctx context.Context, a *args, opts []kgo.Opt) {
 			got++
 		})
 	}
+}
+
+// franzBalancer is the kgo GroupBalancer named like Java's partition.assignment.strategy.
+func franzBalancer(name string) kgo.GroupBalancer {
+	switch name {
+	case "range":
+		return kgo.RangeBalancer()
+	case "roundrobin":
+		return kgo.RoundRobinBalancer()
+	case "sticky":
+		return kgo.StickyBalancer()
+	case "cooperative-sticky":
+		return kgo.CooperativeStickyBalancer()
+	}
+	usage("unknown --assignor " + name)
+	return nil
+}
+
+// franzGroupConsume is a classic group member (JoinGroup/SyncGroup): subscribe, then one record
+// at a time — commit it (CommitRecords, synchronous), emit it, wait for the adapter's "next".
+// BlockRebalanceOnPoll keeps a rebalance from revoking partitions between a poll and the commit
+// of its records, so a record is committed only by the member that owns its partition.
+func franzGroupConsume(a *args, opts []kgo.Opt) {
+	control := newGroupControl()
+	owned := newOwnership()
+	commitEach := a.str("commit", "record") == "record"
+	session := time.Duration(a.int64("session-timeout-ms", 45000)) * time.Millisecond
+	var client *kgo.Client
+	generation := func() any {
+		if client == nil {
+			return nil
+		}
+		_, gen := client.GroupMetadata()
+		return gen
+	}
+	callback := func(event string) func(context.Context, *kgo.Client, map[string][]int32) {
+		return func(_ context.Context, _ *kgo.Client, partitions map[string][]int32) {
+			owned.change(event, partitions[a.must("topic")], generation())
+		}
+	}
+	opts = append(opts,
+		kgo.ConsumerGroup(a.must("group")),
+		kgo.ConsumeTopics(a.must("topic")),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.Balancers(franzBalancer(a.str("assignor", "range"))),
+		kgo.SessionTimeout(session),
+		kgo.HeartbeatInterval(max(session/6, 100*time.Millisecond)),
+		kgo.OnPartitionsAssigned(callback("assigned")),
+		kgo.OnPartitionsRevoked(callback("revoked")),
+		kgo.OnPartitionsLost(callback("lost")),
+	)
+	if id := a.str("instance-id", ""); id != "" {
+		opts = append(opts, kgo.InstanceID(id))
+	}
+	var err error
+	client, err = kgo.NewClient(opts...)
+	if err != nil {
+		franzFail(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-control.stopped
+		cancel() // wakes a PollRecords that is waiting for data
+	}()
+	for !control.isStopped() {
+		fetches := client.PollRecords(ctx, 16)
+		for _, fe := range fetches.Errors() {
+			if errors.Is(fe.Err, context.Canceled) {
+				continue
+			}
+			var ke *kerr.Error
+			if errors.As(fe.Err, &ke) && !ke.Retriable {
+				franzFail(fe.Err)
+			}
+			fmt.Fprintf(os.Stderr, "fetch %s[%d]: %v\n", fe.Topic, fe.Partition, fe.Err)
+		}
+		skipped := map[int32]bool{} // partitions whose commit failed: the rest of the poll is refetched
+		for _, r := range fetches.Records() {
+			if control.isStopped() {
+				break
+			}
+			if skipped[r.Partition] {
+				continue
+			}
+			if commitEach {
+				if err := client.CommitRecords(ctx, r); err != nil {
+					fmt.Fprintf(os.Stderr, "commit %s[%d]@%d: %v\n", r.Topic, r.Partition, r.Offset, err)
+					skipped[r.Partition] = true
+					client.SetOffsets(map[string]map[int32]kgo.EpochOffset{
+						r.Topic: {r.Partition: {Epoch: -1, Offset: r.Offset}},
+					})
+					continue
+				}
+			}
+			emit(recordEvent(r.Partition, r.Offset, r.Value))
+			if !control.waitAck() {
+				break
+			}
+		}
+		client.AllowRebalance()
+	}
+	client.Close() // LeaveGroup for a dynamic member; a static one keeps its place (KIP-345)
 }

@@ -14,6 +14,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -165,9 +166,14 @@ func consumedLine(topic string, partition int32, offset int64, ts time.Time, log
 	}
 }
 
-var stdout = json.NewEncoder(os.Stdout)
+var (
+	stdout   = json.NewEncoder(os.Stdout)
+	stdoutMu sync.Mutex // group consumers emit from the libraries' callback goroutines too
+)
 
 func emit(v any) {
+	stdoutMu.Lock()
+	defer stdoutMu.Unlock()
 	if err := stdout.Encode(v); err != nil {
 		os.Exit(4)
 	}

@@ -4,9 +4,14 @@ package main
 // (config.Version = sarama.DefaultVersion, which picks the request versions; no negotiation).
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"log"
+	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -61,6 +66,9 @@ func runSarama(command string, a *args) {
 		return
 	case "consume":
 		saramaConsume(a, config, brokers)
+		return
+	case "group-consume":
+		saramaGroupConsume(a, config, brokers)
 		return
 	}
 	client, err := sarama.NewClient(brokers, config)
@@ -318,4 +326,124 @@ func saramaRecordTimestamp(config *sarama.Config, brokers []string, topic string
 		fail(errors.New("timed out reading the record at the listed offset"), 0)
 	}
 	return -1
+}
+
+// saramaStrategy is the sarama BalanceStrategy named like Java's partition.assignment.strategy.
+func saramaStrategy(name string) sarama.BalanceStrategy {
+	switch name {
+	case "range":
+		return sarama.NewBalanceStrategyRange()
+	case "roundrobin":
+		return sarama.NewBalanceStrategyRoundRobin()
+	case "sticky":
+		return sarama.NewBalanceStrategySticky()
+	case "cooperative-sticky":
+		return sarama.NewBalanceStrategyCooperativeSticky()
+	}
+	usage("unknown --assignor " + name)
+	return nil
+}
+
+// saramaGroupHandler reports sarama's session lifecycle as rebalance events: Setup's claims are
+// the assignment, a ConsumeClaim ending while the session lives is a cooperative revocation, and
+// Cleanup (the end of an eager session, or leaving) revokes whatever is left.
+type saramaGroupHandler struct {
+	topic      string
+	commitEach bool
+	control    *groupControl
+	owned      *ownership
+	processing sync.Mutex // one record at a time across the claims' goroutines
+}
+
+func (h *saramaGroupHandler) Setup(s sarama.ConsumerGroupSession) error {
+	h.owned.change("assigned", s.Claims()[h.topic], s.GenerationID())
+	return nil
+}
+
+func (h *saramaGroupHandler) Cleanup(s sarama.ConsumerGroupSession) error {
+	h.owned.change("revoked", h.owned.all(), s.GenerationID())
+	return nil
+}
+
+func (h *saramaGroupHandler) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	partition := claim.Partition()
+	h.owned.change("assigned", []int32{partition}, s.GenerationID()) // a cooperative addition
+	defer func() {
+		if s.Context().Err() == nil && !h.control.isStopped() {
+			h.owned.change("revoked", []int32{partition}, s.GenerationID()) // cooperative revocation
+		}
+	}()
+	for {
+		select {
+		case <-s.Context().Done():
+			return nil
+		case <-h.control.stopped:
+			return nil
+		case msg, ok := <-claim.Messages():
+			if !ok {
+				return nil
+			}
+			if !h.process(s, msg) {
+				return nil
+			}
+		}
+	}
+}
+
+// process commits (MarkMessage + a synchronous Commit) then emits one record and waits for the
+// adapter; false when the session or the member is ending, before anything is committed.
+func (h *saramaGroupHandler) process(s sarama.ConsumerGroupSession, msg *sarama.ConsumerMessage) bool {
+	h.processing.Lock()
+	defer h.processing.Unlock()
+	if s.Context().Err() != nil || h.control.isStopped() {
+		return false // rebalancing or stopping: the partition's next owner starts from the commit
+	}
+	if h.commitEach {
+		s.MarkMessage(msg, "")
+		s.Commit()
+	}
+	emit(recordEvent(msg.Partition, msg.Offset, msg.Value))
+	return h.control.waitAck()
+}
+
+// saramaGroupConsume is a sarama ConsumerGroup member, Consume called in a loop as sarama's
+// documentation prescribes (an eager rebalance ends each call).
+func saramaGroupConsume(a *args, config *sarama.Config, brokers []string) {
+	control := newGroupControl()
+	// sarama's own account of joins, syncs and commits, on stderr (the adapter reads only stdout).
+	sarama.Logger = log.New(os.Stderr, "[sarama] ", log.LstdFlags)
+	session := time.Duration(a.int64("session-timeout-ms", 45000)) * time.Millisecond
+	config.Consumer.Group.Session.Timeout = session
+	config.Consumer.Group.Heartbeat.Interval = max(session/6, 100*time.Millisecond)
+	config.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{saramaStrategy(a.str("assignor", "range"))}
+	config.Consumer.Group.InstanceId = a.str("instance-id", "")
+	config.Consumer.Offsets.Initial = sarama.OffsetOldest
+	config.Consumer.Offsets.AutoCommit.Enable = false
+	group, err := sarama.NewConsumerGroup(brokers, a.must("group"), config)
+	if err != nil {
+		saramaFail(err)
+	}
+	handler := &saramaGroupHandler{
+		topic:      a.must("topic"),
+		commitEach: a.str("commit", "record") == "record",
+		control:    control,
+		owned:      newOwnership(),
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-control.stopped
+		cancel()
+	}()
+	for ctx.Err() == nil {
+		if err := group.Consume(ctx, []string{handler.topic}, handler); err != nil && ctx.Err() == nil {
+			fmt.Fprintf(os.Stderr, "consume: %v\n", err)
+			if errors.Is(err, sarama.ErrClosedConsumerGroup) {
+				break
+			}
+			time.Sleep(250 * time.Millisecond) // sarama's own retry backoff before joining again
+		}
+	}
+	if err := group.Close(); err != nil { // LeaveGroup for a dynamic member (KIP-345: not a static one)
+		saramaFail(err)
+	}
 }

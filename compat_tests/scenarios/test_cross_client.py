@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from compat_tests.clients.registry import CLIENT_NAMES, make_client
 
 from .support import CODECS, assert_same_records, expressible, mixed_records
@@ -14,6 +16,19 @@ def test_cross_client(client_pair, bootstrap, make_topic) -> None:
     codec = CODECS[index % len(CODECS)]
     topic = make_topic()
     records = mixed_records(f"{producer_name}-{codec}", count=10)
+    with expressible(producer_name):
+        deliveries = make_client(producer_name).produce(bootstrap, topic, records, compression=codec)
+    got = make_client(consumer_name).consume(bootstrap, topic, 0, start="beginning", count=len(records))
+    assert_same_records(records, deliveries, got)
+
+
+@pytest.mark.full
+@pytest.mark.parametrize("codec", CODECS)
+def test_cross_client_every_codec(client_pair, codec, bootstrap, make_topic) -> None:
+    """--full: every pair with every codec (the default run rotates one codec per pair)."""
+    producer_name, consumer_name = client_pair
+    topic = make_topic()
+    records = mixed_records(f"{producer_name}-{codec}-full", count=50)
     with expressible(producer_name):
         deliveries = make_client(producer_name).produce(bootstrap, topic, records, compression=codec)
     got = make_client(consumer_name).consume(bootstrap, topic, 0, start="beginning", count=len(records))

@@ -350,7 +350,7 @@ def _revoked_after(events: list[dict[str, Any]], start: int) -> set[int]:
     return {p for e in events[start:] if e["event"] in ("revoked", "lost") for p in e["partitions"]}
 
 
-@pytest.mark.parametrize("member_client", ["java", "confluent"])
+@pytest.mark.parametrize("member_client", ["java", "confluent", "franz-go", "sarama"])
 def test_cooperative_sticky_revokes_only_moved_partitions(
     member_client, bootstrap, admin, make_topic, members
 ) -> None:
@@ -416,11 +416,6 @@ def test_commit_each_record_is_exactly_once_through_two_rebalances(
 ) -> None:
     with expressible(client_name):
         require_groups(client, client_name)
-        if client_name == "aiokafka":
-            # Measured on Apache Kafka 4.3.1 too: getmany() returns records fetched before a
-            # background rebalance revoked their partition, and the adapter has no rebalance
-            # listener to drop them, so the old and the new owner both process them.
-            raise NotSupportedByClient("exactly-once across rebalances needs a ConsumerRebalanceListener")
     partitions, wave = 6, 8  # records per partition per wave; three waves
     topic = make_topic(partitions=partitions)
     group = f"{topic}-group"

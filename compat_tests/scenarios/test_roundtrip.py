@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -9,6 +10,9 @@ import pytest
 from compat_tests.clients.base import Record
 
 from .support import CODECS, assert_same_records, expressible, mixed_records
+
+# Under librdkafka's default message.max.bytes (1000000), which counts the batch overhead too.
+LARGE_VALUE_BYTES = 990_000
 
 
 @pytest.mark.parametrize("codec", CODECS)
@@ -19,6 +23,33 @@ def test_roundtrip_every_codec(client, client_name, codec, bootstrap, make_topic
         deliveries = client.produce(bootstrap, topic, records, compression=codec)
     assert [d.offset for d in deliveries] == list(range(len(records)))
     got = client.consume(bootstrap, topic, 0, start="beginning", count=len(records))
+    assert_same_records(records, deliveries, got)
+
+
+@pytest.mark.full
+@pytest.mark.parametrize("codec", CODECS)
+def test_roundtrip_many_records_every_codec(client, client_name, codec, bootstrap, make_topic) -> None:
+    """--full: 2000 records (many batches, sizes up to 1.5 KiB) through one client and back."""
+    topic = make_topic()
+    records = mixed_records(f"many-{codec}", count=2000)
+    with expressible(client_name):
+        deliveries = client.produce(bootstrap, topic, records, compression=codec)
+    assert [d.offset for d in deliveries] == list(range(len(records)))
+    got = client.consume(bootstrap, topic, 0, start="beginning", count=len(records), timeout_s=120)
+    assert_same_records(records, deliveries, got)
+
+
+@pytest.mark.full
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+def test_record_near_the_size_limit(client, client_name, codec, bootstrap, make_topic) -> None:
+    """--full: one ~1 MB record (random, so a codec cannot shrink it) under the brokers' default
+    limit (message.max.bytes 1048588) and librdkafka's default message.max.bytes (1000000)."""
+    topic = make_topic()
+    records = [Record(b"large", os.urandom(LARGE_VALUE_BYTES), (("h", b"v"),)), Record(b"after", b"small")]
+    with expressible(client_name):
+        deliveries = client.produce(bootstrap, topic, records, compression=codec)
+    assert [d.offset for d in deliveries] == [0, 1]
+    got = client.consume(bootstrap, topic, 0, start="beginning", count=2, timeout_s=60)
     assert_same_records(records, deliveries, got)
 
 

@@ -907,6 +907,9 @@ class RequestHeader(NamedTuple):
     correlation_id: int
     client_id: str | None
     body_offset: int
+    # False when only key, version and correlation id could be read (an unsupported api or version
+    # whose header did not parse): enough to name the request in a log line, not to answer it.
+    complete: bool = True
 
 
 def request_header_version(api_key: int, api_version: int) -> int:
@@ -967,9 +970,9 @@ def decode_request_header(buf: Any) -> RequestHeader:
     except (DecodeError, struct.error, UnicodeDecodeError) as exc:
         if understood:
             raise DecodeError(f"malformed request header: {exc}") from exc
-        # The server still needs key, version and correlation id to answer UNSUPPORTED_VERSION.
+        # Key, version and correlation id are still worth having for the server's log line.
         logger.debug("unparseable header for unsupported api %s v%s: %s", api_key, api_version, exc)
-        return RequestHeader(api_key, api_version, correlation_id, None, _HEADER_PREFIX.size)
+        return RequestHeader(api_key, api_version, correlation_id, None, _HEADER_PREFIX.size, complete=False)
     return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
 
 

@@ -54,9 +54,12 @@ def test_too_new_api_versions_request_header_is_parsed() -> None:
     frame = h("0012 0063 00000004 0001 63 00")
     header = codec.decode_request_header(frame)
     assert header == codec.RequestHeader(18, 99, 4, "c", len(frame))
-    # A v1-style header for an unknown version still yields what UNSUPPORTED_VERSION needs.
+    assert header.complete
+    # A v1-style header for an unknown version still names the request, marked incomplete: the
+    # server then closes the connection, as Apache Kafka does.
     broken = codec.decode_request_header(h("0012 0063 00000004 0005"))
     assert (broken.api_key, broken.api_version, broken.correlation_id) == (18, 99, 4)
+    assert not broken.complete
 
 
 def test_controlled_shutdown_v0_uses_header_v0() -> None:
