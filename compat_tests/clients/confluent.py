@@ -417,6 +417,12 @@ class ConfluentClient:
         result = admin.list_consumer_groups(request_timeout=TIMEOUT_S, **kwargs).result(TIMEOUT_S)
         return {g.group_id: g.state.name for g in result.valid}
 
+    def list_group_types(self, bootstrap: str) -> dict[str, str]:
+        """group id -> type (CLASSIC, CONSUMER), through list_consumer_groups (ListGroups v5)."""
+        admin = self._admin(bootstrap)
+        result = admin.list_consumer_groups(request_timeout=TIMEOUT_S).result(TIMEOUT_S)
+        return {g.group_id: g.type.name for g in result.valid}
+
     def describe_group(self, bootstrap: str, group_id: str) -> dict:
         """State, protocol and members (with their assigned partitions) via describe_consumer_groups."""
         admin = self._admin(bootstrap)
@@ -428,6 +434,7 @@ class ConfluentClient:
         return {
             "state": d.state.name,
             "protocol": d.partition_assignor,
+            "type": d.type.name,  # CONSUMER (KIP-848) or CLASSIC
             "members": {
                 m.member_id: {
                     "client_id": m.client_id,

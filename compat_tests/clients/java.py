@@ -430,6 +430,7 @@ class JavaClient:
         return {
             "state": out["state"],
             "protocol": out["protocol"],
+            "type": out["type"],
             "members": {
                 m["member_id"]: {
                     "client_id": m["client_id"],
