@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import logging
-import re
 import uuid
 from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from pybroker.coordinator.consumer_group import (
 )
 from pybroker.coordinator.group import OffsetAndMetadata
 from pybroker.coordinator.reconciliation import MemberState, next_state
+from pybroker.coordinator.topic_regex import InvalidTopicRegex, compile_topic_regex
 from pybroker.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -156,8 +156,8 @@ class ConsumerGroupManager:
             raise invalid(f"MemberEpoch {req.member_epoch} is invalid.")
         if req.subscribed_topic_regex is not None:
             try:
-                re.compile(req.subscribed_topic_regex)
-            except re.error as exc:
+                compile_topic_regex(req.subscribed_topic_regex)
+            except InvalidTopicRegex as exc:
                 raise GroupError(
                     ErrorCode.INVALID_REGULAR_EXPRESSION,
                     f"SubscribedTopicRegex `{req.subscribed_topic_regex}` is not a valid regular expression: {exc}.",

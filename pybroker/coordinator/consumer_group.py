@@ -9,7 +9,6 @@ partition, so a partition is handed to its next owner only once its previous own
 
 from __future__ import annotations
 
-import re
 import uuid
 from dataclasses import dataclass, field
 from enum import Enum
@@ -18,6 +17,7 @@ from typing import Any
 from pybroker.coordinator.consumer_records import Assignment
 from pybroker.coordinator.group import OffsetAndMetadata
 from pybroker.coordinator.reconciliation import MemberAssignmentState, MemberState
+from pybroker.coordinator.topic_regex import compile_topic_regex
 
 CONSUMER_GROUP_TYPE = "consumer"
 CONSUMER_PROTOCOL_TYPE = "consumer"
@@ -194,6 +194,6 @@ class ConsumerGroup:
 
 
 def matching(regex: str, topic_names: list[str]) -> set[str]:
-    """Topics fully matched by a subscription regex (Java's RE2J syntax read as Python's ``re``)."""
-    pattern = re.compile(regex)
+    """Topics fully matched by a subscription regex (validated by topic_regex when it was accepted)."""
+    pattern = compile_topic_regex(regex)
     return {t for t in topic_names if pattern.fullmatch(t)}

@@ -345,3 +345,19 @@ def test_replay_restores_group_members_and_assignments() -> None:
     # Replayed members are on the clock too: silent ones leave after a session timeout.
     clock.advance(SESSION)
     assert after.members == {}
+
+
+# -- regex subscriptions ----------------------------------------------------------------------------
+def test_regex_subscription_assigns_matching_topics() -> None:
+    c, *_ = make(**{"orders-eu": 1, "orders-us": 1, "payments": 1})
+    r = hb(c, "m", 0, subscribed_topic_names=None, subscribed_topic_regex="orders-.*")
+    assert r["error_code"] == ErrorCode.NONE
+    ids = {t for t, _ in flat(owned(r))}
+    assert ids == {uuid.UUID(int=1), uuid.UUID(int=2)}  # orders-eu, orders-us; not payments
+
+
+@pytest.mark.parametrize("regex", [r"(a)\1", "(?=x).*", "(a+)+", "(?>a)", "a++", "("])
+def test_regex_that_re2j_refuses_or_that_could_backtrack_forever_is_invalid(regex: str) -> None:
+    c, *_ = make()
+    r = hb(c, "m", 0, subscribed_topic_names=None, subscribed_topic_regex=regex)
+    assert r["error_code"] == ErrorCode.INVALID_REGULAR_EXPRESSION
