@@ -92,8 +92,9 @@ class ConsumerProtocolMember(MemberProcess):
         group: str,
         *,
         remote_assignor: str | None = None,
+        instance_id: str | None = None,
     ) -> None:
-        self.name = f"member-{uuid.uuid4().hex[:6]}"
+        self.name = instance_id or f"member-{uuid.uuid4().hex[:6]}"
         self.client_name = client_name
         args = [
             sys.executable, "-m", "compat_tests.scenarios.test_consumer_protocol", "member",
@@ -101,6 +102,8 @@ class ConsumerProtocolMember(MemberProcess):
         ]  # fmt: skip
         if remote_assignor:
             args += ["--remote-assignor", remote_assignor]
+        if instance_id:
+            args += ["--instance-id", instance_id]
         env = dict(
             os.environ,
             PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
@@ -263,6 +266,44 @@ def test_mixed_java_and_librdkafka_members_share_partitions(
     assert {m["client_id"] for m in described["members"].values()} >= {"pybroker-compat-java"}
 
 
+@pytest.mark.parametrize("member_client", ["java4", "confluent"])
+def test_static_member_closed_and_restarted_gets_its_partitions_back_without_a_rebalance(
+    member_client, request, tmp_path, members
+) -> None:
+    if request.config.getoption("--bootstrap"):
+        pytest.skip("needs a broker this test starts with a longer session timeout")
+    # A session long enough for a JVM to restart within it: the instance keeps its partitions meanwhile.
+    broker = _launcher(request.config.getoption("--broker"), tmp_path / "static")
+    broker.overrides["group.consumer.session.timeout.ms"] = "30000"
+    bootstrap = broker.start()
+    admin = make_client("confluent")
+    try:
+        topic = "kip848-static"
+        group = f"kip848-static-{member_client}"
+        admin.create_topic(bootstrap, topic, partitions=4)
+        members.extend(
+            ConsumerProtocolMember(member_client, bootstrap, topic, group, instance_id=f"static-{i}")
+            for i in range(2)
+        )
+        wait_for(lambda: partitions_shared(members, 4), 90, "2 static members to share 4 partitions")
+        before, other = members[1].current, members[0].current
+        mark = len(members[0].assignments)
+        members[1].stop()  # a static member's close leaves temporarily (member epoch -2)
+        assert members[1].process.returncode == 0, members[1].stderr_tail()
+        members[1] = ConsumerProtocolMember(member_client, bootstrap, topic, group, instance_id="static-1")
+        wait_for(lambda: members[1].current, 60, "the restarted static member to get its assignment")
+        assert members[1].current == before
+        # The other member never lost nor gained a partition meanwhile.
+        assert members[0].assignments[mark:] == []
+        assert members[0].current == other
+        described = admin.describe_group(bootstrap, group)
+        assert sorted(m["instance_id"] for m in described["members"].values()) == ["static-0", "static-1"]
+    finally:
+        for m in members:
+            m.kill()
+        broker.stop()
+
+
 @pytest.mark.parametrize("admin_client", ["confluent", "java4"])
 def test_admin_lists_describes_and_deletes_a_consumer_group(
     admin_client, kip848_bootstrap, topic_on, members
@@ -323,6 +364,7 @@ def _member_main(argv: list[str]) -> int:
     parser.add_argument("--topic", required=True)
     parser.add_argument("--group", required=True)
     parser.add_argument("--remote-assignor", default=None, help="group.remote.assignor (uniform, range)")
+    parser.add_argument("--instance-id", default=None, help="group.instance.id (a static member)")
     args = parser.parse_args(argv)
     stop = threading.Event()
 
@@ -349,6 +391,7 @@ def _member_main(argv: list[str]) -> int:
         on_assign=lambda partitions: emit({"event": "assigned", "partitions": partitions}),
         on_record=on_record,
         should_stop=stop.is_set,
+        instance_id=args.instance_id,
         group_protocol="consumer",
         remote_assignor=args.remote_assignor,
     )
