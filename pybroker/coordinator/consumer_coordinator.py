@@ -690,6 +690,10 @@ class ConsumerGroupManager:
                     )
                 group.put_member(member)
                 self._schedule_session_timeout(group, member)
+            if doc["partitions"] is None:
+                # Kafka 4.1+ keeps only a hash of the subscribed topics' metadata (KIP-1101), not record
+                # type 4: take the topics as they are now, as that hash would have matched them.
+                group.subscription_metadata = self.subscription_metadata(group)
             self.groups[group_id] = group
             built.add(group_id)
         return built

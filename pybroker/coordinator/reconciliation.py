@@ -108,17 +108,16 @@ def _compute(
         return MemberAssignmentState(
             MemberState.UNREVOKED_PARTITIONS,
             member_epoch,
-            member.previous_member_epoch,
+            member_epoch,  # Kafka's updateMemberEpoch: the previous epoch is the one it had
             frozen(assigned),
             frozen(revoking),
         )
     for topic_id, ps in pending.items():
         assigned.setdefault(topic_id, set()).update(ps)
-    previous = member_epoch if member_epoch != target_epoch else member.previous_member_epoch
     return MemberAssignmentState(
         MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE,
         target_epoch,
-        previous,
+        member_epoch,
         frozen(assigned),
         {},
     )
