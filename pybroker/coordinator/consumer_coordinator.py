@@ -15,7 +15,7 @@ from __future__ import annotations
 import base64
 import logging
 import uuid
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -44,6 +44,9 @@ log = logging.getLogger(__name__)
 Entries = list[tuple[bytes, bytes | None]]
 # First version in which the client generates its member id (KIP-1082).
 CLIENT_GENERATED_MEMBER_ID_VERSION = 1
+
+
+PartitionCheck = Callable[[str, int], ErrorCode]
 
 
 class GroupError(Exception):
@@ -311,6 +314,7 @@ class ConsumerGroupManager:
                 previous_member_epoch=existing.previous_member_epoch,
                 assigned=existing.assigned,
                 pending_revocation=existing.pending_revocation,
+                assignment_epochs=dict(existing.assignment_epochs),
             )
             target = group.target.pop(existing.member_id, {})
             self._remove_member(group, existing, entries, bump=False)
@@ -558,8 +562,12 @@ class ConsumerGroupManager:
                     "member_epoch": member.member_epoch,
                     "previous_member_epoch": member.previous_member_epoch,
                     "state": int(member.state),
-                    "assigned_partitions": cr.assignment_to_wire(member.assigned),
-                    "partitions_pending_revocation": cr.assignment_to_wire(member.pending_revocation),
+                    "assigned_partitions": cr.assignment_with_epochs_to_wire(
+                        member.assigned, member.assignment_epochs, member.member_epoch
+                    ),
+                    "partitions_pending_revocation": cr.assignment_with_epochs_to_wire(
+                        member.pending_revocation, member.assignment_epochs, member.member_epoch
+                    ),
                 },
             ),
         )
@@ -688,6 +696,10 @@ class ConsumerGroupManager:
                     member.pending_revocation = cr.assignment_from_wire(
                         current["partitions_pending_revocation"]
                     )
+                    member.assignment_epochs = {
+                        **cr.epochs_from_wire(current["assigned_partitions"], member.member_epoch),
+                        **cr.epochs_from_wire(current["partitions_pending_revocation"], member.member_epoch),
+                    }
                 group.put_member(member)
                 self._schedule_session_timeout(group, member)
             if doc["partitions"] is None:
@@ -767,18 +779,32 @@ class ConsumerGroupManager:
     # -- offsets --------------------------------------------------------------------------------------
     def validate_offset_commit(
         self, group: ConsumerGroup, member_id: str, member_epoch: int, api_version: int | None
-    ) -> ErrorCode:
-        """Kafka's ConsumerGroup.validateOffsetCommit (non-transactional)."""
+    ) -> tuple[ErrorCode, PartitionCheck | None]:
+        """Kafka's ConsumerGroup.validateOffsetCommit (non-transactional): a group-wide error, or a
+        per-partition check (None: every partition is fine)."""
         if member_epoch < 0 and not group.members:
-            return ErrorCode.NONE  # an admin or a consumer outside group management
+            return ErrorCode.NONE, None  # an admin or a consumer outside group management
         member = group.members.get(member_id)
         if member is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
+            return ErrorCode.UNKNOWN_MEMBER_ID, None
         if api_version is not None and api_version < 9:
-            return ErrorCode.UNSUPPORTED_VERSION
-        if member_epoch != member.member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
-        return ErrorCode.NONE
+            return ErrorCode.UNSUPPORTED_VERSION, None
+        if member_epoch == member.member_epoch:
+            return ErrorCode.NONE, None
+        if member_epoch > member.member_epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH, None
+        # KIP-1251: an older epoch still commits the partitions it was already assigned at that epoch
+        # (the member has not yet heard of its new epoch).
+        ids = {name: meta.topic_id for name, meta in group.subscription_metadata.items()}
+
+        def check(topic: str, partition: int) -> ErrorCode:
+            topic_id = ids.get(topic)
+            assigned_at = None if topic_id is None else member.assignment_epochs.get((topic_id, partition))
+            if assigned_at is None or assigned_at > member_epoch:
+                return ErrorCode.STALE_MEMBER_EPOCH
+            return ErrorCode.NONE
+
+        return ErrorCode.NONE, check
 
     def validate_offset_fetch(
         self, group: ConsumerGroup, member_id: str | None, member_epoch: int

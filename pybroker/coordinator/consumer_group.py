@@ -51,6 +51,8 @@ class ConsumerMember:
     previous_member_epoch: int = -1
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    # KIP-1251: (topic id, partition) -> the member epoch at which the partition was assigned to it.
+    assignment_epochs: dict[tuple[uuid.UUID, int], int] = field(default_factory=dict)
     # Runtime only (never persisted).
     session_timer: Any = None
     rebalance_timer: Any = None
@@ -153,7 +155,15 @@ class ConsumerGroup:
 
     def update_assignment(self, member: ConsumerMember, s: MemberAssignmentState) -> None:
         self._drop_partition_epochs(member)
+        before = member.assignment_epochs
         member.apply(s)
+        # A partition the member keeps keeps its assignment epoch; a new one gets the member's epoch.
+        member.assignment_epochs = {
+            (t, p): before.get((t, p), member.member_epoch)
+            for a in (member.assigned, member.pending_revocation)
+            for t, ps in a.items()
+            for p in ps
+        }
         self._add_partition_epochs(member)
 
     def _add_partition_epochs(self, member: ConsumerMember) -> None:

@@ -78,13 +78,28 @@ def _value_spec(name: str, fields: tuple[F, ...]) -> MessageSpec:
     )
 
 
-def _topic_partitions(name: str) -> F:
+def _topic_partitions(name: str, with_epochs: bool = False) -> F:
+    fields = [F("topic_id", "topicId", "uuid", _ALL), F("partitions", "partitions", "[]int32", _ALL)]
+    if with_epochs:
+        # KIP-1251 (Kafka 4.3): the epoch at which each partition was assigned, aligned with Partitions.
+        fields.append(
+            F(
+                "assignment_epochs",
+                "assignmentEpochs",
+                "[]int32",
+                _ALL,
+                nullable_versions=_ALL,
+                tagged_versions=_ALL,
+                tag=0,
+                default="null",
+            )
+        )
     return F(
         name,
         "".join(w.capitalize() for w in name.split("_")),
         "[]TopicPartitions",
         _ALL,
-        fields=(F("topic_id", "topicId", "uuid", _ALL), F("partitions", "partitions", "[]int32", _ALL)),
+        fields=tuple(fields),
     )
 
 
@@ -142,8 +157,8 @@ VALUE_SPECS: dict[int, MessageSpec] = {
             F("member_epoch", "memberEpoch", "int32", _ALL),
             F("previous_member_epoch", "previousMemberEpoch", "int32", _ALL),
             F("state", "state", "int8", _ALL),
-            _topic_partitions("assigned_partitions"),
-            _topic_partitions("partitions_pending_revocation"),
+            _topic_partitions("assigned_partitions", with_epochs=True),
+            _topic_partitions("partitions_pending_revocation", with_epochs=True),
         ),
     ),
 }
@@ -188,6 +203,27 @@ def assignment_to_wire(assignment: Assignment) -> list[dict[str, Any]]:
         for topic_id, parts in sorted(assignment.items(), key=lambda kv: str(kv[0]))
         if parts
     ]
+
+
+def assignment_with_epochs_to_wire(
+    assignment: Assignment, epochs: dict[tuple[uuid.UUID, int], int], default_epoch: int
+) -> list[dict[str, Any]]:
+    out = assignment_to_wire(assignment)
+    for t in out:
+        t["assignment_epochs"] = [epochs.get((t["topic_id"], p), default_epoch) for p in t["partitions"]]
+    return out
+
+
+def epochs_from_wire(
+    topics: list[dict[str, Any]] | None, default_epoch: int
+) -> dict[tuple[uuid.UUID, int], int]:
+    """The KIP-1251 assignment epochs of a record (``default_epoch`` where a writer gave none)."""
+    out: dict[tuple[uuid.UUID, int], int] = {}
+    for t in topics or []:
+        epochs = t.get("assignment_epochs") or []
+        for i, p in enumerate(t["partitions"]):
+            out[(t["topic_id"], p)] = epochs[i] if i < len(epochs) else default_epoch
+    return out
 
 
 def assignment_from_wire(topics: list[dict[str, Any]] | None) -> Assignment:

@@ -1122,10 +1122,12 @@ class GroupCoordinator:
             return all_(ErrorCode.INVALID_GROUP_ID)
         cgroup = self.consumer.groups.get(group_id)
         if cgroup is not None:
-            error = self.consumer.validate_offset_commit(cgroup, member_id, generation_id, api_version)
+            error, check = self.consumer.validate_offset_commit(cgroup, member_id, generation_id, api_version)
             if error != ErrorCode.NONE:
                 return all_(error)
-            return self._write_offsets(group_id, cgroup.offsets, retention_time_ms, offsets, topic_exists)
+            return self._write_offsets(
+                group_id, cgroup.offsets, retention_time_ms, offsets, topic_exists, check
+            )
         group = self.groups.get(group_id)
         if group is None:
             if generation_id >= 0:
@@ -1157,7 +1159,9 @@ class GroupCoordinator:
         retention_time_ms: int,
         offsets: list[tuple[str, int, int, int, str | None]],
         topic_exists: Any,
+        check: Any = None,
     ) -> tuple[dict[tuple[str, int], ErrorCode], Awaitable[None] | None]:
+        """Write what passes; ``check(topic, partition)`` may refuse single partitions (KIP-1251)."""
         now = self.clock.now_ms()
         errors: dict[tuple[str, int], ErrorCode] = {}
         entries: list[tuple[bytes, bytes | None]] = []
@@ -1170,6 +1174,10 @@ class GroupCoordinator:
                 continue
             if topic_exists is not None and not topic_exists(topic, partition):
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            refused = check(topic, partition) if check is not None else ErrorCode.NONE
+            if refused != ErrorCode.NONE:
+                errors[tp] = refused
                 continue
             expire = now + retention_time_ms if retention_time_ms > 0 else -1
             om = OffsetAndMetadata(offset, leader_epoch, text, now, expire)

@@ -289,6 +289,23 @@ def test_offset_commit_and_fetch_check_member_epoch() -> None:
     assert error == ErrorCode.NONE and found[0][1][0][1].offset == 5
 
 
+def test_offset_commit_with_an_older_epoch_is_checked_per_partition() -> None:
+    """KIP-1251: an older epoch may still commit what the member was assigned at that epoch."""
+    c, *_ = make(t=2, u=2)
+    m = hb(c, "m", 0)  # epoch 1: t-0, t-1
+    hb(c, "n", 0, subscribed_topic_names=["u"])  # the group moves to epoch 2
+    r = hb(c, "m", 1, owned=owned(m), subscribed_topic_names=["t", "u"])  # m also wants u now
+    assert r["member_epoch"] >= 2
+    commit = dict(group_id="g", member_id="m", group_instance_id=None, retention_time_ms=-1, api_version=9)
+    errors, _ = c.commit_offsets(
+        generation_id=1, offsets=[("t", 0, 1, -1, ""), ("u", 0, 1, -1, "")], **commit
+    )
+    assert errors[("t", 0)] == ErrorCode.NONE, "assigned at epoch 1: an epoch-1 commit is accepted"
+    assert errors[("u", 0)] == ErrorCode.STALE_MEMBER_EPOCH, "not assigned to m at epoch 1"
+    errors, _ = c.commit_offsets(generation_id=r["member_epoch"] + 1, offsets=[("t", 0, 1, -1, "")], **commit)
+    assert errors[("t", 0)] == ErrorCode.STALE_MEMBER_EPOCH
+
+
 def test_group_types_do_not_mix() -> None:
     c, *_ = make(t=1)
     hb(c, "m", 0)
@@ -408,6 +425,9 @@ def test_kafka_written_group_is_replayed_and_keeps_working() -> None:
     assert by_client["rdkafka"].assigned == {tid: (0, 1)}
     assert by_client["pybroker-compat-java"].assigned == {tid: (2,)}
     assert by_client["pybroker-compat-java"].server_assignor == "range"
+    # KIP-1251 assignment epochs: the librdkafka member kept 0 and 1 since epoch 2; 2 moved at epoch 3.
+    assert by_client["rdkafka"].assignment_epochs == {(tid, 0): 2, (tid, 1): 2}
+    assert by_client["pybroker-compat-java"].assignment_epochs == {(tid, 2): 3}
     assert {tp: om.offset for tp, om in group.offsets.items()} == {("orders", p): 2 for p in range(3)}
     # The replayed members heartbeat on as if nothing happened (the subscription metadata is
     # recomputed from the topics, since Kafka 4.3.1 keeps only a hash of it).
@@ -415,3 +435,15 @@ def test_kafka_written_group_is_replayed_and_keeps_working() -> None:
     r = hb(c, java.member_id, 3, group_id="kafka-written", owned={tid: (2,)})
     assert (r["error_code"], r["member_epoch"]) == (ErrorCode.NONE, 3)
     assert c.fetch_offsets("kafka-written", None, java.member_id, 3)[0] == ErrorCode.NONE
+
+
+def test_more_partitions_bump_the_group_epoch_and_get_assigned() -> None:
+    c, _, _, topics = make(t=2)
+    r = hb(c, "m", 0)
+    assert flat(owned(r)) == {(T1, 0), (T1, 1)}
+    epoch = c.consumer.groups["g"].group_epoch
+    topics.meta["t"].partitions = 4  # CreatePartitions
+    r = hb(c, "m", r["member_epoch"], owned=owned(r))
+    assert c.consumer.groups["g"].group_epoch == epoch + 1
+    assert flat(owned(r)) == {(T1, p) for p in range(4)}
+    assert r["member_epoch"] == epoch + 1
