@@ -92,7 +92,7 @@ class ConsumerMember:
         self.server_assignor = value.get("server_assignor")
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class TopicMetadata:
     topic_id: uuid.UUID
     name: str

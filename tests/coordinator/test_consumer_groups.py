@@ -442,7 +442,7 @@ def test_more_partitions_bump_the_group_epoch_and_get_assigned() -> None:
     r = hb(c, "m", 0)
     assert flat(owned(r)) == {(T1, 0), (T1, 1)}
     epoch = c.consumer.groups["g"].group_epoch
-    topics.meta["t"].partitions = 4  # CreatePartitions
+    topics.meta["t"] = TopicMetadata(T1, "t", 4)  # CreatePartitions
     r = hb(c, "m", r["member_epoch"], owned=owned(r))
     assert c.consumer.groups["g"].group_epoch == epoch + 1
     assert flat(owned(r)) == {(T1, p) for p in range(4)}
