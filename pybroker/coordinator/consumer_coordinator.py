@@ -510,6 +510,34 @@ class ConsumerGroupManager:
         if bump:
             self._maybe_bump_epoch(group, True, entries)
 
+    def classic_leave(
+        self, group: ConsumerGroup, leaving: list[tuple[str, str | None]]
+    ) -> tuple[list[tuple[str, str | None, ErrorCode]], Awaitable[None] | None]:
+        """LeaveGroup (the classic API) on a consumer group: Kafka's classicGroupLeaveToConsumerGroup.
+
+        Only the administrative removal of static members by instance id applies (no member of a
+        pybroker consumer group uses the classic protocol): any other identity is an unknown member.
+        """
+        results: list[tuple[str, str | None, ErrorCode]] = []
+        entries: Entries = []
+        for member_id, instance_id in leaving:
+            member = group.member_by_instance(instance_id) if instance_id is not None else None
+            if member is None:
+                results.append((member_id, instance_id, ErrorCode.UNKNOWN_MEMBER_ID))
+                continue
+            if member_id:
+                error = (
+                    ErrorCode.FENCED_INSTANCE_ID
+                    if member.member_id != member_id
+                    else ErrorCode.UNKNOWN_MEMBER_ID
+                )
+                results.append((member_id, instance_id, error))
+                continue
+            log.info("consumer group %s: static member %s removed by LeaveGroup", group.group_id, instance_id)
+            self._remove_member(group, member, entries, bump=True)
+            results.append((member.member_id, instance_id, ErrorCode.NONE))
+        return results, self._append(group.group_id, entries)
+
     def fence(self, group: ConsumerGroup, member: ConsumerMember, reason: str) -> Awaitable[None] | None:
         if group.members.get(member.member_id) is not member:
             return None

@@ -939,6 +939,10 @@ class GroupCoordinator:
         self, group_id: str, leaving: list[tuple[str, str | None]]
     ) -> tuple[ErrorCode, list[tuple[str, str | None, ErrorCode]]]:
         """(top-level error, [(member id, instance id, error)]) as LeaveGroup v3+ answers them."""
+        cgroup = self.consumer.groups.get(group_id)
+        if cgroup is not None:
+            results, _ = self.consumer.classic_leave(cgroup, leaving)
+            return ErrorCode.NONE, results
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.NONE, [(m, i, ErrorCode.UNKNOWN_MEMBER_ID) for m, i in leaving]

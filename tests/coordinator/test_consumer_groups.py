@@ -447,3 +447,19 @@ def test_more_partitions_bump_the_group_epoch_and_get_assigned() -> None:
     assert c.consumer.groups["g"].group_epoch == epoch + 1
     assert flat(owned(r)) == {(T1, p) for p in range(4)}
     assert r["member_epoch"] == epoch + 1
+
+
+def test_leave_group_removes_static_members_of_a_consumer_group_by_instance_id() -> None:
+    c, *_ = make(t=2)
+    a = hb(c, "a", 0, instance_id="ia")
+    hb(c, "b", 0)
+    top, results = c.leave_group("g", [("", "ia"), ("b", None), ("x", "ia2"), ("", "nope")])
+    assert top == ErrorCode.NONE
+    assert [e for *_, e in results] == [
+        ErrorCode.NONE,  # admin removal by instance id (kafka-consumer-groups --delete-members)
+        ErrorCode.UNKNOWN_MEMBER_ID,  # b uses the consumer protocol: LeaveGroup does not apply
+        ErrorCode.UNKNOWN_MEMBER_ID,
+        ErrorCode.UNKNOWN_MEMBER_ID,
+    ]
+    assert results[0][0] == a["member_id"]
+    assert set(c.consumer.groups["g"].members) == {"b"}
