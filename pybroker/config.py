@@ -314,6 +314,23 @@ _BROKER_CONFIG_LIST = [
          "The smallest session timeout a group member may ask for."),
     _key("group.max.session.timeout.ms", _T.INT, 1800000, None, _M,
          "The largest session timeout a group member may ask for."),
+    # KIP-848 consumer groups (group.protocol=consumer): the broker, not the client, sets these.
+    _key("group.consumer.heartbeat.interval.ms", _T.INT, 5000, at_least(1), _M,
+         "The heartbeat interval given to members of consumer groups."),
+    _key("group.consumer.min.heartbeat.interval.ms", _T.INT, 5000, at_least(1), _M,
+         "The smallest group.consumer.heartbeat.interval.ms allowed."),
+    _key("group.consumer.max.heartbeat.interval.ms", _T.INT, 15000, at_least(1), _M,
+         "The largest group.consumer.heartbeat.interval.ms allowed."),
+    _key("group.consumer.session.timeout.ms", _T.INT, 45000, at_least(1), _M,
+         "How long a consumer group member may stay silent before it is removed from its group."),
+    _key("group.consumer.min.session.timeout.ms", _T.INT, 45000, at_least(1), _M,
+         "The smallest group.consumer.session.timeout.ms allowed."),
+    _key("group.consumer.max.session.timeout.ms", _T.INT, 60000, at_least(1), _M,
+         "The largest group.consumer.session.timeout.ms allowed."),
+    _key("group.consumer.assignors", _T.LIST, ["uniform", "range"], OneOf(("uniform", "range")), _M,
+         "The server-side assignors of consumer groups; the first is the default."),
+    _key("group.consumer.max.size", _T.INT, 2147483647, at_least(1), _M,
+         "The largest number of members a consumer group may have."),
     # transactions and idempotence
     _key("transaction.state.log.replication.factor", _T.SHORT, 1, AllOf((at_least(1), SINGLE_NODE)), _H,
          "The replication factor of the __transaction_state topic (Kafka default 3; a single node has 1)."),
@@ -646,7 +663,27 @@ def _resolve(explicit: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str
         raise _derived_error("log.roll.ms", resolved["log.roll.ms"], "Value must be at least 1")
     if resolved["log.roll.jitter.ms"] < 0:
         raise _derived_error("log.roll.jitter.ms", resolved["log.roll.jitter.ms"], "Value must be at least 0")
+    _check_consumer_group_timeouts(values)
     return resolved
+
+
+def _check_consumer_group_timeouts(values: Mapping[str, Any]) -> None:
+    """Kafka's GroupCoordinatorConfig requirements on the KIP-848 heartbeat and session settings."""
+    for kind in ("heartbeat.interval", "session.timeout"):
+        key = f"group.consumer.{kind}.ms"
+        low, high = values[f"group.consumer.min.{kind}.ms"], values[f"group.consumer.max.{kind}.ms"]
+        if not low <= values[key] <= high:
+            raise _derived_error(key, values[key], f"Value must be between {low} and {high}")
+    heartbeat, session = (
+        values["group.consumer.heartbeat.interval.ms"],
+        values["group.consumer.session.timeout.ms"],
+    )
+    if heartbeat >= session:
+        raise _derived_error(
+            "group.consumer.heartbeat.interval.ms",
+            heartbeat,
+            "Value must be less than group.consumer.session.timeout.ms",
+        )
 
 
 def _derived_error(key: str, value: object, reason: str) -> ConfigError:

@@ -52,6 +52,25 @@ _LOCAL_NAMES = {
 TIMEOUT_S = 30.0
 
 
+def _group_settings(
+    group_protocol: str, session_timeout_ms: int, assignor: str | None, remote_assignor: str | None
+) -> dict[str, object]:
+    """The group settings of a classic member, or of a KIP-848 member (librdkafka rejects the
+    classic ones with group.protocol=consumer: the broker owns them)."""
+    if group_protocol == "consumer":
+        settings: dict[str, object] = {"group.protocol": "consumer"}
+        if remote_assignor is not None:
+            settings["group.remote.assignor"] = remote_assignor
+        return settings
+    settings = {
+        "session.timeout.ms": session_timeout_ms,
+        "heartbeat.interval.ms": max(session_timeout_ms // 6, 100),
+    }
+    if assignor is not None:
+        settings["partition.assignment.strategy"] = assignor
+    return settings
+
+
 def to_client_error(error: KafkaError) -> ClientError:
     code = error.code()
     name = _LOCAL_NAMES.get(code) or (kafka_error_name(code) if code >= 0 else error.name())
@@ -263,16 +282,19 @@ class ConfluentClient:
         session_timeout_ms: int = 6000,
         instance_id: str | None = None,
         commit_each: bool = True,
+        group_protocol: str = "classic",
+        remote_assignor: str | None = None,
     ) -> None:
-        """See KafkaPythonClient.group_consume."""
+        """See KafkaPythonClient.group_consume.  ``group_protocol="consumer"``: a KIP-848 member
+        (the broker owns session timeout, heartbeat interval and assignor; ``remote_assignor`` is
+        ``group.remote.assignor``)."""
         settings = {
             "bootstrap.servers": bootstrap,
             "group.id": group_id,
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
-            "session.timeout.ms": session_timeout_ms,
-            "heartbeat.interval.ms": max(session_timeout_ms // 6, 100),
             "enable.partition.eof": False,
+            **_group_settings(group_protocol, session_timeout_ms, None, remote_assignor),
         }
         if instance_id is not None:
             settings["group.instance.id"] = instance_id
@@ -316,6 +338,8 @@ class ConfluentClient:
         commit_each: bool = True,
         assignor: str = "range",
         properties: dict | None = None,
+        group_protocol: str = "classic",
+        remote_assignor: str | None = None,
     ) -> None:
         """Like group_consume, plus every rebalance callback as ``on_event({"event": "assigned" |
         "revoked" | "lost", "partitions": changed, "assignment": whole after the change,
@@ -326,10 +350,8 @@ class ConfluentClient:
             "group.id": group_id,
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
-            "session.timeout.ms": session_timeout_ms,
-            "heartbeat.interval.ms": max(session_timeout_ms // 6, 100),
             "enable.partition.eof": False,
-            "partition.assignment.strategy": assignor,
+            **_group_settings(group_protocol, session_timeout_ms, assignor, remote_assignor),
             **(properties or {}),
         }
         if instance_id is not None:
@@ -343,7 +365,7 @@ class ConfluentClient:
                 changed = sorted(tp.partition for tp in partitions)
                 if kind == "assigned":
                     owned.update(changed)
-                elif assignor == "cooperative-sticky":
+                elif assignor == "cooperative-sticky" or group_protocol == "consumer":
                     owned.difference_update(changed)
                 else:
                     owned.clear()  # eager: every partition goes back
@@ -395,6 +417,12 @@ class ConfluentClient:
         result = admin.list_consumer_groups(request_timeout=TIMEOUT_S, **kwargs).result(TIMEOUT_S)
         return {g.group_id: g.state.name for g in result.valid}
 
+    def list_group_types(self, bootstrap: str) -> dict[str, str]:
+        """group id -> type (CLASSIC, CONSUMER), through list_consumer_groups (ListGroups v5)."""
+        admin = self._admin(bootstrap)
+        result = admin.list_consumer_groups(request_timeout=TIMEOUT_S).result(TIMEOUT_S)
+        return {g.group_id: g.type.name for g in result.valid}
+
     def describe_group(self, bootstrap: str, group_id: str) -> dict:
         """State, protocol and members (with their assigned partitions) via describe_consumer_groups."""
         admin = self._admin(bootstrap)
@@ -406,6 +434,7 @@ class ConfluentClient:
         return {
             "state": d.state.name,
             "protocol": d.partition_assignor,
+            "type": d.type.name,  # CONSUMER (KIP-848) or CLASSIC
             "members": {
                 m.member_id: {
                     "client_id": m.client_id,

@@ -292,8 +292,14 @@ class JavaClient:
         session_timeout_ms: int = 6000,
         instance_id: str | None = None,
         commit_each: bool = True,
+        group_protocol: str = "classic",
+        remote_assignor: str | None = None,
     ) -> None:
-        """See KafkaPythonClient.group_consume (the ``group-consume`` command, one record at a time)."""
+        """See KafkaPythonClient.group_consume (the ``group-consume`` command, one record at a time).
+
+        ``group_protocol="consumer"`` joins as a KIP-848 member (``group.protocol=consumer``):
+        ``session_timeout_ms`` is then the broker's to set and is not sent; ``remote_assignor`` is
+        ``group.remote.assignor`` (uniform, range)."""
         self.group_consume_events(
             bootstrap,
             topic,
@@ -305,6 +311,8 @@ class JavaClient:
             session_timeout_ms=session_timeout_ms,
             instance_id=instance_id,
             commit_each=commit_each,
+            group_protocol=group_protocol,
+            remote_assignor=remote_assignor,
         )
 
     def group_consume_events(
@@ -322,6 +330,8 @@ class JavaClient:
         commit_each: bool = True,
         assignor: str = "range",
         properties: dict[str, str] | None = None,
+        group_protocol: str = "classic",
+        remote_assignor: str | None = None,
     ) -> None:
         """Like group_consume, plus every rebalance callback as ``on_event({"event": "assigned" |
         "revoked" | "lost", "partitions": changed, "assignment": whole after the change,
@@ -331,7 +341,9 @@ class JavaClient:
         ``on_record`` ended on is committed."""
         options = ["--topic", topic, "--group", group_id, "--ack-each", "true"]
         options += ["--commit", "record" if commit_each else "none", "--assignor", assignor]
-        options += ["--session-timeout-ms", str(session_timeout_ms)]
+        options += ["--session-timeout-ms", str(session_timeout_ms), "--group-protocol", group_protocol]
+        if remote_assignor is not None:
+            options += ["--remote-assignor", remote_assignor]
         # No deadline of its own (a day): should_stop() or on_record ends the run.
         options += ["--deadline-ms", str(24 * 3600 * 1000)]
         if instance_id is not None:
@@ -418,6 +430,7 @@ class JavaClient:
         return {
             "state": out["state"],
             "protocol": out["protocol"],
+            "type": out["type"],
             "members": {
                 m["member_id"]: {
                     "client_id": m["client_id"],

@@ -58,6 +58,7 @@ def load_all() -> dict[int, ApiHandler]:
         admin,
         api_versions,
         configs,
+        consumer_groups,
         fetch,
         groups,
         metadata,

@@ -302,6 +302,7 @@ def handle_offset_commit(ctx: RequestContext, request: dict):  # noqa: ANN201
         retention_time_ms=request.get("retention_time_ms", -1) if 2 <= version <= 4 else -1,
         offsets=wanted,
         topic_exists=lambda topic, partition: b.partition(topic, partition) is not None,
+        api_version=version,
     )
     response = _commit_response(request, errors)
     return response if wait is None else _after(wait, response)
@@ -345,12 +346,17 @@ def _fetched_partition(index: int, om: Any) -> dict[str, Any]:
 
 
 def _fetch_group(
-    coordinator: GroupCoordinator | None, group_id: str, topics: list[dict] | None, version: int
+    coordinator: GroupCoordinator | None,
+    group_id: str,
+    topics: list[dict] | None,
+    version: int,
+    member_id: str | None = None,
+    member_epoch: int = -1,
 ) -> tuple[ErrorCode, list[dict[str, Any]]]:
     wanted = None if topics is None else [(t["name"], list(t["partition_indexes"])) for t in topics]
     if coordinator is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
-    error, found = coordinator.fetch_offsets(group_id, wanted)
+    error, found = coordinator.fetch_offsets(group_id, wanted, member_id, member_epoch)
     out = []
     for name, parts in found:
         partitions = [_fetched_partition(i, om) for i, om in parts]
@@ -368,7 +374,15 @@ def handle_offset_fetch(ctx: RequestContext, request: dict) -> dict:
     if version >= 8:
         groups = []
         for g in request["groups"]:
-            error, topics = _fetch_group(coordinator, g["group_id"], g["topics"], version)
+            error, topics = _fetch_group(
+                coordinator,
+                g["group_id"],
+                g["topics"],
+                version,
+                # v9 (KIP-848): a consumer group member names itself, and its epoch is checked.
+                g.get("member_id") if version >= 9 else None,
+                g.get("member_epoch", -1) if version >= 9 else -1,
+            )
             groups.append({"group_id": g["group_id"], "topics": topics, "error_code": error})
         return {"throttle_time_ms": 0, "groups": groups}
     error, topics = _fetch_group(coordinator, request["group_id"], request["topics"], version)

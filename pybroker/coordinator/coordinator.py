@@ -20,8 +20,15 @@ from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pybroker.coordinator import records
+from pybroker.coordinator import consumer_records, records
 from pybroker.coordinator.clock import Clock, LoopClock
+from pybroker.coordinator.consumer_coordinator import (
+    ConsumerGroupConfig,
+    ConsumerGroupManager,
+    TopicView,
+    offsets_tombstones,
+)
+from pybroker.coordinator.consumer_group import ConsumerGroup, TopicMetadata
 from pybroker.coordinator.group import (
     CONSUMER_PROTOCOL_TYPE,
     ClassicGroup,
@@ -65,6 +72,31 @@ class CoordinatorConfig:
     max_session_timeout_ms: int = 1_800_000
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     offsets_retention_check_interval_ms: int = 600_000
+    consumer: ConsumerGroupConfig | None = None
+
+
+class BrokerTopics:
+    """The broker's topics as the consumer-group coordinator sees them (internal topics excluded)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def topic(self, name: str) -> TopicMetadata | None:
+        rec = self.broker.metadata.topics.get(name)
+        if rec is None or rec.internal:
+            return None
+        return TopicMetadata(rec.topic_id, rec.name, rec.partitions)
+
+    def names(self) -> list[str]:
+        return [name for name, rec in self.broker.metadata.topics.items() if not rec.internal]
+
+
+class NoTopics:
+    def topic(self, name: str) -> TopicMetadata | None:
+        return None
+
+    def names(self) -> list[str]:
+        return []
 
 
 def join_error(error: ErrorCode, member_id: str = UNKNOWN_MEMBER_ID) -> dict[str, Any]:
@@ -105,6 +137,7 @@ class GroupCoordinator:
         clock: Clock | None = None,
         store: GroupStore | None = None,
         config: CoordinatorConfig | None = None,
+        topics: TopicView | None = None,
     ) -> None:
         self.broker = broker
         self.clock: Clock = clock or LoopClock()
@@ -114,6 +147,9 @@ class GroupCoordinator:
         self._expiry_timer: Any = None
         self._offsets_topic: Any = None
         self.started = False
+        if topics is None:
+            topics = BrokerTopics(broker) if broker is not None else NoTopics()
+        self.consumer = ConsumerGroupManager(self, self.config.consumer or ConsumerGroupConfig(), topics)
 
     @staticmethod
     def _config_from(broker: Broker) -> CoordinatorConfig:
@@ -124,6 +160,12 @@ class GroupCoordinator:
             max_session_timeout_ms=c.group_max_session_timeout_ms,
             offsets_retention_ms=c.offsets_retention_minutes * 60_000,
             offsets_retention_check_interval_ms=c.get("offsets.retention.check.interval.ms"),
+            consumer=ConsumerGroupConfig(
+                heartbeat_interval_ms=c.get("group.consumer.heartbeat.interval.ms"),
+                session_timeout_ms=c.get("group.consumer.session.timeout.ms"),
+                assignors=tuple(c.get("group.consumer.assignors")),
+                max_size=c.get("group.consumer.max.size"),
+            ),
         )
 
     # -- lifecycle ------------------------------------------------------------------------------------
@@ -147,6 +189,11 @@ class GroupCoordinator:
             self._offsets_topic.stop_cleaner()
         for group in self.groups.values():
             self._cancel_group_timers(group)
+        for cgroup in self.consumer.groups.values():
+            for m in cgroup.members.values():
+                for t in (m.session_timer, m.rebalance_timer):
+                    if t is not None:
+                        t.cancel()
         self.started = False
 
     def _schedule_expiry(self) -> None:
@@ -208,8 +255,16 @@ class GroupCoordinator:
         """Rebuild groups from __consumer_offsets records (in log order; later records win)."""
         offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
         metadata: dict[str, dict[str, Any] | None] = {}
+        consumer_entries: list[tuple[consumer_records.ConsumerRecordKey, bytes | None]] = []
         for key_bytes, value in entries:
             key = records.decode_key(key_bytes)
+            if key is None:
+                consumer_key = consumer_records.decode_key(key_bytes)
+                if consumer_key is not None:
+                    consumer_entries.append((consumer_key, value))
+                    if consumer_key.record_type == consumer_records.METADATA and value is not None:
+                        metadata.pop(consumer_key.group_id, None)  # a classic group became a consumer group
+                continue
             if isinstance(key, records.OffsetKey):
                 per_group = offsets.setdefault(key.group, {})
                 if value is None:
@@ -225,8 +280,11 @@ class GroupCoordinator:
                     )
             elif isinstance(key, records.GroupKey):
                 metadata[key.group] = None if value is None else records.decode_group_value(value)
+        consumer_groups = self.consumer.load(consumer_entries, offsets)
         now = self.clock.now_ms()
         for group_id in set(offsets) | set(metadata):
+            if group_id in consumer_groups:
+                continue
             doc = metadata.get(group_id)
             group_offsets = offsets.get(group_id, {})
             if doc is None and not group_offsets:
@@ -260,10 +318,30 @@ class GroupCoordinator:
                         self._schedule_heartbeat_expiry(group, member)
             self.groups[group_id] = group
         log.info(
-            "loaded %d groups (%d with members) from __consumer_offsets",
+            "loaded %d classic groups (%d with members) and %d consumer groups from __consumer_offsets",
             len(self.groups),
             sum(1 for g in self.groups.values() if g.members),
+            len(consumer_groups),
         )
+
+    # -- group type conversions (Kafka converts an *empty* group to the protocol a member asks for) -----
+    def take_empty_classic_group(self, group: ClassicGroup) -> dict[tuple[str, int], OffsetAndMetadata]:
+        """Remove an empty classic group that becomes a consumer group; its offsets go with it."""
+        self._cancel_group_timers(group)
+        group.transition_to(GroupState.DEAD, self.clock.now_ms())
+        self.groups.pop(group.group_id, None)
+        self.store.append(group.group_id, [(records.group_key(group.group_id), None)])
+        log.info("group %s: empty classic group converted to a consumer group", group.group_id)
+        return group.offsets
+
+    def _classic_from_empty_consumer_group(self, cgroup: ConsumerGroup) -> ClassicGroup:
+        tombstones = self.consumer.drop(cgroup)
+        self.store.append(cgroup.group_id, tombstones)
+        group = ClassicGroup(cgroup.group_id, state_timestamp_ms=self.clock.now_ms())
+        group.offsets = cgroup.offsets
+        self.groups[cgroup.group_id] = group
+        log.info("group %s: empty consumer group converted to a classic group", cgroup.group_id)
+        return group
 
     # -- timers ---------------------------------------------------------------------------------------
     def _schedule_heartbeat_expiry(
@@ -346,6 +424,13 @@ class GroupCoordinator:
             _done(fut, join_error(ErrorCode.INVALID_SESSION_TIMEOUT, member_id))
             return fut
         is_unknown = member_id == UNKNOWN_MEMBER_ID
+        cgroup = self.consumer.groups.get(group_id)
+        if cgroup is not None:
+            if not cgroup.is_empty():
+                # Kafka would let a classic member join (online migration); pybroker does not.
+                _done(fut, join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id))
+                return fut
+            self._classic_from_empty_consumer_group(cgroup)
         group = self.groups.get(group_id)
         if group is None:
             if not is_unknown:
@@ -854,6 +939,10 @@ class GroupCoordinator:
         self, group_id: str, leaving: list[tuple[str, str | None]]
     ) -> tuple[ErrorCode, list[tuple[str, str | None, ErrorCode]]]:
         """(top-level error, [(member id, instance id, error)]) as LeaveGroup v3+ answers them."""
+        cgroup = self.consumer.groups.get(group_id)
+        if cgroup is not None:
+            results, _ = self.consumer.classic_leave(cgroup, leaving)
+            return ErrorCode.NONE, results
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.NONE, [(m, i, ErrorCode.UNKNOWN_MEMBER_ID) for m, i in leaving]
@@ -957,6 +1046,11 @@ class GroupCoordinator:
                     "group_type": "classic",
                 }
             )
+        if wanted_types is None or "consumer" in wanted_types:
+            for cgroup in self.consumer.groups.values():
+                entry = self.consumer.list_entry(cgroup)
+                if wanted_states is None or entry["group_state"].lower() in wanted_states:
+                    out.append(entry)
         return out
 
     def delete_groups(
@@ -965,6 +1059,16 @@ class GroupCoordinator:
         results = []
         waits = []
         for group_id in group_ids:
+            cgroup = self.consumer.groups.get(group_id)
+            if cgroup is not None:
+                if not cgroup.is_empty():
+                    results.append((group_id, ErrorCode.NON_EMPTY_GROUP))
+                    continue
+                wait = self._remove_consumer_group(cgroup)
+                if wait is not None:
+                    waits.append(wait)
+                results.append((group_id, ErrorCode.NONE))
+                continue
             group = self.groups.get(group_id)
             if group is None or group.is_(GroupState.DEAD):
                 results.append((group_id, ErrorCode.GROUP_ID_NOT_FOUND))
@@ -991,6 +1095,13 @@ class GroupCoordinator:
         log.info("group %s deleted", group.group_id)
         return self.store.append(group.group_id, tombstones)
 
+    def _remove_consumer_group(self, cgroup: ConsumerGroup) -> Awaitable[None] | None:
+        tombstones = offsets_tombstones(cgroup.group_id, cgroup.offsets)
+        tombstones += self.consumer.drop(cgroup)
+        cgroup.offsets = {}
+        log.info("consumer group %s deleted", cgroup.group_id)
+        return self.store.append(cgroup.group_id, tombstones)
+
     # -- offsets --------------------------------------------------------------------------------------
     def commit_offsets(
         self,
@@ -1002,14 +1113,25 @@ class GroupCoordinator:
         retention_time_ms: int,
         offsets: list[tuple[str, int, int, int, str | None]],
         topic_exists: Any = None,
+        api_version: int | None = None,
     ) -> tuple[dict[tuple[str, int], ErrorCode], Awaitable[None] | None]:
-        """``offsets``: (topic, partition, offset, leader epoch, metadata). Returns per-partition errors."""
+        """``offsets``: (topic, partition, offset, leader epoch, metadata). Returns per-partition errors.
+
+        ``generation_id`` is the member epoch for a consumer group (OffsetCommit v9+ names it so)."""
 
         def all_(error: ErrorCode) -> tuple[dict[tuple[str, int], ErrorCode], None]:
             return {(t, p): error for t, p, *_ in offsets}, None
 
         if not group_id:
             return all_(ErrorCode.INVALID_GROUP_ID)
+        cgroup = self.consumer.groups.get(group_id)
+        if cgroup is not None:
+            error, check = self.consumer.validate_offset_commit(cgroup, member_id, generation_id, api_version)
+            if error != ErrorCode.NONE:
+                return all_(error)
+            return self._write_offsets(
+                group_id, cgroup.offsets, retention_time_ms, offsets, topic_exists, check
+            )
         group = self.groups.get(group_id)
         if group is None:
             if generation_id >= 0:
@@ -1032,6 +1154,18 @@ class GroupCoordinator:
                 return all_(ErrorCode.REBALANCE_IN_PROGRESS)
             # Stable or PreparingRebalance: commits are allowed; the heartbeat answer reports a rebalance.
             self._schedule_heartbeat_expiry(group, member)
+        return self._write_offsets(group_id, group.offsets, retention_time_ms, offsets, topic_exists)
+
+    def _write_offsets(
+        self,
+        group_id: str,
+        committed: dict[tuple[str, int], OffsetAndMetadata],
+        retention_time_ms: int,
+        offsets: list[tuple[str, int, int, int, str | None]],
+        topic_exists: Any,
+        check: Any = None,
+    ) -> tuple[dict[tuple[str, int], ErrorCode], Awaitable[None] | None]:
+        """Write what passes; ``check(topic, partition)`` may refuse single partitions (KIP-1251)."""
         now = self.clock.now_ms()
         errors: dict[tuple[str, int], ErrorCode] = {}
         entries: list[tuple[bytes, bytes | None]] = []
@@ -1044,6 +1178,10 @@ class GroupCoordinator:
                 continue
             if topic_exists is not None and not topic_exists(topic, partition):
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            refused = check(topic, partition) if check is not None else ErrorCode.NONE
+            if refused != ErrorCode.NONE:
+                errors[tp] = refused
                 continue
             expire = now + retention_time_ms if retention_time_ms > 0 else -1
             om = OffsetAndMetadata(offset, leader_epoch, text, now, expire)
@@ -1059,15 +1197,27 @@ class GroupCoordinator:
             return errors, None
         wait = self.store.append(group_id, entries)
         for tp, om in accepted:
-            group.offsets[tp] = om
+            committed[tp] = om
         return errors, wait
 
     def fetch_offsets(
-        self, group_id: str, topics: list[tuple[str, list[int]]] | None
+        self,
+        group_id: str,
+        topics: list[tuple[str, list[int]]] | None,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> tuple[ErrorCode, list[tuple[str, list[tuple[int, OffsetAndMetadata | None]]]]]:
-        """``topics`` None means every committed offset of the group."""
-        group = self.groups.get(group_id)
-        offsets = {} if group is None or group.is_(GroupState.DEAD) else group.offsets
+        """``topics`` None means every committed offset of the group.  ``member_id``/``member_epoch``
+        (OffsetFetch v9) are checked for consumer groups, as Kafka checks them."""
+        cgroup = self.consumer.groups.get(group_id)
+        if cgroup is not None:
+            error = self.consumer.validate_offset_fetch(cgroup, member_id, member_epoch)
+            if error != ErrorCode.NONE:
+                return error, []
+            offsets = cgroup.offsets
+        else:
+            group = self.groups.get(group_id)
+            offsets = {} if group is None or group.is_(GroupState.DEAD) else group.offsets
         if topics is None:
             by_topic: dict[str, list[tuple[int, OffsetAndMetadata | None]]] = {}
             for (t, p), om in sorted(offsets.items()):
@@ -1078,6 +1228,11 @@ class GroupCoordinator:
     def delete_offsets(
         self, group_id: str, partitions: list[tuple[str, int]]
     ) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode], Awaitable[None] | None]:
+        cgroup = self.consumer.groups.get(group_id)
+        if cgroup is not None:
+            return self._delete_offsets_of(
+                group_id, cgroup.offsets, cgroup.subscribed_names(self.consumer.topics.names()), partitions
+            )
         group = self.groups.get(group_id)
         if group is None or group.is_(GroupState.DEAD):
             return ErrorCode.GROUP_ID_NOT_FOUND, {}, None
@@ -1088,6 +1243,15 @@ class GroupCoordinator:
                 # Not a consumer-protocol group (or unreadable subscriptions): only when empty.
                 return ErrorCode.NON_EMPTY_GROUP, {}, None
             subscribed = topics
+        return self._delete_offsets_of(group_id, group.offsets, subscribed, partitions)
+
+    def _delete_offsets_of(
+        self,
+        group_id: str,
+        committed: dict[tuple[str, int], OffsetAndMetadata],
+        subscribed: set[str],
+        partitions: list[tuple[str, int]],
+    ) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode], Awaitable[None] | None]:
         errors: dict[tuple[str, int], ErrorCode] = {}
         tombstones: list[tuple[bytes, bytes | None]] = []
         for topic, partition in partitions:
@@ -1095,7 +1259,7 @@ class GroupCoordinator:
                 errors[(topic, partition)] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
                 continue
             errors[(topic, partition)] = ErrorCode.NONE
-            if group.offsets.pop((topic, partition), None) is not None:
+            if committed.pop((topic, partition), None) is not None:
                 tombstones.append((records.offset_key(group_id, topic, partition), None))
         wait = self.store.append(group_id, tombstones) if tombstones else None
         return ErrorCode.NONE, errors, wait
@@ -1134,6 +1298,18 @@ class GroupCoordinator:
                 log.info("group %s: expired %d offsets", group.group_id, len(expired))
             if group.is_(GroupState.EMPTY) and not group.offsets and not group.members:
                 self._remove_group(group)
+        for cgroup in list(self.consumer.groups.values()):
+            if not cgroup.is_empty():
+                continue
+            # An empty consumer group's offsets age from their commit; the group goes with the last one.
+            expired = [tp for tp, om in cgroup.offsets.items() if om.commit_timestamp_ms + retention <= now]
+            for tp in expired:
+                del cgroup.offsets[tp]
+            if expired:
+                self.store.append(cgroup.group_id, offsets_tombstones(cgroup.group_id, expired))
+                removed += len(expired)
+            if not cgroup.offsets:
+                self._remove_consumer_group(cgroup)
         return removed
 
 

@@ -51,6 +51,7 @@ final class GroupAdminCommands {
         result.put("group", d.groupId());
         result.put("state", stateName(d.state()));
         result.put("protocol", d.partitionAssignor());
+        result.put("type", d.type().name()); // CONSUMER (KIP-848) or CLASSIC
         result.put("simple", d.isSimpleConsumerGroup());
         result.put("coordinator", d.coordinator() == null ? -1 : d.coordinator().id());
         ArrayNode members = result.putArray("members");

@@ -41,7 +41,9 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  *
  * <p>Options: {@code --topic T --group G [--count N] [--deadline-ms MS] [--commit record|poll|none]
  * [--assignor range|roundrobin|sticky|cooperative-sticky|CLASS] [--instance-id ID]
- * [--session-timeout-ms MS] [--ack-each true|false] [--reset earliest|latest|none]}.
+ * [--session-timeout-ms MS] [--ack-each true|false] [--reset earliest|latest|none]
+ * [--group-protocol classic|consumer] [--remote-assignor uniform|range]}; with {@code consumer} (KIP-848)
+ * the assignor, session timeout and heartbeat options are not sent (the broker owns them).
  */
 final class GroupConsumeCommand {
     private static final String STOP = "stop";
@@ -163,10 +165,21 @@ final class GroupConsumeCommand {
         props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
         props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
         props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, args.optional("reset", "earliest"));
-        props.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, assignorClass(args.optional("assignor", "range")));
-        int sessionMs = args.optionalInt("session-timeout-ms", 6000);
-        props.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, Integer.toString(sessionMs));
-        props.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, Integer.toString(Math.max(sessionMs / 6, 100)));
+        String protocol = args.optional("group-protocol", "classic");
+        if (protocol.equals("consumer")) {
+            // KIP-848: the broker owns the session timeout, heartbeat interval and assignment; the client
+            // refuses those settings, and names a server-side assignor (uniform, range) at most.
+            props.put("group.protocol", "consumer");
+            String remote = args.optional("remote-assignor", null);
+            if (remote != null) {
+                props.put("group.remote.assignor", remote);
+            }
+        } else {
+            props.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, assignorClass(args.optional("assignor", "range")));
+            int sessionMs = args.optionalInt("session-timeout-ms", 6000);
+            props.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, Integer.toString(sessionMs));
+            props.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, Integer.toString(Math.max(sessionMs / 6, 100)));
+        }
         String instanceId = args.optional("instance-id", null);
         if (instanceId != null) {
             props.put(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG, instanceId);
