@@ -416,6 +416,15 @@ def test_commit_each_record_is_exactly_once_through_two_rebalances(
 ) -> None:
     with expressible(client_name):
         require_groups(client, client_name)
+        if client_name == "sarama":
+            # Measured on Apache Kafka 4.3.1 as on pybroker: after the second rebalance the
+            # adapter's synchronous per-record session.Commit() waits for sarama's Broker lock,
+            # held by a long-poll Fetch on the same connection, and the member stops
+            # (compat_tests/go/README.md has the goroutine dump's summary).
+            raise NotSupportedByClient(
+                "the sarama adapter's synchronous per-record commit stalls behind its own in-flight"
+                " Fetch after a rebalance (on Apache Kafka too)"
+            )
     partitions, wave = 6, 8  # records per partition per wave; three waves
     topic = make_topic(partitions=partitions)
     group = f"{topic}-group"
