@@ -446,7 +446,15 @@ def test_commit_each_record_is_exactly_once_through_two_rebalances(
     assert first.process.returncode == 0, first.stderr_tail()
     produce_spread(admin, bootstrap, topic, partitions, wave)
     total = 3 * wave * partitions
-    wait_for(lambda: len(processed()) >= total, 60, f"{total} records processed in all")
+    try:
+        wait_for(lambda: len(processed()) >= total, 60, f"{total} records processed in all")
+    except AssertionError as e:
+        state = [
+            f"member {i}: {len(m.snapshot()[0])} records, assignment {m.current}, last events "
+            f"{m.snapshot()[1][-3:]}, stderr: {m.stderr_tail()}"
+            for i, m in enumerate(members)
+        ]
+        raise AssertionError(f"{e}; " + " | ".join(state)) from None
     done = processed()
     duplicates = sorted({r for r in done if done.count(r) > 1})
     assert not duplicates, f"processed more than once: {duplicates}"
