@@ -12,10 +12,8 @@ import base64
 import json
 import logging
 import os
-import queue
 import shutil
 import subprocess
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +33,7 @@ from .base import (
     Start,
     TopicDescription,
 )
+from .group_member import drive_group_member
 
 logger = logging.getLogger(__name__)
 
@@ -351,69 +350,25 @@ class JavaClient:
         for name, value in (properties or {}).items():
             options += ["--property", f"{name}={value}"]
         process = self._start("group-consume", bootstrap, options, timeout_s=self.timeout_s)
-        events: queue.Queue[dict[str, Any] | None] = queue.Queue()
 
-        def pump() -> None:
-            assert process.stdout is not None
-            for line in process.stdout:
-                if line.strip():
-                    events.put(json.loads(line))
-            events.put(None)
+        def on_error(event: dict[str, Any]) -> None:
+            raise JavaClientError(
+                event.get("kafka_error", "UNKNOWN"),
+                event["error"],
+                event.get("message") or "",
+                event.get("error_class", ""),
+                1,
+            )
 
-        threading.Thread(target=pump, daemon=True).start()
-        assert process.stdin is not None
-        assigned: list[int] | None = None
-        stop_sent = False
-
-        def send(line: str) -> None:
-            try:
-                process.stdin.write(line + "\n")  # type: ignore[union-attr]
-                process.stdin.flush()  # type: ignore[union-attr]
-            except BrokenPipeError:
-                pass
-
-        try:
-            while True:
-                if not stop_sent and should_stop():
-                    send("stop")
-                    stop_sent = True
-                try:
-                    event = events.get(timeout=0.2)
-                except queue.Empty:
-                    continue
-                if event is None:
-                    break
-                kind = event.get("event")
-                if "error" in event and kind is None:
-                    raise JavaClientError(
-                        event.get("kafka_error", "UNKNOWN"),
-                        event["error"],
-                        event.get("message") or "",
-                        event.get("error_class", ""),
-                        1,
-                    )
-                if kind in ("assigned", "revoked", "lost"):
-                    on_event(event)
-                    if event["assignment"] != assigned:
-                        assigned = event["assignment"]
-                        on_assign(list(assigned))
-                elif kind == "record":
-                    done = on_record(event["partition"], event["offset"], _unb64(event["value"]))
-                    stop_sent = stop_sent or done
-                    send("stop" if done else "next")
-                elif kind is not None:
-                    on_event(event)
-            process.wait(PROCESS_SLACK_S)
-        finally:
-            if process.poll() is None:
-                send("stop")
-                try:
-                    process.wait(PROCESS_SLACK_S)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
-            if process.stdin:
-                process.stdin.close()
+        drive_group_member(
+            process,
+            on_event=on_event,
+            on_record=on_record,
+            should_stop=should_stop,
+            on_assign=on_assign,
+            on_error=on_error,
+            decode_value=_unb64,
+        )
         if process.returncode != 0:
             raise RuntimeError(f"java group-consume exited {process.returncode}")
 

@@ -12,10 +12,8 @@ import base64
 import json
 import logging
 import os
-import queue
 import shutil
 import subprocess
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,6 +31,7 @@ from compat_tests.clients.base import (
     Start,
     TopicDescription,
 )
+from compat_tests.clients.group_member import drive_group_member
 from compat_tests.reference.maven import CACHE_DIR, build_lock
 
 logger = logging.getLogger(__name__)
@@ -256,61 +255,17 @@ class GoCliClient:
         argv = [str(ensure_binary()), self.library, "group-consume", "--bootstrap", bootstrap]
         argv += ["--timeout-ms", str(int(self.timeout_s * 1000)), *options]
         process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
-        lines: queue.Queue[dict[str, Any] | None] = queue.Queue()
-
-        def pump() -> None:
-            assert process.stdout is not None
-            for line in process.stdout:
-                if line.strip():
-                    lines.put(json.loads(line))
-            lines.put(None)
-
-        threading.Thread(target=pump, daemon=True).start()
-
-        def send(line: str) -> None:
-            try:
-                process.stdin.write(line + "\n")  # type: ignore[union-attr]
-                process.stdin.flush()  # type: ignore[union-attr]
-            except (BrokenPipeError, ValueError):
-                pass  # the process already ended; its exit status says why
-
-        assigned: list[int] | None = None
-        stop_sent = False
-        error: dict[str, Any] | None = None
-        try:
-            while True:
-                if not stop_sent and should_stop():
-                    send("stop")
-                    stop_sent = True
-                try:
-                    event = lines.get(timeout=0.2)
-                except queue.Empty:
-                    continue
-                if event is None:
-                    break
-                kind = event.get("event")
-                if kind is None and "error" in event:
-                    error = event
-                elif kind in ("assigned", "revoked", "lost"):
-                    on_event(event)
-                    if event["assignment"] != assigned:
-                        assigned = event["assignment"]
-                        on_assign(list(assigned))
-                elif kind == "record":
-                    done = on_record(event["partition"], event["offset"], _unb64(event["value"]))
-                    stop_sent = stop_sent or done
-                    send("stop" if done else "next")
-            process.wait(PROCESS_SLACK_S)
-        finally:
-            if process.poll() is None:
-                send("stop")
-                try:
-                    process.wait(PROCESS_SLACK_S)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
-            if process.stdin:
-                process.stdin.close()
+        errors: list[dict[str, Any]] = []  # the member's error line, read once it has exited
+        drive_group_member(
+            process,
+            on_event=on_event,
+            on_record=on_record,
+            should_stop=should_stop,
+            on_assign=on_assign,
+            on_error=errors.append,
+            decode_value=_unb64,
+        )
+        error = errors[-1] if errors else None
         if process.returncode == 0:
             return
         if error is not None and process.returncode == EXIT_NOT_EXPRESSIBLE:

@@ -434,7 +434,14 @@ func franzGroupConsume(a *args, opts []kgo.Opt) {
 				continue
 			}
 			if commitEach {
-				if err := client.CommitRecords(ctx, r); err != nil {
+				// Not ctx: a stop cancels ctx, and a commit cancelled after it was sent may still be
+				// applied by the broker while the client reports failure — the record would then be
+				// neither emitted here nor refetched by the next owner. Like the Java adapter, a stop
+				// lets the commit in flight finish so its outcome is known.
+				commitCtx, commitDone := context.WithTimeout(context.Background(), 30*time.Second)
+				err := client.CommitRecords(commitCtx, r)
+				commitDone()
+				if err != nil {
 					fmt.Fprintf(os.Stderr, "commit %s[%d]@%d: %v\n", r.Topic, r.Partition, r.Offset, err)
 					skipped[r.Partition] = true
 					client.SetOffsets(map[string]map[int32]kgo.EpochOffset{
