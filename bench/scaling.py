@@ -5,8 +5,8 @@
     python -m bench.scaling --parts logsize --log-sizes-gib 1,20
     python -m bench.scaling --write-results
 
-- partitions: one topic with N partitions on one broker — creation time (until Metadata shows every
-  partition with a leader), Metadata latency for all topics (median of 5), produce spread over all
+- partitions: one topic with N partitions on one broker — creation time (CreateTopics of up to 5,000,
+  then CreatePartitions in steps of 5,000, until Metadata shows every partition with a leader), Metadata latency for all topics (median of 5), produce spread over all
   partitions (confluent-kafka, 1 KiB records round-robin), graceful stop time, start time until
   Metadata lists every partition again, and broker RSS (peak before the restart, and after it).
 - logsize: one partition filled to S GiB; latency of a fetch that reads one record at the start,
@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from bench import connections, processes
 from bench.report import markdown_table, render_section, write_section
@@ -95,6 +95,20 @@ def produce_spread(bootstrap: str, topic: str, partitions: int, records: int) ->
     return records * 1024 / (time.perf_counter() - started) / 1e6
 
 
+# Partitions per CreateTopics/CreatePartitions request: Kafka's controller refuses a request that
+# would write over 10,000 metadata records (a topic of 10,000 partitions is 10,001), so larger
+# topics are made as Kafka users make them: created, then grown, on both systems alike.
+PARTITIONS_PER_REQUEST = 5000
+
+
+def create_topic_in_steps(admin: AdminClient, topic: str, partitions: int) -> None:
+    created = min(partitions, PARTITIONS_PER_REQUEST)
+    admin.create_topics([NewTopic(topic, created, 1)], request_timeout=600)[topic].result(600)
+    while created < partitions:
+        created = min(partitions, created + PARTITIONS_PER_REQUEST)
+        admin.create_partitions([NewPartitions(topic, created)], request_timeout=600)[topic].result(600)
+
+
 def partitions_row(system: str, partitions: int, records: int) -> list[str]:
     with tempfile.TemporaryDirectory(prefix=f"scaling-{system}-") as tmp:
         broker = make_broker(system, Path(tmp))
@@ -103,7 +117,7 @@ def partitions_row(system: str, partitions: int, records: int) -> list[str]:
             admin = AdminClient({"bootstrap.servers": bootstrap})
             topic = f"scale-{partitions}"
             started = time.perf_counter()
-            admin.create_topics([NewTopic(topic, partitions, 1)], request_timeout=600)[topic].result(600)
+            create_topic_in_steps(admin, topic, partitions)
             wait_for_partitions(admin, topic, partitions, 600)
             create_s = time.perf_counter() - started
             meta_ms = metadata_ms(admin)

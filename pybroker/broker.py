@@ -30,13 +30,33 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Kafka's controller refuses to create more partitions than this in one request.
-MAX_PARTITIONS_PER_REQUEST = 10_000
+# Kafka's controller refuses a request that creates more partitions than this
+# (ReplicationControlManager.MAX_PARTITIONS_PER_BATCH) or that would write more metadata records
+# than this (QuorumController.MAX_RECORDS_PER_USER_OP); both are POLICY_VIOLATION for the whole request.
+MAX_PARTITIONS_PER_BATCH = 10_000
+MAX_RECORDS_PER_USER_OP = 10_000
+TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
+TOO_MANY_RECORDS = "Unable to perform excessively large batch operation."
 BUILD_THREADS = 8  # threads creating a new topic's partition files
 # Up to this many partitions are created inline; more go to an executor thread.
 SYNC_CREATE_PARTITIONS = 16
 # Kafka spells "never" as Long.MAX_VALUE; intervals at or above this do not get a task at all.
 NEVER_MS = 2**40
+
+
+def new_topic_records(num_partitions: int, configs: dict[str, str | None]) -> int:
+    """The metadata records Kafka's controller writes to create a topic: a TopicRecord, a
+    ConfigRecord per config set, a PartitionRecord per partition."""
+    return 1 + sum(1 for value in configs.values() if value is not None) + num_partitions
+
+
+def check_creation_limits(partitions: int, records: int) -> None:
+    """Kafka's controller limits for one request creating ``partitions`` partitions with
+    ``records`` metadata records; raises POLICY_VIOLATION, which applies to the whole request."""
+    if partitions > MAX_PARTITIONS_PER_BATCH:
+        raise KafkaError(ErrorCode.POLICY_VIOLATION, TOO_MANY_PARTITIONS)
+    if records > MAX_RECORDS_PER_USER_OP:
+        raise KafkaError(ErrorCode.POLICY_VIOLATION, TOO_MANY_RECORDS)
 
 
 class Broker:
@@ -155,7 +175,9 @@ class Broker:
         assert self.log_manager is not None
         n = self.log_manager.remove_expired_producers(self.config.producer_id_expiration_ms)
         if n:
-            log.info("removed %d producer ids idle for %d ms or more", n, self.config.producer_id_expiration_ms)
+            log.info(
+                "removed %d producer ids idle for %d ms or more", n, self.config.producer_id_expiration_ms
+            )
 
     def _checkpoint(self) -> None:
         assert self.log_manager is not None
@@ -204,10 +226,6 @@ class Broker:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         if num_partitions <= 0:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
-        if num_partitions > MAX_PARTITIONS_PER_REQUEST:
-            raise KafkaError(
-                ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation."
-            )
         try:
             broker_config.validate_topic_configs(configs)
         except broker_config.ConfigError as e:
@@ -217,6 +235,7 @@ class Broker:
     def create_topic(self, name: str, num_partitions: int, configs: dict[str, str | None]) -> TopicRecord:
         """Create a small topic at once, on the loop (auto-creation: num.partitions partitions)."""
         kept = self.check_new_topic(name, num_partitions, configs)
+        check_creation_limits(num_partitions, new_topic_records(num_partitions, kept))
         rec = self.metadata.add_topic(name, num_partitions, kept)
         self._create_partitions(rec, 0, num_partitions)
         log.info("created topic %s (id %s) with %d partitions", name, rec.topic_id, num_partitions)
@@ -327,10 +346,8 @@ class Broker:
             )
         if total == rec.partitions:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {rec.partitions} partitions.")
-        if total - rec.partitions > MAX_PARTITIONS_PER_REQUEST:
-            raise KafkaError(
-                ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation."
-            )
+        if total - rec.partitions > MAX_RECORDS_PER_USER_OP:  # a PartitionRecord per new partition
+            raise KafkaError(ErrorCode.POLICY_VIOLATION, TOO_MANY_RECORDS)
         if validate_only:
             return
         old = rec.partitions

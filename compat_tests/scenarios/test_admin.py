@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 
 import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from compat_tests.clients.base import ClientError, Record
 
@@ -100,3 +102,55 @@ def test_describe_missing_topic(client, client_name, bootstrap) -> None:
     with expressible(client_name), pytest.raises(ClientError) as raised:
         client.describe_topic(bootstrap, f"compat-missing-{time.time_ns()}")
     assert raised.value.error == "UNKNOWN_TOPIC_OR_PARTITION"
+
+
+# (topics as (partitions, configs set), what every topic gets) — validate_only, so nothing is
+# created; Kafka's controller still counts what the request would write. Measured on Apache Kafka
+# 4.3.1: over 10,000 partitions in the request, or over 10,000 metadata records (a TopicRecord,
+# a ConfigRecord per config, a PartitionRecord per partition, over all valid topics), refuses the
+# whole request with POLICY_VIOLATION.
+CREATE_TOPICS_LIMIT_CASES = {
+    "9999-partitions": ([(9999, 0)], "ok"),
+    "10000-partitions": ([(10000, 0)], "POLICY_VIOLATION"),
+    "10001-partitions": ([(10001, 0)], "POLICY_VIOLATION"),
+    "9998-partitions-1-config": ([(9998, 1)], "ok"),
+    "9999-partitions-1-config": ([(9999, 1)], "POLICY_VIOLATION"),
+    "two-topics-of-5000": ([(5000, 0), (5000, 0)], "POLICY_VIOLATION"),
+    "4999-4999-1": ([(4999, 0), (4999, 0), (1, 0)], "POLICY_VIOLATION"),
+}
+
+
+def _validate_only_outcomes(bootstrap: str, new: list[NewTopic]) -> dict[str, str]:
+    """Topic -> "ok" or the error name, for one validate_only CreateTopics of ``new``."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    outcomes = {}
+    for name, future in admin.create_topics(new, validate_only=True, request_timeout=60).items():
+        try:
+            future.result(60)
+            outcomes[name] = "ok"
+        except KafkaException as e:
+            outcomes[name] = e.args[0].name()
+    listed = admin.list_topics(timeout=30).topics
+    assert not [t.topic for t in new if t.topic in listed], "validate_only created a topic"
+    return outcomes
+
+
+@pytest.mark.parametrize("case", CREATE_TOPICS_LIMIT_CASES, ids=lambda case: f"case={case}")
+def test_create_topics_request_size_limits(bootstrap, unique_topic, case) -> None:
+    topics, expected = CREATE_TOPICS_LIMIT_CASES[case]
+    new = [
+        NewTopic(f"{unique_topic}-{i}", n, 1, config={"retention.ms": "86400000"} if configs else {})
+        for i, (n, configs) in enumerate(topics)
+    ]
+    assert _validate_only_outcomes(bootstrap, new) == {t.topic: expected for t in new}
+
+
+def test_create_topics_limit_does_not_count_an_invalid_topic(bootstrap, unique_topic) -> None:
+    """10,000 records with the invalid topic's included, 9,999 without: the valid topics pass."""
+    new = [NewTopic(f"{unique_topic}-a", 5000, 1), NewTopic(f"{unique_topic}-b", 4998, 1)]
+    new.append(NewTopic(f"{unique_topic} bad name!", 1, 1))
+    assert _validate_only_outcomes(bootstrap, new) == {
+        new[0].topic: "ok",
+        new[1].topic: "ok",
+        new[2].topic: "TOPIC_EXCEPTION",
+    }

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pybroker import config as broker_config
 from pybroker.apis import RequestContext, handles
-from pybroker.broker import MAX_PARTITIONS_PER_REQUEST
+from pybroker.broker import check_creation_limits, new_topic_records
 from pybroker.protocol.errors import ErrorCode, KafkaError
 from pybroker.storage.errors import OffsetOutOfRangeError
 
@@ -35,15 +35,67 @@ def _replication_error(ctx: RequestContext, rf: int, assignments: list[dict]) ->
     return None
 
 
+def _requested_partitions(ctx: RequestContext, topics: list[dict]) -> int:
+    """Partitions a CreateTopics asks for, counted as Kafka's controller does before anything else
+    (validateTotalNumberOfPartitions): assignments, else num_partitions, -1 meaning num.partitions."""
+    total = 0
+    for t in topics:
+        if t["assignments"]:
+            total += len(t["assignments"])
+        elif t["num_partitions"] == -1:
+            total += ctx.broker.config.num_partitions
+        elif t["num_partitions"] > 0:
+            total += t["num_partitions"]
+    return total
+
+
+def _validate_new_topic(ctx: RequestContext, t: dict) -> tuple[int, dict[str, str | None]]:
+    """The partition count and configs of a valid CreateTopics entry; raises KafkaError otherwise."""
+    err = _replication_error(ctx, t["replication_factor"], t["assignments"])
+    if err is not None:
+        raise err
+    n = t["num_partitions"]
+    if t["assignments"]:
+        if n != -1:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Both numPartitions and assignments were set.")
+        n = len(t["assignments"])
+    elif n == -1:
+        n = ctx.broker.config.num_partitions
+    configs = {c["name"]: c["value"] for c in t["configs"]}
+    ctx.broker.check_new_topic(t["name"], n, configs)
+    return n, configs
+
+
 @handles(19, 0, 7)
 async def handle_create_topics(ctx: RequestContext, request: dict) -> dict:
     b = ctx.broker
-    requested = sum(max(t["num_partitions"], len(t["assignments"]), 0) for t in request["topics"])
-    too_many = requested > MAX_PARTITIONS_PER_REQUEST
     validate_only = request.get("validate_only", False)
-    results = []
+    # Every entry is validated first: like Kafka's controller, the request as a whole is refused
+    # (each topic POLICY_VIOLATION) when it asks for too many partitions, or when the valid topics
+    # together would write too many metadata records — and nothing is created then.
+    checked: list[tuple[int, dict[str, str | None]] | KafkaError] = []
     seen: set[str] = set()
     for t in request["topics"]:
+        try:
+            if t["name"] in seen:
+                raise KafkaError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"Create topics request from client contains duplicate topic {t['name']}",
+                )
+            seen.add(t["name"])
+            checked.append(_validate_new_topic(ctx, t))
+        except KafkaError as e:
+            checked.append(e)
+    refusal: KafkaError | None = None
+    try:
+        check_creation_limits(
+            _requested_partitions(ctx, request["topics"]),
+            sum(new_topic_records(*c) for c in checked if not isinstance(c, KafkaError)),
+        )
+    except KafkaError as e:
+        refusal = e
+    results = []
+    for t, check in zip(request["topics"], checked, strict=True):
         name = t["name"]
         out = {
             "name": name,
@@ -54,29 +106,11 @@ async def handle_create_topics(ctx: RequestContext, request: dict) -> dict:
             "configs": None,
         }
         try:
-            if name in seen:
-                raise KafkaError(
-                    ErrorCode.INVALID_REQUEST,
-                    f"Create topics request from client contains duplicate topic {name}",
-                )
-            seen.add(name)
-            if too_many:
-                raise KafkaError(
-                    ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation."
-                )
-            err = _replication_error(ctx, t["replication_factor"], t["assignments"])
-            if err is not None:
-                raise err
-            n = t["num_partitions"]
-            if t["assignments"]:
-                if n != -1:
-                    raise KafkaError(
-                        ErrorCode.INVALID_REQUEST, "Both numPartitions and assignments were set."
-                    )
-                n = len(t["assignments"])
-            elif n == -1:
-                n = b.config.num_partitions
-            configs = {c["name"]: c["value"] for c in t["configs"]}
+            if refusal is not None:
+                raise refusal
+            if isinstance(check, KafkaError):
+                raise check
+            n, configs = check
             rec = await b.create_topic_async(name, n, configs, validate_only=validate_only)
             out["num_partitions"] = n
             out["replication_factor"] = 1
