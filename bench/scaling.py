@@ -9,8 +9,9 @@
   then CreatePartitions in steps of 5,000, until Metadata shows every partition with a leader), Metadata latency for all topics (median of 5), produce spread over all
   partitions (confluent-kafka, 1 KiB records round-robin), graceful stop time, start time until
   Metadata lists every partition again, and broker RSS (peak before the restart, and after it).
-- logsize: one partition filled to S GiB; latency of a fetch that reads one record at the start,
-  the middle and the end of the log (a consumer seeks there; median and p99 of repeated seeks).
+- logsize: one partition filled to S GiB of 16 KiB records; round trip of a raw Fetch (64 KiB,
+  max_wait_ms=0) for records at the start, the middle and the end of the log (median and p99 of
+  samples spread over nearby offsets).
 - connections: 100 connections each alternating Produce and Fetch (one request in flight each).
 
 Every broker runs in its own temporary directory, deleted afterwards (logs of 20 GiB included).
@@ -29,7 +30,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from bench import connections, processes
@@ -37,6 +38,7 @@ from bench.report import markdown_table, render_section, write_section
 from bench.stats import median, percentile
 from bench.sysstat import machine_description, peak_rss_mb, rss_mb
 from bench.systems import SYSTEMS, broker_pid, make_broker
+from tests.wire import WireClient
 
 RESULTS_PATH = Path(__file__).resolve().parent / "RESULTS.md"
 PARTS = ("partitions", "logsize", "connections")
@@ -172,25 +174,35 @@ def fill_log(bootstrap: str, topic: str, gib: float) -> int:
     return records
 
 
-def seek_latencies_ms(bootstrap: str, topic: str, offset: int, samples: int) -> list[float]:
-    """Time from assign-at-offset to the record at that offset arriving, ``samples`` times."""
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "scaling-unused", "enable.auto.commit": False,
-         "fetch.max.bytes": 65536, "max.partition.fetch.bytes": 65536, "queued.max.messages.kbytes": 64}
-    )  # fmt: skip
+FETCH = 1
+SEEK_STRIDE = 97  # offsets between the samples around one position, so each takes its own index lookup
+
+
+def seek_latencies_ms(bootstrap: str, topic: str, offset: int, samples: int, records: int) -> list[float]:
+    """Round trips of one Fetch (v12, max_wait_ms=0, 64 KiB) for a record near ``offset``: the
+    samples read offsets spread around it, on one connection, one request in flight.
+
+    A raw request rather than a consumer: a stock consumer's own long poll in flight (500 ms at
+    the log end) would be measured instead of the broker's lookup and read."""
+    first = max(0, min(offset - samples // 2 * SEEK_STRIDE, records - samples * SEEK_STRIDE))
+    targets = [min(records - 1, first + i * SEEK_STRIDE) for i in range(samples)]
     latencies = []
-    try:
-        consumer.assign([TopicPartition(topic, 0, offset)])
-        consumer.consume(num_messages=1, timeout=30)  # connection and first fetch: untimed
-        for _ in range(samples):
+    with WireClient(bootstrap, client_id=b"bench-scaling") as client:
+        for i, at in enumerate([targets[0], *targets]):  # the first fetch (connection warm-up) is untimed
+            body = {
+                "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 65536, "isolation_level": 0,
+                "topics": [{"topic": topic, "partitions": [
+                    {"partition": 0, "fetch_offset": at, "log_start_offset": -1, "partition_max_bytes": 65536}
+                ]}],
+            }  # fmt: skip
             started = time.perf_counter()
-            consumer.assign([TopicPartition(topic, 0, offset)])  # re-assign drops buffered data
-            messages = consumer.consume(num_messages=1, timeout=30)
-            if not messages or messages[0].offset() != offset:
-                raise processes.ToolError(f"no record at offset {offset}")
-            latencies.append((time.perf_counter() - started) * 1000)
-    finally:
-        consumer.close()
+            response = client.request(FETCH, 12, body)
+            elapsed_ms = (time.perf_counter() - started) * 1000
+            partition = response["responses"][0]["partitions"][0]
+            if partition["error_code"] != 0 or not partition["records"]:
+                raise processes.ToolError(f"no record at offset {at}: error {partition['error_code']}")
+            if i:
+                latencies.append(elapsed_ms)
     return latencies
 
 
@@ -207,7 +219,7 @@ def logsize_rows(system: str, gib: float, samples: int) -> list[list[str]]:
             fill_mb_s = records * 16384 / (time.perf_counter() - started) / 1e6
             rows = []
             for where, offset in (("start", 0), ("middle", records // 2), ("end", records - 1)):
-                latencies = sorted(seek_latencies_ms(bootstrap, topic, offset, samples))
+                latencies = sorted(seek_latencies_ms(bootstrap, topic, offset, samples, records))
                 rows.append(
                     [system, f"{gib:g}", where, f"{offset:,}", _fmt(median(latencies)),
                      _fmt(percentile(latencies, 0.99)), _fmt(fill_mb_s, 0), _fmt(rss_mb(broker_pid(broker)), 0)]
@@ -225,7 +237,7 @@ LOGSIZE_HEADER = [
     "system",
     "log GiB",
     "read at",
-    "offset",
+    "around offset",
     "fetch p50 ms",
     "fetch p99 ms",
     "fill MB/s",

@@ -21,8 +21,6 @@ from compat_tests.ledger_plugin import LEDGER_JSON_ENV
 
 REPO = Path(__file__).resolve().parents[1]
 BROKERS = {"kafka": "Apache Kafka 4.3.1", "pybroker": "pybroker"}
-# Remaining differences, by the issue that will close them.
-GROUP_ISSUE = "issue 3 (consumer groups, KIP-848)"
 
 
 def run_scenarios(broker: str, out: Path, extra: list[str]) -> subprocess.Popen[bytes]:
@@ -39,18 +37,42 @@ def api_names() -> dict[int, str]:
     return API_NAMES
 
 
-def issue_for_api(name: str) -> str:
+def declared_max_version(key: int) -> int | None:
+    """The newest version of ``key`` in pybroker's message declarations (generated from the
+    Kafka message definitions the project is built against), or None when it has none."""
+    from pybroker.protocol.api import REQUESTS
+
+    spec = REQUESTS.get(key)
+    return None if spec is None else spec.valid_versions.high
+
+
+def gap_for_api(name: str, key: int, kafka: tuple[int, int] | None, ours: tuple[int, int] | None) -> str:
+    """Why pybroker's ApiVersions entry differs from Apache Kafka's, and what would close it."""
+    declared = declared_max_version(key)
+    if ours is not None and kafka is not None:
+        reasons = []
+        if ours[0] < kafka[0]:
+            reasons.append(f"pybroker also answers v{ours[0]}–{kafka[0] - 1}, which Kafka 4 removed")
+        if kafka[1] > ours[1]:
+            if declared is not None and ours[1] >= declared:
+                reasons.append(
+                    f"v{ours[1] + 1}–{kafka[1]} are newer than the message definitions pybroker is"
+                    " generated from (not filed yet)"
+                )
+            else:
+                reasons.append(f"v{ours[1] + 1}–{kafka[1]} not implemented (not filed yet)")
+        return "; ".join(reasons)
     if name.startswith("Share") or "ShareGroup" in name:
         return "not filed yet (share groups, KIP-932)"
-    if "Group" in name or name.startswith(("Offset", "Consumer")) or name == "FindCoordinator":
-        return GROUP_ISSUE
+    if declared is None:
+        return "not in the message definitions pybroker is generated from (not filed yet)"
     return "not filed yet"
 
 
 def issue_for_scenario(scenario: str, kafka_outcome: str | None) -> str:
     if kafka_outcome == "fail":
         return "the scenario itself (it fails on Apache Kafka, so it is wrong and must be fixed first)"
-    return GROUP_ISSUE if scenario.startswith("groups::") else "not filed yet"
+    return "not filed yet"
 
 
 def render(results: dict[str, dict[str, Any]]) -> str:
@@ -110,7 +132,10 @@ def render(results: dict[str, dict[str, Any]]) -> str:
     names = api_names()
     kafka_api = {int(k): tuple(v) for k, v in kafka["api_versions"].items()}
     py_api = {int(k): tuple(v) for k, v in pybroker["api_versions"].items()}
-    lines += ["| key | API | Apache Kafka | pybroker | gap | closed by |", "|---|---|---|---|---|---|"]
+    lines += [
+        "| key | API | Apache Kafka | pybroker | gap | why, and what closes it |",
+        "|---|---|---|---|---|---|",
+    ]
     for key in sorted(set(kafka_api) | set(py_api)):
         name = names.get(key, f"api {key}")
         k, p = kafka_api.get(key), py_api.get(key)
@@ -119,11 +144,11 @@ def render(results: dict[str, dict[str, Any]]) -> str:
         if k == p:
             gap, issue = "", ""
         elif p is None:
-            gap, issue = "**not advertised by pybroker**", issue_for_api(name)
+            gap, issue = "**not advertised by pybroker**", gap_for_api(name, key, k, p)
         elif k is None:
             gap, issue = "only pybroker", ""
         else:
-            gap, issue = "**versions differ**", issue_for_api(name)
+            gap, issue = "**versions differ**", gap_for_api(name, key, k, p)
         lines.append(f"| {key} | {name} | {text_k} | {text_p} | {gap} | {issue} |")
     return "\n".join(lines) + "\n"
 
