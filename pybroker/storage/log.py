@@ -429,16 +429,31 @@ class Log:
             return True
         return False
 
-    def close(self) -> None:
-        """Flush everything, snapshot producer state at the log end and release the files."""
-        self.flush()
+    def close(self, durable: bool = True) -> None:
+        """Flush everything, snapshot producer state at the log end and release the files.
+
+        ``durable=False`` writes all of it but leaves every fsync to the caller, who must make the
+        file system durable (one syncfs for all logs at shutdown) and only then call
+        ``mark_flushed`` — the recovery point must never pass data that is not on disk."""
+        if durable:
+            self.flush()
+        else:
+            for segment in self.segments[max(0, self._segment_index(self.recovery_point)) :]:
+                segment.flush(fsync=False)
         end = self.log_end_offset
         # As Kafka's ProducerStateManager: no snapshot unless the log moved past the last one (an
         # existing snapshot at this offset holds the same state; an empty log has none to keep).
         if end > 0 and end not in self.producer_state.snapshot_offsets():
-            self.producer_state.take_snapshot(end)
+            self.producer_state.take_snapshot(end, fsync=durable)
         for segment in self.segments:
-            segment.close(fsync_log=False)  # flush() above made every segment durable
+            # flush() above made every .log durable, or the caller will
+            segment.close(fsync_log=False, fsync_indexes=durable)
+
+    def mark_flushed(self) -> None:
+        """Everything written is on disk (the caller synced the file system): advance the
+        recovery point to the log end."""
+        self.recovery_point = max(self.recovery_point, self.log_end_offset)
+        self._dir_dirty = False
 
     def delete(self) -> None:
         for segment in self.segments:

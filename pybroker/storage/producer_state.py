@@ -193,7 +193,9 @@ class ProducerStateManager:
                     continue
         return sorted(offsets)
 
-    def take_snapshot(self, offset: int) -> None:
+    def take_snapshot(self, offset: int, fsync: bool = True) -> None:
+        """Write the snapshot at ``offset`` (temp file, rename); ``fsync=False`` when the caller
+        makes the file system durable afterwards (shutdown)."""
         document = {
             "version": _SNAPSHOT_VERSION,
             "offset": offset,
@@ -209,7 +211,8 @@ class ProducerStateManager:
             out.write(b"%08x\n" % crc32c(body))
             out.write(body)
             out.flush()
-            os.fsync(out.fileno())
+            if fsync:
+                os.fsync(out.fileno())
         os.replace(temporary, path)
 
     def load_snapshot(self, offset: int) -> bool:

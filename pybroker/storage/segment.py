@@ -270,17 +270,20 @@ class LogSegment:
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
 
-    def flush(self) -> None:
-        os.fsync(self.file.fileno())
-        self.offset_index.flush()
-        self.time_index.flush()
+    def flush(self, fsync: bool = True) -> None:
+        """Write the indexes' new entries; ``fsync=False`` leaves durability to the caller."""
+        if fsync:
+            os.fsync(self.file.fileno())
+        self.offset_index.flush(fsync=fsync)
+        self.time_index.flush(fsync=fsync)
 
-    def close(self, fsync_log: bool = True) -> None:
+    def close(self, fsync_log: bool = True, fsync_indexes: bool = True) -> None:
         """``fsync_log=False`` when the caller has just flushed the log (Log.close): a second fsync
-        of every clean .log costs a disk round trip per partition at shutdown for nothing."""
+        of every clean .log costs a disk round trip per partition at shutdown for nothing.
+        ``fsync_indexes=False`` when the caller makes the whole file system durable instead."""
         self.on_become_inactive()
-        self.offset_index.flush(fsync=True)
-        self.time_index.flush(fsync=True)
+        self.offset_index.flush(fsync=fsync_indexes)
+        self.time_index.flush(fsync=fsync_indexes)
         if fsync_log:
             os.fsync(self.file.fileno())
         # Dropping the reference closes the descriptor once no FileSlice holds it.

@@ -160,3 +160,35 @@ def test_retention_pass_and_delete_log(tmp_path):
     assert len(leftovers) == 1 and leftovers[0].startswith("orders-0.") and leftovers[0].endswith("-delete")
     manager.shutdown()
     assert not any(p.is_dir() for p in (tmp_path / "data").iterdir())
+
+
+@pytest.mark.parametrize("whole_fs_sync", [True, False], ids=["syncfs", "fsync-per-file"])
+def test_shutdown_makes_everything_durable_before_the_recovery_point_moves(
+    tmp_path, monkeypatch, whole_fs_sync
+):
+    """With syncfs, shutdown writes every log without fsync, syncs each log dir's file system
+    once, and only then advances the recovery points it checkpoints; without it, each file is
+    fsynced. Either way the next start finds the same, clean, log."""
+    import pybroker.storage.manager as manager_module
+
+    synced: list[Path] = []
+    real_syncfs = manager_module.syncfs
+
+    def recording_syncfs(path: Path) -> None:
+        # The recovery point checkpoint must not be written before the data is durable.
+        assert read_offset_checkpoint(path / "recovery-point-offset-checkpoint").get(("orders", 0), 0) < 36
+        synced.append(path)
+        real_syncfs(path)
+
+    monkeypatch.setattr(manager_module, "syncfs", recording_syncfs)
+    monkeypatch.setattr(manager_module, "syncfs_available", lambda: whole_fs_sync)
+    manager, _ = populate(tmp_path)
+    manager.shutdown()
+    data = tmp_path / "data"
+    assert synced == ([data] if whole_fs_sync else [])
+    assert read_offset_checkpoint(data / "recovery-point-offset-checkpoint") == {("orders", 0): 36}
+    assert (data / ".kafka_cleanshutdown").exists()
+    assert list((data / "orders-0").glob("*.snapshot")), "no producer snapshot at the log end"
+    log = started(tmp_path).get_log("orders", 0)
+    assert (log.log_end_offset, log.recovery_point) == (36, 36)
+    assert [r.offset for r in read_records(log.read(33, 1000).read())] == [33, 34, 35]
