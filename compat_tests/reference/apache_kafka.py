@@ -10,7 +10,6 @@ project-local Maven repository (see ``maven.py``); nothing is downloaded from an
 from __future__ import annotations
 
 import argparse
-import base64
 import hashlib
 import logging
 import os
@@ -21,12 +20,12 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from pathlib import Path
 from types import TracebackType
 
 from compat_tests.reference.kafka_probe import ProbeError, broker_count
 from compat_tests.reference.maven import CACHE_DIR, build_lock, run_maven
+from pybroker.config import random_kafka_uuid
 
 logger = logging.getLogger(__name__)
 
@@ -84,11 +83,6 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def random_cluster_id() -> str:
-    """Kafka's cluster id format: a UUID as 22 characters of URL-safe base64."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
 class ApacheKafkaError(RuntimeError):
@@ -216,7 +210,7 @@ class ApacheKafka:
         if (self.data_dir / "meta.properties").exists():
             return  # formatted by an earlier start: keep the data (restart scenarios)
         command = self._java(
-            classpath, "kafka.tools.StorageTool", "format", "-t", random_cluster_id(), "-c", str(config)
+            classpath, "kafka.tools.StorageTool", "format", "-t", random_kafka_uuid(), "-c", str(config)
         )
         result = subprocess.run(command, capture_output=True, text=True, timeout=120)
         if result.returncode != 0:

@@ -12,13 +12,13 @@ within its rebalance timeout is fenced.  Timers run on the coordinator's injecta
 
 from __future__ import annotations
 
-import base64
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from pybroker.config import random_kafka_uuid
 from pybroker.coordinator import consumer_records as cr
 from pybroker.coordinator import records
 from pybroker.coordinator.assignors import ASSIGNORS, DEFAULT_ASSIGNOR, MemberSpec
@@ -91,7 +91,7 @@ class HeartbeatRequest:
 
 def new_member_id() -> str:
     """Kafka's Uuid.randomUuid().toString(): 22 characters of URL-safe base64."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    return random_kafka_uuid()
 
 
 class ConsumerGroupManager:
