@@ -46,21 +46,25 @@ def declared_max_version(key: int) -> int | None:
     return None if spec is None else spec.valid_versions.high
 
 
+def _versions(low: int, high: int) -> str:
+    return f"v{low}" if low == high else f"v{low}–{high}"
+
+
 def gap_for_api(name: str, key: int, kafka: tuple[int, int] | None, ours: tuple[int, int] | None) -> str:
     """Why pybroker's ApiVersions entry differs from Apache Kafka's, and what would close it."""
     declared = declared_max_version(key)
     if ours is not None and kafka is not None:
         reasons = []
         if ours[0] < kafka[0]:
-            reasons.append(f"pybroker also answers v{ours[0]}–{kafka[0] - 1}, which Kafka 4 removed")
+            reasons.append(f"pybroker also answers {_versions(ours[0], kafka[0] - 1)}, which Kafka 4 removed")
         if kafka[1] > ours[1]:
             if declared is not None and ours[1] >= declared:
                 reasons.append(
-                    f"v{ours[1] + 1}–{kafka[1]} are newer than the message definitions pybroker is"
+                    f"{_versions(ours[1] + 1, kafka[1])}: newer than the message definitions pybroker is"
                     " generated from (not filed yet)"
                 )
             else:
-                reasons.append(f"v{ours[1] + 1}–{kafka[1]} not implemented (not filed yet)")
+                reasons.append(f"{_versions(ours[1] + 1, kafka[1])} not implemented (not filed yet)")
         return "; ".join(reasons)
     if name.startswith("Share") or "ShareGroup" in name:
         return "not filed yet (share groups, KIP-932)"
