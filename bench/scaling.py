@@ -5,8 +5,9 @@
     python -m bench.scaling --parts logsize --log-sizes-gib 1,20
     python -m bench.scaling --write-results
 
-- partitions: one topic with N partitions on one broker — creation time (CreateTopics of up to 5,000,
-  then CreatePartitions in steps of 5,000, until Metadata shows every partition with a leader), Metadata latency for all topics (median of 5), produce spread over all
+- partitions: one topic with N partitions on one broker — creation time (CreateTopics of up to
+  5,000, then CreatePartitions in steps of 5,000, until Metadata shows every partition with a
+  leader), Metadata latency for all topics (median of 5), produce spread over all
   partitions (confluent-kafka, 1 KiB records round-robin), graceful stop time, start time until
   Metadata lists every partition again, and broker RSS (peak before the restart, and after it).
 - logsize: one partition filled to S GiB of 16 KiB records; round trip of a raw Fetch (64 KiB,

@@ -407,8 +407,11 @@ class Log:
 
     # ---- durability --------------------------------------------------------------------------------------
 
-    def flush(self, up_to: int | None = None) -> None:
-        """fsync segments holding offsets in [recovery_point, up_to) and advance the recovery point."""
+    def flush(self, up_to: int | None = None, fsync: bool = True) -> None:
+        """fsync segments holding offsets in [recovery_point, up_to) and advance the recovery point.
+
+        ``fsync=False`` only writes their index entries: the caller makes the file system durable
+        (one syncfs at shutdown) and then calls ``mark_flushed``; the recovery point stays put."""
         end = self.log_end_offset
         target = end if up_to is None else min(up_to, end)
         if target <= self.recovery_point and not self._dir_dirty:
@@ -416,7 +419,9 @@ class Log:
         for segment in self.segments[max(0, self._segment_index(self.recovery_point)) :]:
             if segment.base_offset >= target and segment is not self.active_segment:
                 break
-            segment.flush()
+            segment.flush(fsync=fsync)
+        if not fsync:
+            return
         if self._dir_dirty:
             _fsync_dir(self.directory)
             self._dir_dirty = False
@@ -435,11 +440,7 @@ class Log:
         ``durable=False`` writes all of it but leaves every fsync to the caller, who must make the
         file system durable (one syncfs for all logs at shutdown) and only then call
         ``mark_flushed`` — the recovery point must never pass data that is not on disk."""
-        if durable:
-            self.flush()
-        else:
-            for segment in self.segments[max(0, self._segment_index(self.recovery_point)) :]:
-                segment.flush(fsync=False)
+        self.flush(fsync=durable)
         end = self.log_end_offset
         # As Kafka's ProducerStateManager: no snapshot unless the log moved past the last one (an
         # existing snapshot at this offset holds the same state; an empty log has none to keep).
