@@ -4,6 +4,7 @@ runs the background tasks (retention, flush, checkpoints) and shuts down cleanly
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import shutil
@@ -59,6 +60,36 @@ def check_creation_limits(partitions: int, records: int) -> None:
         raise KafkaError(ErrorCode.POLICY_VIOLATION, TOO_MANY_RECORDS)
 
 
+class TopicLocks:
+    """One ``asyncio.Lock`` per topic name, kept while someone holds or awaits it.
+
+    Kafka's controller applies admin changes one after another; here CreateTopics and
+    CreatePartitions await partition files being made in a thread, so without this a concurrent
+    CreatePartitions, DeleteTopics or CreateTopics of the same topic could interleave with them
+    (two requests building the same partition directory, a topic deleted under a growing one)."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._users: dict[str, int] = {}
+
+    @contextlib.asynccontextmanager
+    async def hold(self, name: str):
+        lock = self._locks.get(name)
+        if lock is None:
+            lock = self._locks[name] = asyncio.Lock()
+        self._users[name] = self._users.get(name, 0) + 1
+        try:
+            async with lock:
+                yield
+        finally:
+            self._users[name] -= 1
+            if not self._users[name]:
+                del self._users[name], self._locks[name]
+
+    def __len__(self) -> int:
+        return len(self._locks)
+
+
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
@@ -76,6 +107,7 @@ class Broker:
         self._server: asyncio.base_events.Server | None = None
         self._tasks: list[asyncio.Task] = []
         self._creating: set[str] = set()  # topics whose partitions are being created right now
+        self.topic_locks = TopicLocks()  # admin changes to one topic run one at a time
         self.group_coordinator: GroupCoordinator | None = None
         self.fetch_sessions = FetchSessions(config.max_incremental_fetch_session_cache_slots)
         self.started = False
@@ -247,24 +279,26 @@ class Broker:
         """CreateTopics: the partitions' files are made in an executor thread, so a topic with
         thousands of partitions does not stall other clients; the topic becomes visible (metadata,
         partitions) only once every log exists."""
-        kept = self.check_new_topic(name, num_partitions, configs)
         if validate_only:
+            self.check_new_topic(name, num_partitions, configs)
             return None
-        if num_partitions <= SYNC_CREATE_PARTITIONS:
-            return self.create_topic(name, num_partitions, kept)
-        topic_id = uuid.uuid4()
-        cfg = LogConfig(
-            **broker_config.log_config_kwargs(broker_config.effective_topic_config(self.config, kept))
-        )
-        self._creating.add(name)
-        try:
-            logs = await self._build_logs(name, range(num_partitions), cfg, topic_id)
-        finally:
-            self._creating.discard(name)
-        rec = self.metadata.add_topic(name, num_partitions, kept, topic_id=topic_id)
-        self._register_partitions(rec, logs)
-        log.info("created topic %s (id %s) with %d partitions", name, rec.topic_id, num_partitions)
-        return rec
+        async with self.topic_locks.hold(name):
+            kept = self.check_new_topic(name, num_partitions, configs)
+            if num_partitions <= SYNC_CREATE_PARTITIONS:
+                return self.create_topic(name, num_partitions, kept)
+            topic_id = uuid.uuid4()
+            cfg = LogConfig(
+                **broker_config.log_config_kwargs(broker_config.effective_topic_config(self.config, kept))
+            )
+            self._creating.add(name)
+            try:
+                logs = await self._build_logs(name, range(num_partitions), cfg, topic_id)
+            finally:
+                self._creating.discard(name)
+            rec = self.metadata.add_topic(name, num_partitions, kept, topic_id=topic_id)
+            self._register_partitions(rec, logs)
+            log.info("created topic %s (id %s) with %d partitions", name, rec.topic_id, num_partitions)
+            return rec
 
     async def _build_logs(self, topic: str, indexes: range, cfg: LogConfig, topic_id: uuid.UUID) -> list:
         lm = self.log_manager
@@ -296,7 +330,10 @@ class Broker:
     def _register_partitions(self, rec: TopicRecord, logs: list) -> None:
         assert self.log_manager is not None
         min_isr = self._min_insync_replicas(rec)
+        cfg = self.log_config(rec)  # the topic's configs may have changed while the files were made
         for lg, d in logs:
+            if lg.config != cfg:
+                lg.update_config(cfg)
             self.log_manager.register_log(lg, d, rec.topic_id)
             self.partitions[(rec.name, lg.partition)] = self._new_partition(rec, lg.partition, lg, min_isr)
 
@@ -333,7 +370,33 @@ class Broker:
             self.log_manager.delete_log(name, i)
         log.info("deleted topic %s", name)
 
+    async def delete_topic_async(self, name: str, topic_id: uuid.UUID | None = None) -> None:
+        """DeleteTopics: waits for any CreateTopics/CreatePartitions of the topic in progress;
+        ``topic_id``, when the request named the topic by id, must still be the topic's id then."""
+        async with self.topic_locks.hold(name):
+            rec = self.metadata.topics.get(name)
+            if topic_id is not None and (rec is None or rec.topic_id != topic_id):
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID, "unknown topic id")
+            self.delete_topic(name)
+
     async def add_partitions(self, name: str, total: int, *, validate_only: bool = False) -> None:
+        if validate_only:
+            self._check_new_partition_count(name, total)
+            return
+        async with self.topic_locks.hold(name):
+            rec = self._check_new_partition_count(name, total)
+            old = rec.partitions
+            self._creating.add(name)
+            try:
+                logs = await self._build_logs(name, range(old, total), self.log_config(rec), rec.topic_id)
+            finally:
+                self._creating.discard(name)
+            self.metadata.set_partitions(name, total)
+            self._register_partitions(rec, logs)
+            log.info("topic %s now has %d partitions", name, total)
+
+    def _check_new_partition_count(self, name: str, total: int) -> TopicRecord:
+        """The topic a CreatePartitions entry names; raises KafkaError with Kafka's answer."""
         rec = self.metadata.topics.get(name)
         if rec is None or name in self._creating:
             raise KafkaError(
@@ -348,17 +411,7 @@ class Broker:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {rec.partitions} partitions.")
         if total - rec.partitions > MAX_RECORDS_PER_USER_OP:  # a PartitionRecord per new partition
             raise KafkaError(ErrorCode.POLICY_VIOLATION, TOO_MANY_RECORDS)
-        if validate_only:
-            return
-        old = rec.partitions
-        self._creating.add(name)
-        try:
-            logs = await self._build_logs(name, range(old, total), self.log_config(rec), rec.topic_id)
-        finally:
-            self._creating.discard(name)
-        self.metadata.set_partitions(name, total)
-        self._register_partitions(rec, logs)
-        log.info("topic %s now has %d partitions", name, total)
+        return rec
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         rec = self.metadata.topics[name]

@@ -136,7 +136,7 @@ async def handle_create_topics(ctx: RequestContext, request: dict) -> dict:
 
 
 @handles(20, 0, 6)
-def handle_delete_topics(ctx: RequestContext, request: dict) -> dict:
+async def handle_delete_topics(ctx: RequestContext, request: dict) -> dict:
     b = ctx.broker
     if ctx.version >= 6:
         wanted = [(t.get("name"), t.get("topic_id")) for t in request["topics"]]
@@ -145,6 +145,7 @@ def handle_delete_topics(ctx: RequestContext, request: dict) -> dict:
     responses = []
     for name, tid in wanted:
         out: dict = {"name": name, "error_code": ErrorCode.NONE, "error_message": None}
+        by_id = None  # the id the request named the topic by, checked again when its turn comes
         if name is None and tid is not None:
             rec = b.metadata.topics_by_id.get(tid)
             if rec is None:
@@ -155,11 +156,12 @@ def handle_delete_topics(ctx: RequestContext, request: dict) -> dict:
                 continue
             name = rec.name
             out["name"] = name
+            by_id = tid
         rec = b.topic(name)
         if rec is not None:
             out["topic_id"] = rec.topic_id
         try:
-            b.delete_topic(name)
+            await b.delete_topic_async(name, by_id)
         except KafkaError as e:
             out.update(error_code=e.code, error_message=e.message)
         responses.append(out)
