@@ -22,8 +22,9 @@ from pybroker.coordinator.coordinator import GroupCoordinator
 from pybroker.metadata.store import InvalidTopicName, MetadataStore, TopicRecord, validate_topic_name
 from pybroker.protocol.api import REQUESTS
 from pybroker.protocol.errors import ErrorCode, KafkaError
+from pybroker.protocol.memory_pool import MemoryPool
 from pybroker.replication.partition import Partition
-from pybroker.server import serve
+from pybroker.server import MemoryWaiters, serve
 from pybroker.storage import LogConfig, LogManager
 
 if TYPE_CHECKING:
@@ -98,6 +99,11 @@ class Broker:
         self.request_specs = REQUESTS
         self.handlers = load_all()
         self.connections: set[Any] = set()
+        # queued.max.request.bytes: request bytes in memory over all connections (server.py mutes
+        # a connection whose next request does not fit; waiters are woken when memory returns).
+        self.memory_waiters = MemoryWaiters()
+        self.memory_pool = MemoryPool(config.queued_max_request_bytes, self.memory_waiters.schedule_wake)
+        self.memory_waiters.pool = self.memory_pool
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.metadata = MetadataStore(self.log_dirs[0])
         self.log_manager: LogManager | None = None

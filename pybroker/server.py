@@ -52,7 +52,8 @@ def _part_size(part: Any) -> int:
 class KafkaConnection(asyncio.Protocol):
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self.reader = FrameReader(broker.config.socket_request_max_bytes)
+        self.pool = broker.memory_pool
+        self.reader = FrameReader(broker.config.socket_request_max_bytes, self.pool)
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self._backlog: deque[memoryview] = deque()
@@ -62,6 +63,9 @@ class KafkaConnection(asyncio.Protocol):
         self._dup_fd = -1
         self._sending: tuple[Any, int] | None = None  # (file slice, bytes already sent)
         self._out_queue: deque[Any] = deque()
+        self._in_flight = 0  # pool bytes of the request an async handler is working on
+        self._write_paused = False  # the client does not read its responses
+        self._memory_paused = False  # waiting for the memory pool (queued.max.request.bytes)
 
     # -- asyncio.Protocol ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -83,16 +87,24 @@ class KafkaConnection(asyncio.Protocol):
         self._closed = True
         self._release_dup_fd()
         self.broker.connections.discard(self)
+        held = sum(len(f) for f in self._backlog) + self.reader.allocated_partial_bytes
         self._backlog.clear()
+        if held:
+            self.pool.release(held)
+        if self._memory_paused:
+            self._memory_paused = False
+            self.broker.memory_waiters.discard(self)
         log.debug("connection from %s closed (%s)", self.peer, exc or "eof")
 
     def pause_writing(self) -> None:
         # The client is not reading its responses: stop reading its requests too.
+        self._write_paused = True
         if self.transport is not None:
             self.transport.pause_reading()
 
     def resume_writing(self) -> None:
-        if self.transport is not None and not self._closed:
+        self._write_paused = False
+        if self.transport is not None and not self._closed and not self._memory_paused:
             self.transport.resume_reading()
 
     def data_received(self, data: bytes) -> None:
@@ -101,49 +113,95 @@ class KafkaConnection(asyncio.Protocol):
         except FrameError as e:
             self.close(f"invalid frame: {e}")
             return
+        if self.reader.blocked:
+            self._wait_for_memory()
         if not frames:
             return
         if self._busy:
             self._backlog.extend(frames)
+            if self.pool.available <= 0:
+                self._wait_for_memory()  # a pipelining client must not queue without bound
             return
         self._process(frames)
+
+    # -- the memory pool: Kafka mutes a channel whose next request cannot be allocated ----------
+    def _wait_for_memory(self) -> None:
+        if self._memory_paused or self._closed:
+            return
+        self._memory_paused = True
+        self.broker.memory_waiters.add(self)
+        if self.transport is not None:
+            self.transport.pause_reading()
+
+    def memory_available(self) -> None:
+        """The pool has memory again: assemble the frame that waited and read on."""
+        if not self._memory_paused or self._closed:
+            return
+        self._memory_paused = False
+        self.broker.memory_waiters.discard(self)
+        try:
+            frames = self.reader.feed(b"")
+        except FrameError as e:  # pragma: no cover - the prefix was checked when it arrived
+            self.close(f"invalid frame: {e}")
+            return
+        if self.reader.blocked or (self._busy and self.pool.available <= 0):
+            self._wait_for_memory()
+        if frames:
+            if self._busy:
+                self._backlog.extend(frames)
+            else:
+                self._process(frames)
+        if not self._memory_paused and not self._write_paused and not self._closed:
+            self.transport.resume_reading()
 
     # -- dispatch ----------------------------------------------------------------------------
     def _process(self, frames: list[memoryview] | deque[memoryview]) -> None:
         out: list[Any] = []
         queue = deque(frames) if not isinstance(frames, deque) else frames
+        pool = self.pool
         while queue and not self._closed:
             frame = queue.popleft()
             try:
                 result = self._handle(frame)
             except CloseConnection as e:
+                pool.release(len(frame))
                 self._write(out)
                 self.close(str(e))
-                return
+                break
             except Exception:
+                pool.release(len(frame))
                 # A bug of ours, not the peer's: keep the traceback, drop only this connection.
                 log.exception("internal error while handling a request from %s", self.peer)
                 self._write(out)
                 self.close("internal error while handling a request")
-                return
+                break
             if result is None:
+                pool.release(len(frame))
                 continue
             if isinstance(result, list):
+                pool.release(len(frame))
                 out.extend(result)
                 continue
-            # An awaitable: everything after it waits.
+            # An awaitable: everything after it waits; its frame stays charged until it is done.
             self._write(out)
             out = []
             self._busy = True
+            self._in_flight = len(frame)
             self._backlog.extendleft(reversed(queue))
             queue.clear()
             task = asyncio.ensure_future(result)
             task.add_done_callback(self._async_done)
             return
+        if queue:  # the connection closed: nothing left will be handled
+            pool.release(sum(len(f) for f in queue))
+            queue.clear()
+            return
         self._write(out)
 
     def _async_done(self, task: asyncio.Future) -> None:
         self._busy = False
+        self.pool.release(self._in_flight)
+        self._in_flight = 0
         if self._closed:
             return
         try:
@@ -329,6 +387,38 @@ class KafkaConnection(asyncio.Protocol):
             os.close(self._dup_fd)
             self._dup_fd = -1
         self._out_queue.clear()
+
+
+class MemoryWaiters:
+    """Connections muted because the memory pool ran out, woken in the order they were muted once
+    released memory ends the out-of-memory spell (Kafka's Selector unmutes them then)."""
+
+    def __init__(self) -> None:
+        self.pool: Any = None
+        self._waiting: dict[KafkaConnection, None] = {}  # insertion-ordered
+        self._scheduled = False
+
+    def add(self, conn: KafkaConnection) -> None:
+        self._waiting[conn] = None
+
+    def discard(self, conn: KafkaConnection) -> None:
+        self._waiting.pop(conn, None)
+
+    def __len__(self) -> int:
+        return len(self._waiting)
+
+    def schedule_wake(self) -> None:
+        # Not at once: release() runs inside another connection's request handling.
+        if self._waiting and not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._wake)
+
+    def _wake(self) -> None:
+        self._scheduled = False
+        while self._waiting and self.pool.available > 0:
+            conn = next(iter(self._waiting))
+            del self._waiting[conn]
+            conn.memory_available()
 
 
 def codec_name(api_key: int) -> str:
