@@ -158,45 +158,43 @@ class KafkaConnection(asyncio.Protocol):
     def _process(self, frames: list[memoryview] | deque[memoryview]) -> None:
         out: list[Any] = []
         queue = deque(frames) if not isinstance(frames, deque) else frames
-        pool = self.pool
+        handled = 0  # pool bytes of the frames handled here, released in one go
         while queue and not self._closed:
             frame = queue.popleft()
+            handled += len(frame)
             try:
                 result = self._handle(frame)
             except CloseConnection as e:
-                pool.release(len(frame))
                 self._write(out)
                 self.close(str(e))
                 break
             except Exception:
-                pool.release(len(frame))
                 # A bug of ours, not the peer's: keep the traceback, drop only this connection.
                 log.exception("internal error while handling a request from %s", self.peer)
                 self._write(out)
                 self.close("internal error while handling a request")
                 break
             if result is None:
-                pool.release(len(frame))
                 continue
             if isinstance(result, list):
-                pool.release(len(frame))
                 out.extend(result)
                 continue
             # An awaitable: everything after it waits; its frame stays charged until it is done.
             self._write(out)
-            out = []
             self._busy = True
             self._in_flight = len(frame)
+            self.pool.release(handled - self._in_flight)
             self._backlog.extendleft(reversed(queue))
             queue.clear()
             task = asyncio.ensure_future(result)
             task.add_done_callback(self._async_done)
             return
         if queue:  # the connection closed: nothing left will be handled
-            pool.release(sum(len(f) for f in queue))
+            handled += sum(len(f) for f in queue)
             queue.clear()
-            return
-        self._write(out)
+        else:
+            self._write(out)
+        self.pool.release(handled)
 
     def _async_done(self, task: asyncio.Future) -> None:
         self._busy = False

@@ -33,8 +33,8 @@ class FrameReader:
 
     With a ``MemoryPool`` every frame returned is charged to it (the caller releases ``len(frame)``
     once the request is handled).  A frame that must be assembled across reads is allocated when its
-    size prefix is read, as Kafka's NetworkReceive does, into one buffer of exactly its size (no
-    chunk list joined at the end: one copy of the frame, not two); if the pool has no memory left
+    size prefix is read, as Kafka's NetworkReceive does, and assembled in one growing buffer (no
+    chunk list joined at the end: one copy of the frame, not two at once); if the pool has no memory left
     the reader stops there and sets ``blocked`` — the caller stops reading the connection and calls
     ``feed(b"")`` again once memory is released.
     """
@@ -49,7 +49,7 @@ class FrameReader:
         self._pending_len = 0
         self._need = -1  # size of the frame being assembled; -1 while the prefix is incomplete
         self._buf: bytearray | None = None  # the allocated frame being filled
-        self._filled = 0
+        self._filled = 0  # its declared size (what the pool was charged)
 
     @property
     def has_partial_frame(self) -> bool:
@@ -58,15 +58,14 @@ class FrameReader:
     @property
     def allocated_partial_bytes(self) -> int:
         """Pool memory held by the frame being assembled (to release when the connection closes)."""
-        return len(self._buf) if self._buf is not None else 0
+        return self._filled if self._buf is not None else 0
 
     def feed(self, data: bytes) -> list[memoryview]:
         if self._buf is not None:
             buf = self._buf
-            take = min(len(buf) - self._filled, len(data))
-            buf[self._filled : self._filled + take] = memoryview(data)[:take]
-            self._filled += take
-            if self._filled < len(buf):
+            take = min(self._filled - len(buf), len(data))
+            buf += memoryview(data)[:take]
+            if len(buf) < self._filled:
                 return []
             self._buf = None
             self._filled = 0
@@ -96,15 +95,15 @@ class FrameReader:
         view = memoryview(data)
         pos = 0
         end = len(data)
-        pool = self.pool
         while end - pos >= 4:
             size = self._check_size(_SIZE.unpack_from(data, pos)[0])
             if end - pos - 4 < size:
                 break
             frames.append(view[pos + 4 : pos + 4 + size])
-            if pool is not None:
-                pool.available -= size  # already in memory: charged, never refused
             pos += 4 + size
+        pool = self.pool
+        if pool is not None and frames:
+            pool.available -= pos - 4 * len(frames)  # whole frames are in memory: charged, never refused
         if pos == end:
             return frames
         if end - pos < 4:
@@ -115,11 +114,10 @@ class FrameReader:
             self._keep(bytes(view[pos:]), size)
             self.blocked = True
             return frames
-        buf = bytearray(size)
-        got = end - pos - 4
-        buf[:got] = view[pos + 4 :]
-        self._buf = buf
-        self._filled = got
+        # Grown as bytes arrive (realloc of a large block is an mremap, not a copy): memory follows
+        # what was received, while the pool was charged the declared size.
+        self._buf = bytearray(view[pos + 4 :])
+        self._filled = size
         return frames
 
     def _keep(self, rest: bytes, need: int) -> None:
