@@ -24,7 +24,7 @@ from pybroker.protocol.api import REQUESTS
 from pybroker.protocol.errors import ErrorCode, KafkaError
 from pybroker.protocol.memory_pool import MemoryPool
 from pybroker.replication.partition import Partition
-from pybroker.server import MemoryWaiters, serve
+from pybroker.server import Acceptor, MemoryWaiters, raise_open_file_limit, serve
 from pybroker.storage import LogConfig, LogManager
 
 if TYPE_CHECKING:
@@ -110,7 +110,7 @@ class Broker:
         self.cluster_id = ""
         self.host, self.port = config.listener_host_port()
         self.advertised_host, self.advertised_port = config.advertised_host_port()
-        self._server: asyncio.base_events.Server | None = None
+        self.acceptor: Acceptor | None = None
         self._tasks: list[asyncio.Task] = []
         self._creating: set[str] = set()  # topics whose partitions are being created right now
         self.topic_locks = TopicLocks()  # admin changes to one topic run one at a time
@@ -140,7 +140,7 @@ class Broker:
             raise SystemExit("listeners must name a port")
         self.group_coordinator = GroupCoordinator(self)
         await self.group_coordinator.start()
-        self._server = await serve(self, self.host, self.port)
+        self.acceptor = await serve(self, self.host, self.port)
         self._tasks = [
             asyncio.ensure_future(self._every(interval, fn))
             for interval, fn in (
@@ -156,8 +156,8 @@ class Broker:
 
     async def stop(self) -> None:
         log.info("shutting down")
-        if self._server is not None:
-            self._server.close()
+        if self.acceptor is not None:
+            self.acceptor.close()
         for conn in list(self.connections):
             conn.close("broker shutting down")
         for t in self._tasks:
@@ -436,6 +436,7 @@ class Broker:
 
 def run(config: BrokerConfig) -> int:
     """Run the broker until SIGTERM/SIGINT; returns the process exit code."""
+    raise_open_file_limit()
     if getattr(config, "event_loop", "uvloop") == "uvloop":
         import uvloop
 
