@@ -1,6 +1,7 @@
 """Mutation fuzzing of a real pybroker process with captured and generated requests.
 
-    python -m tools.fuzz_broker --frames 1000000 [--connections 16] [--seed N] [--bootstrap HOST:PORT]
+    python -m tools.fuzz_broker --frames 1000000 [--connections 16] [--seed N] [--duration S]
+                                [--bootstrap HOST:PORT] [--workdir DIR]
 
 Seeds: the captured client requests of tests/protocol/golden/ (tools/capture_frames.py) plus one
 well-formed request per advertised (api, version) built by tests/protocol/protocol_samples.py, so
@@ -369,6 +370,7 @@ async def fuzz(
     janitor_every: int,
     alive,
     progress_every: int = 0,
+    duration_s: float | None = None,
 ) -> Results:
     error_code, advertised = api_versions_probe("127.0.0.1", port)
     assert error_code == 0 and advertised
@@ -383,13 +385,14 @@ async def fuzz(
     results = Results()
     counter = iter(range(frames))
     started = time.monotonic()
+    deadline = started + duration_s if duration_s else None
 
     async def worker(index: int) -> None:
         rng = random.Random(seed * 1000 + index)
         conn = Connection(port)
         try:
             for n in counter:
-                if not alive():
+                if not alive() or (deadline is not None and time.monotonic() > deadline):
                     return
                 s = rng.choice(seeds)
                 frame, lying = make_frame(s, rng, donors.get(s.api_key, []))
@@ -417,7 +420,9 @@ def run(
     bootstrap: str | None = None,
     workdir: Path | None = None,
     progress_every: int = 0,
+    duration_s: float | None = None,
 ) -> Results:
+    """Fuzz ``frames`` frames (or stop after ``duration_s`` seconds, whichever comes first)."""
     broker: PyBroker | None = None
     tmp: tempfile.TemporaryDirectory | None = None
     if bootstrap is None:
@@ -441,7 +446,9 @@ def run(
         return broker is None or broker.process is None or broker.process.poll() is None
 
     try:
-        results = asyncio.run(fuzz(port, frames, connections, seed, timeout_s, janitor_every, alive, progress_every))
+        results = asyncio.run(
+            fuzz(port, frames, connections, seed, timeout_s, janitor_every, alive, progress_every, duration_s)
+        )
         if broker is not None:
             if not alive():
                 results.crashes += 1
@@ -476,6 +483,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bootstrap", help="fuzz a running broker instead of starting one")
     parser.add_argument("--workdir", type=Path, help="where the started broker keeps data and its log")
     parser.add_argument("--progress-every", type=int, default=10_000)
+    parser.add_argument("--duration", type=float, help="stop sending after this many seconds")
     args = parser.parse_args(argv)
     started = time.monotonic()
     results = run(
@@ -487,6 +495,7 @@ def main(argv: list[str] | None = None) -> int:
         bootstrap=args.bootstrap,
         workdir=args.workdir,
         progress_every=args.progress_every,
+        duration_s=args.duration,
     )
     print(results.summary())
     print(f"wall time: {time.monotonic() - started:.0f} s")
