@@ -26,6 +26,7 @@ from pybroker.protocol.memory_pool import MemoryPool
 from pybroker.replication.partition import Partition
 from pybroker.server import Acceptor, MemoryWaiters, raise_open_file_limit, serve
 from pybroker.storage import LogConfig, LogManager
+from pybroker.storage.errors import StorageError, io_failure
 
 if TYPE_CHECKING:
     from pybroker.config import BrokerConfig
@@ -59,6 +60,18 @@ def check_creation_limits(partitions: int, records: int) -> None:
         raise KafkaError(ErrorCode.POLICY_VIOLATION, TOO_MANY_PARTITIONS)
     if records > MAX_RECORDS_PER_USER_OP:
         raise KafkaError(ErrorCode.POLICY_VIOLATION, TOO_MANY_RECORDS)
+
+
+@contextlib.contextmanager
+def storage_errors_as_kafka_errors(what: str):
+    """A disk that refuses a metadata or partition write answers KAFKA_STORAGE_ERROR for that
+    topic (Kafka's answer for a failed log directory), not an internal error."""
+    try:
+        yield
+    except StorageError as e:
+        raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{what} failed: {e}") from e
+    except OSError as e:
+        raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{what} failed: {e.strerror or e}") from e
 
 
 class TopicLocks:
@@ -124,6 +137,7 @@ class Broker:
             d.mkdir(parents=True, exist_ok=True)
         self.cluster_id = broker_config.ensure_meta_properties(self.config)
         self.metadata.load()
+        self.metadata.ensure_reserve()
         t0 = time.monotonic()
         self.log_manager = LogManager(self.log_dirs)
         # One LogConfig per topic, not per partition (computing it is most of a partition's cost).
@@ -168,7 +182,10 @@ class Broker:
             p.close()
         if self.log_manager is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.log_manager.shutdown)
-        self.metadata.save()
+        try:
+            self.metadata.save()
+        except StorageError as e:  # every change was written when it was made; this is a courtesy
+            log.error("could not write the metadata at shutdown: %s", e)
         log.info("shut down cleanly")
 
     def _open_partitions(self) -> None:
@@ -197,6 +214,10 @@ class Broker:
             await asyncio.sleep(interval_ms / 1000)
             try:
                 fn()
+            except OSError as e:  # a full or failing disk: logged once per cause, not per run
+                io_failure(self.log_dirs[0], f"background task {fn.__name__}", e)
+            except StorageError as e:
+                log.error("background task %s failed: %s", fn.__name__, e)
             except Exception:
                 log.exception("background task %s failed", fn.__name__)
 
@@ -220,6 +241,7 @@ class Broker:
     def _checkpoint(self) -> None:
         assert self.log_manager is not None
         self.log_manager.checkpoint()
+        self.metadata.ensure_reserve()  # given up on a full disk: made again once there is room
 
     def _flush(self) -> None:
         assert self.log_manager is not None
@@ -274,8 +296,13 @@ class Broker:
         """Create a small topic at once, on the loop (auto-creation: num.partitions partitions)."""
         kept = self.check_new_topic(name, num_partitions, configs)
         check_creation_limits(num_partitions, new_topic_records(num_partitions, kept))
-        rec = self.metadata.add_topic(name, num_partitions, kept)
-        self._create_partitions(rec, 0, num_partitions)
+        with storage_errors_as_kafka_errors(f"creating topic {name}"):
+            rec = self.metadata.add_topic(name, num_partitions, kept)
+            try:
+                self._create_partitions(rec, 0, num_partitions)
+            except BaseException:
+                self._undo_topic(rec)
+                raise
         log.info("created topic %s (id %s) with %d partitions", name, rec.topic_id, num_partitions)
         return rec
 
@@ -298,10 +325,15 @@ class Broker:
             )
             self._creating.add(name)
             try:
-                logs = await self._build_logs(name, range(num_partitions), cfg, topic_id)
+                with storage_errors_as_kafka_errors(f"creating topic {name}"):
+                    logs = await self._build_logs(name, range(num_partitions), cfg, topic_id)
+                    try:
+                        rec = self.metadata.add_topic(name, num_partitions, kept, topic_id=topic_id)
+                    except BaseException:
+                        self._discard_logs(logs)
+                        raise
             finally:
                 self._creating.discard(name)
-            rec = self.metadata.add_topic(name, num_partitions, kept, topic_id=topic_id)
             self._register_partitions(rec, logs)
             log.info("created topic %s (id %s) with %d partitions", name, rec.topic_id, num_partitions)
             return rec
@@ -327,11 +359,30 @@ class Broker:
         try:
             await asyncio.get_running_loop().run_in_executor(None, build)
         except BaseException:
-            for lg, _ in built:  # leave no half-created topic behind
-                lg.close()
-                shutil.rmtree(lg.directory, ignore_errors=True)
+            self._discard_logs(built)  # leave no half-created topic behind
             raise
         return built
+
+    @staticmethod
+    def _discard_logs(logs: list) -> None:
+        """Remove partitions made for a change that did not happen (their files go, errors or not)."""
+        for lg, _ in logs:
+            try:
+                lg.close(durable=False)
+            except OSError:
+                pass
+            shutil.rmtree(lg.directory, ignore_errors=True)
+
+    def _undo_topic(self, rec: TopicRecord) -> None:
+        """A topic recorded whose partitions could not all be made: forget it again."""
+        assert self.log_manager is not None
+        for i in range(rec.partitions):
+            if self.partitions.pop((rec.name, i), None) is not None:
+                self.log_manager.delete_log(rec.name, i)
+        try:
+            self.metadata.remove_topic(rec.name)
+        except StorageError:
+            log.error("topic %s could not be created and its record could not be removed", rec.name)
 
     def _register_partitions(self, rec: TopicRecord, logs: list) -> None:
         assert self.log_manager is not None
@@ -368,7 +419,8 @@ class Broker:
             )
         if not self.config.delete_topic_enable:
             raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
-        self.metadata.remove_topic(name)
+        with storage_errors_as_kafka_errors(f"deleting topic {name}"):
+            self.metadata.remove_topic(name)
         for i in range(rec.partitions):
             p = self.partitions.pop((name, i), None)
             if p is not None:
@@ -394,10 +446,15 @@ class Broker:
             old = rec.partitions
             self._creating.add(name)
             try:
-                logs = await self._build_logs(name, range(old, total), self.log_config(rec), rec.topic_id)
+                with storage_errors_as_kafka_errors(f"adding partitions to {name}"):
+                    logs = await self._build_logs(name, range(old, total), self.log_config(rec), rec.topic_id)
+                    try:
+                        self.metadata.set_partitions(name, total)
+                    except BaseException:
+                        self._discard_logs(logs)
+                        raise
             finally:
                 self._creating.discard(name)
-            self.metadata.set_partitions(name, total)
             self._register_partitions(rec, logs)
             log.info("topic %s now has %d partitions", name, total)
 
@@ -421,7 +478,8 @@ class Broker:
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         rec = self.metadata.topics[name]
-        self.metadata.set_configs(name, configs)
+        with storage_errors_as_kafka_errors(f"changing the configs of {name}"):
+            self.metadata.set_configs(name, configs)
         cfg = self.log_config(rec)
         min_isr = self._min_insync_replicas(rec)
         for i in range(rec.partitions):

@@ -15,6 +15,7 @@ from pybroker.protocol.errors import ErrorCode
 from pybroker.records.batch import CorruptRecordError, InvalidRecordError, validate_produce_batches
 from pybroker.storage.errors import (
     InvalidProducerEpochError,
+    KafkaStorageError,
     OutOfOrderSequenceError,
     RecordTooLargeError,
     StorageError,
@@ -82,6 +83,8 @@ def _append_one(
         return _result(index, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, str(e)), None
     except InvalidProducerEpochError as e:
         return _result(index, ErrorCode.INVALID_PRODUCER_EPOCH, str(e)), None
+    except KafkaStorageError as e:  # logged by storage once per cause, not once per request
+        return _result(index, ErrorCode.KAFKA_STORAGE_ERROR, str(e)), None
     except StorageError as e:
         log.error("append to %s-%d failed: %s", topic, index, e)
         return _result(index, ErrorCode.KAFKA_STORAGE_ERROR, str(e)), None

@@ -19,7 +19,7 @@ from pybroker.storage.checkpoint import (
     write_partition_metadata,
 )
 from pybroker.storage.config import LogConfig
-from pybroker.storage.errors import LogDirLockedError, StorageError
+from pybroker.storage.errors import LogDirLockedError, StorageError, io_failure
 from pybroker.storage.log import Log
 from pybroker.storage.syncfs import syncfs, syncfs_available
 
@@ -222,14 +222,25 @@ class LogManager:
 
     def flush_dirty(self, now_ms: int | None = None) -> int:
         now_ms = self.now_ms() if now_ms is None else now_ms
-        return sum(1 for log in self._logs.values() if log.flush_if_due(now_ms))
+        flushed = 0
+        for key, log in self._logs.items():
+            try:
+                flushed += log.flush_if_due(now_ms)
+            except OSError as e:
+                io_failure(self._log_dir_of.get(key, log.directory.parent), f"flush of {log.name}", e)
+        return flushed
 
     def checkpoint(self) -> None:
         for log_dir in self.log_dirs:
             keys = [k for k, d in self._log_dir_of.items() if d == log_dir]
-            write_offset_checkpoint(
-                log_dir / RECOVERY_POINT_CHECKPOINT, {k: self._logs[k].recovery_point for k in keys}
-            )
-            write_offset_checkpoint(
-                log_dir / LOG_START_OFFSET_CHECKPOINT, {k: self._logs[k].log_start_offset for k in keys}
-            )
+            try:
+                write_offset_checkpoint(
+                    log_dir / RECOVERY_POINT_CHECKPOINT, {k: self._logs[k].recovery_point for k in keys}
+                )
+                write_offset_checkpoint(
+                    log_dir / LOG_START_OFFSET_CHECKPOINT, {k: self._logs[k].log_start_offset for k in keys}
+                )
+            except OSError as e:
+                # A full disk: the older checkpoints stay (recovery scans a little more after a
+                # crash; moved log starts are written by the next checkpoint that succeeds).
+                io_failure(log_dir, "writing checkpoints", e)
