@@ -158,6 +158,26 @@ def test_full_log_dir_is_answered_survived_and_freed(small_log_dir: Path, tmp_pa
             assert log_text.count(STORAGE_ERROR_LINE) == 1, broker.log_tail()
             assert "internal error" not in log_text and "Traceback" not in log_text, broker.log_tail()
 
+            # A group's offset commit (a write to __consumer_offsets) gets an error code too, never a
+            # closed connection (NOT_COORDINATOR, as Kafka maps a KAFKA_STORAGE_ERROR append; it may
+            # also fit into the tail of a page tmpfs already holds).
+            body = {
+                "group_id": "g",
+                "generation_id_or_member_epoch": -1,
+                "member_id": "",
+                "retention_time_ms": -1,
+                "topics": [
+                    {
+                        "name": "keep",
+                        "partitions": [
+                            {"partition_index": 0, "committed_offset": 1, "committed_metadata": "m" * 4000}
+                        ],
+                    }
+                ],
+            }
+            committed = client.request(8, 2, body)["topics"][0]["partitions"][0]
+            assert committed["error_code"] in (0, ErrorCode.NOT_COORDINATOR), committed
+
             # Reads are still served.
             assert fetch_values(client, "keep", 0) == acked_keep
             assert fetch_values(client, "bulk", 0)[0] == value
