@@ -301,16 +301,16 @@ async def _read_frame(reader: asyncio.StreamReader) -> bytes:
 async def exchange(
     conn: Connection, frame: bytes, lying: bool, seed: Seed, timeout_s: float, results: Results
 ) -> None:
-    if conn.writer is None:
-        await conn.open()
-    assert conn.reader is not None and conn.writer is not None
     what = f"api {seed.api_key} v{seed.version}: {frame.hex()}"
     try:
-        conn.writer.write(frame + PROBE)
-        if lying:
-            conn.writer.write_eof()  # whatever the broker waits for will not come: it must close
-        await conn.writer.drain()
-        async with asyncio.timeout(timeout_s):
+        async with asyncio.timeout(timeout_s):  # connecting and writing included: never wait forever
+            if conn.writer is None:
+                await conn.open()
+            assert conn.reader is not None and conn.writer is not None
+            conn.writer.write(frame + PROBE)
+            if lying:
+                conn.writer.write_eof()  # whatever the broker waits for will not come: it must close
+            await conn.writer.drain()
             while True:
                 answer = await _read_frame(conn.reader)
                 (correlation_id,) = struct.unpack_from(">i", answer, 0)
@@ -399,7 +399,10 @@ async def fuzz(
                 results.frames += 1
                 await exchange(conn, frame, lying, s, timeout_s, results)
                 if janitor_every and n and n % janitor_every == 0:
-                    await janitor(port)
+                    try:
+                        await asyncio.wait_for(janitor(port), timeout_s * 6)
+                    except (TimeoutError, OSError, asyncio.IncompleteReadError) as e:
+                        results.hangs.append(f"janitor (Metadata + DeleteTopics) got no answer: {e!r}")
                 if progress_every and n and n % progress_every == 0:
                     rate = n / (time.monotonic() - started)
                     print(f"{n} frames ({rate:.0f}/s): {dict(results.outcomes)}", flush=True)

@@ -41,6 +41,13 @@ def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
     return topic, int(partition)
 
 
+def remove_directories(paths: list[Path]) -> list[Path]:
+    """Delete whole directories (deleted partitions); safe on any thread."""
+    for path in paths:
+        shutil.rmtree(path, ignore_errors=True)
+    return paths
+
+
 class LogManager:
     def __init__(
         self,
@@ -201,20 +208,23 @@ class LogManager:
         self._pending_deletes.append((self.now_ms() + log.config.file_delete_delay_ms, target))
 
     def purge_deleted(self, force: bool = False) -> int:
+        return len(remove_directories(self.take_due_deletes(force)))
+
+    def take_due_deletes(self, force: bool = False) -> list[Path]:
+        """The renamed-away partition directories whose delay is over, no longer pending: the
+        caller removes them (``remove_directories``), off the event loop — unlinking thousands of
+        files can take seconds (minutes on a disk that discards freed blocks synchronously)."""
         now_ms = self.now_ms()
-        due = [(t, p) for t, p in self._pending_deletes if force or t <= now_ms]
-        for item in due:
-            shutil.rmtree(item[1], ignore_errors=True)
-            self._pending_deletes.remove(item)
-        return len(due)
+        due = [p for t, p in self._pending_deletes if force or t <= now_ms]
+        if due:
+            self._pending_deletes = [(t, p) for t, p in self._pending_deletes if not (force or t <= now_ms)]
+        return due
 
     # ---- periodic work ------------------------------------------------------------------------------------
 
     def retention_pass(self, now_ms: int | None = None) -> int:
         now_ms = self.now_ms() if now_ms is None else now_ms
-        deleted = sum(log.apply_retention(now_ms) for log in self._logs.values())
-        self.purge_deleted()
-        return deleted
+        return sum(log.apply_retention(now_ms) for log in self._logs.values())
 
     def remove_expired_producers(self, expiration_ms: int, now_ms: int | None = None) -> int:
         now_ms = self.now_ms() if now_ms is None else now_ms
