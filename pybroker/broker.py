@@ -482,10 +482,11 @@ class Broker:
         if total < rec.partitions:
             raise KafkaError(
                 ErrorCode.INVALID_PARTITIONS,
-                f"Topic currently has {rec.partitions} partitions, which is higher than the requested {total}.",
+                f"The topic {name} currently has {rec.partitions} partition(s); {total} would not be an increase.",
             )
         if total == rec.partitions:
-            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {rec.partitions} partitions.")
+            # Kafka 4.3.1's controller words, measured (compat_tests/scenarios/test_admin_concurrency.py).
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {rec.partitions} partition(s).")
         if total - rec.partitions > MAX_RECORDS_PER_USER_OP:  # a PartitionRecord per new partition
             raise KafkaError(ErrorCode.POLICY_VIOLATION, TOO_MANY_RECORDS)
         return rec

@@ -3,7 +3,7 @@
 Found by fuzzing: concurrent CreatePartitions of one topic answered with "partition directory already
 exists" and "topic not found" internal errors and closed the connection. Kafka's controller applies
 admin changes one after another, so concurrent requests get ordinary answers (INVALID_PARTITIONS
-"Topic already has N partitions", UNKNOWN_TOPIC_OR_PARTITION, TOPIC_ALREADY_EXISTS). These tests send
+"Topic already has N partition(s).", UNKNOWN_TOPIC_OR_PARTITION, TOPIC_ALREADY_EXISTS). These tests send
 many such requests at once over several raw connections against a real broker process.
 """
 
@@ -121,7 +121,7 @@ def test_concurrent_create_partitions_to_the_same_count(broker: PyBroker) -> Non
     messages = {
         r["error_message"] for _, body in answers for r in body["results"] if r["error_code"] != 0
     }
-    assert messages == {f"Topic already has {WIDE} partitions."}
+    assert messages == {f"Topic already has {WIDE} partition(s)."}
     assert partition_counts(broker.port, ["grow"]) == {"grow": WIDE}
     assert "internal error" not in broker.log_text()
 
