@@ -96,14 +96,29 @@ class TopicLocks:
         self._users: dict[str, int] = {}
 
     @contextlib.asynccontextmanager
-    async def hold(self, name: str):
+    async def hold(self, name: str, timeout_ms: int | None = None):
+        """Hold the topic's lock; with ``timeout_ms`` (the request's own timeout) a request that
+        cannot have it in time gets REQUEST_TIMED_OUT, as a controller operation past its
+        deadline does in Kafka, instead of queueing behind a long one without limit."""
         lock = self._locks.get(name)
         if lock is None:
             lock = self._locks[name] = asyncio.Lock()
         self._users[name] = self._users.get(name, 0) + 1
         try:
-            async with lock:
+            if timeout_ms is None or not lock.locked():
+                await lock.acquire()
+            else:
+                try:
+                    await asyncio.wait_for(lock.acquire(), max(timeout_ms, 0) / 1000)
+                except TimeoutError:
+                    raise KafkaError(
+                        ErrorCode.REQUEST_TIMED_OUT,
+                        f"Timed out waiting for another change of topic {name} to finish.",
+                    ) from None
+            try:
                 yield
+            finally:
+                lock.release()
         finally:
             self._users[name] -= 1
             if not self._users[name]:
@@ -321,7 +336,13 @@ class Broker:
         return rec
 
     async def create_topic_async(
-        self, name: str, num_partitions: int, configs: dict[str, str | None], *, validate_only: bool = False
+        self,
+        name: str,
+        num_partitions: int,
+        configs: dict[str, str | None],
+        *,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
     ) -> TopicRecord | None:
         """CreateTopics: the partitions' files are made in an executor thread, so a topic with
         thousands of partitions does not stall other clients; the topic becomes visible (metadata,
@@ -329,7 +350,7 @@ class Broker:
         if validate_only:
             self.check_new_topic(name, num_partitions, configs)
             return None
-        async with self.topic_locks.hold(name):
+        async with self.topic_locks.hold(name, timeout_ms):
             kept = self.check_new_topic(name, num_partitions, configs)
             if num_partitions <= SYNC_CREATE_PARTITIONS:
                 return self.create_topic(name, num_partitions, kept)
@@ -442,20 +463,24 @@ class Broker:
             self.log_manager.delete_log(name, i)
         log.info("deleted topic %s", name)
 
-    async def delete_topic_async(self, name: str, topic_id: uuid.UUID | None = None) -> None:
+    async def delete_topic_async(
+        self, name: str, topic_id: uuid.UUID | None = None, timeout_ms: int | None = None
+    ) -> None:
         """DeleteTopics: waits for any CreateTopics/CreatePartitions of the topic in progress;
         ``topic_id``, when the request named the topic by id, must still be the topic's id then."""
-        async with self.topic_locks.hold(name):
+        async with self.topic_locks.hold(name, timeout_ms):
             rec = self.metadata.topics.get(name)
             if topic_id is not None and (rec is None or rec.topic_id != topic_id):
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID, "unknown topic id")
             self.delete_topic(name)
 
-    async def add_partitions(self, name: str, total: int, *, validate_only: bool = False) -> None:
+    async def add_partitions(
+        self, name: str, total: int, *, validate_only: bool = False, timeout_ms: int | None = None
+    ) -> None:
         if validate_only:
             self._check_new_partition_count(name, total)
             return
-        async with self.topic_locks.hold(name):
+        async with self.topic_locks.hold(name, timeout_ms):
             rec = self._check_new_partition_count(name, total)
             old = rec.partitions
             self._creating.add(name)

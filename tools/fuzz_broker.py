@@ -68,6 +68,11 @@ SHARED_GROUPS = [f"fzg-{i}" for i in range(3)]
 SOCKET_REQUEST_MAX_BYTES = 1_048_576
 BOUNDARY_INTS = [0, 1, -1, 0x7F, 0x80, 0xFF, 0x7FFF, -0x8000, 0x7FFFFFFF, -0x80000000]
 INTERNAL_LOG = re.compile(r"internal error|Traceback")
+CREATE_TOPICS, CREATE_PARTITIONS = 19, 37
+# A mutated count can ask for thousands of partitions: real work (files, fsyncs) that takes
+# seconds and would be reported as a hang; such frames are drawn again (the dedicated tests
+# cover large creations: tests/test_fuzz_requests.py, tests/integration/test_admin_races.py).
+MAX_FUZZED_PARTITIONS = 100
 
 
 def _load_message_factory() -> type:
@@ -194,9 +199,30 @@ def _mutate_bytes(data: bytearray, body_offset: int, rng: random.Random, donors:
     return data
 
 
+def creates_many_partitions(api_key: int, version: int, payload: bytes) -> bool:
+    if api_key not in (CREATE_TOPICS, CREATE_PARTITIONS):
+        return False
+    try:
+        body, _ = decode(REQUESTS[api_key], version, payload, decode_request_header(payload).body_offset)
+    except Exception:  # noqa: BLE001 - undecodable: the broker closes the connection
+        return False
+    if api_key == CREATE_TOPICS:
+        return any(
+            max(t["num_partitions"], len(t["assignments"] or ())) > MAX_FUZZED_PARTITIONS for t in body["topics"]
+        )
+    return any(t["count"] > MAX_FUZZED_PARTITIONS for t in body["topics"])
+
+
 def make_frame(seed: Seed, rng: random.Random, donors: list[bytes]) -> tuple[bytes, bool]:
     """The frame to send, and whether its size prefix lies (then the broker may rightly wait for
     bytes that never come: the sender half-closes after it)."""
+    while True:
+        frame, lying = _make_frame(seed, rng, donors)
+        if not creates_many_partitions(seed.api_key, seed.version, frame[4:]):
+            return frame, lying
+
+
+def _make_frame(seed: Seed, rng: random.Random, donors: list[bytes]) -> tuple[bytes, bool]:
     header = request_header(seed.api_key, seed.version, FUZZ_CORRELATION_ID)
     try:
         body = encode(REQUESTS[seed.api_key], seed.version, _shape(seed.body, rng))

@@ -111,7 +111,9 @@ async def handle_create_topics(ctx: RequestContext, request: dict) -> dict:
             if isinstance(check, KafkaError):
                 raise check
             n, configs = check
-            rec = await b.create_topic_async(name, n, configs, validate_only=validate_only)
+            rec = await b.create_topic_async(
+                name, n, configs, validate_only=validate_only, timeout_ms=request["timeout_ms"]
+            )
             out["num_partitions"] = n
             out["replication_factor"] = 1
             if rec is not None:
@@ -161,7 +163,7 @@ async def handle_delete_topics(ctx: RequestContext, request: dict) -> dict:
         if rec is not None:
             out["topic_id"] = rec.topic_id
         try:
-            await b.delete_topic_async(name, by_id)
+            await b.delete_topic_async(name, by_id, request["timeout_ms"])
         except KafkaError as e:
             out.update(error_code=e.code, error_message=e.message)
         responses.append(out)
@@ -182,7 +184,12 @@ async def handle_create_partitions(ctx: RequestContext, request: dict) -> dict:
                         raise KafkaError(
                             ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Unknown broker in {a['broker_ids']}"
                         )
-            await b.add_partitions(t["name"], t["count"], validate_only=request.get("validate_only", False))
+            await b.add_partitions(
+                t["name"],
+                t["count"],
+                validate_only=request.get("validate_only", False),
+                timeout_ms=request["timeout_ms"],
+            )
         except KafkaError as e:
             out.update(error_code=e.code, error_message=e.message)
         results.append(out)

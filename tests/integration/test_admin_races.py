@@ -165,3 +165,28 @@ def test_create_partitions_racing_delete_and_recreate(broker: PyBroker) -> None:
             if p.is_dir() and p.name.rpartition("-")[2].isdigit()  # not a deleted one awaiting purge
         )
         assert on_disk == list(range(counts.get(topic, 0))), (topic, on_disk, counts)
+
+
+def test_a_change_queued_behind_a_long_one_times_out_with_its_own_timeout(broker: PyBroker) -> None:
+    """Found by tools/fuzz_broker.py: DeleteTopics waited (no answer for many seconds) behind a
+    CreatePartitions of thousands of partitions of the same topic. Like a Kafka controller
+    operation past its deadline, it now answers REQUEST_TIMED_OUT once its timeout_ms has passed."""
+    [(_, body)] = run_connections(broker.port, [[create_topics("slow", 1)]])
+    assert error_codes(CREATE_TOPICS, body) == [0]
+
+    async def scenario() -> tuple[list, list]:
+        grow = asyncio.ensure_future(pipeline(broker.port, [create_partitions("slow", 3000)]))
+        async with asyncio.timeout(60):
+            while not (broker.data_dir / "slow-1").exists():  # the long change is under way
+                await asyncio.sleep(0.005)
+        body = {"topic_names": ["slow"], "timeout_ms": 1}
+        delete = await pipeline(broker.port, [(DELETE_TOPICS, 5, body)])
+        assert not grow.done()
+        return delete, await asyncio.wait_for(grow, 120)
+
+    delete, grow = asyncio.run(scenario())
+    [(_, deleted)] = delete
+    assert deleted["responses"][0]["error_code"] == ErrorCode.REQUEST_TIMED_OUT, deleted
+    [(_, grown)] = grow
+    assert error_codes(CREATE_PARTITIONS, grown) == [0]
+    assert partition_counts(broker.port, ["slow"]) == {"slow": 3000}
