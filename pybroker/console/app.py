@@ -312,18 +312,20 @@ def _parse_timestamp(text: str) -> int:
     return int(when.timestamp() * 1000)
 
 
-def _render_bytes(data: bytes | None, fmt: str, *, note: bool = True) -> str:
+def _render_bytes(data: bytes | None, fmt: str, *, note: bool = True, inline: bool = False) -> str:
+    """A key, value or header value as text, pretty-printed JSON or hex (inline: one line, for headers)."""
     if data is None:
         return '<span class="null">null</span>'
+    tag = "code" if inline else "pre"
     if fmt == "hex":
-        return f"<pre>{data.hex(' ')}</pre>"
+        return f"<{tag}>{data.hex(' ')}</{tag}>"
     text = data.decode("utf-8", errors="replace")
-    if fmt == "json":
+    if fmt == "json" and not inline:
         try:
             return f"<pre>{e(json.dumps(json.loads(text), indent=2, ensure_ascii=False))}</pre>"
         except ValueError:
             return f"<pre>{e(text)}</pre>" + ('<span class="muted">(not JSON)</span>' if note else "")
-    return f"<pre>{e(text)}</pre>"
+    return f"<{tag}>{e(text)}</{tag}>"
 
 
 async def messages(request: web.Request) -> web.Response:
@@ -375,7 +377,7 @@ async def messages(request: web.Request) -> web.Response:
             e(_ts(r.timestamp)),
             _render_bytes(r.key, fmt, note=False),
             _render_bytes(r.value, fmt),
-            "<br>".join(f"<b>{e(k)}</b>: {_render_bytes(v, fmt, note=False)}" for k, v in r.headers)
+            "<br>".join(f"<b>{e(k)}</b>: {_render_bytes(v, fmt, inline=True)}" for k, v in r.headers)
             or '<span class="muted">-</span>',
         ]
         for r in records

@@ -24,6 +24,7 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 .muted { color: var(--muted); }
 .null { color: var(--muted); font-style: italic; }
 pre { margin: 0; white-space: pre-wrap; word-break: break-all; font: 12px/1.4 ui-monospace, Menlo, Consolas, monospace; }
+code { font: 12px/1.4 ui-monospace, Menlo, Consolas, monospace; word-break: break-all; }
 form.inline { display: inline; }
 form.bar { display: flex; flex-wrap: wrap; gap: 10px; align-items: end; background: #fff; border: 1px solid var(--line); padding: 10px; margin-bottom: 12px; }
 form.bar label { display: flex; flex-direction: column; font-size: 12px; color: var(--muted); }
