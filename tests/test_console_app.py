@@ -182,3 +182,29 @@ def test_collector_reports_lag_and_partition_gauges() -> None:
     )
     assert get("kafka_network_requestchannel_requestqueuesize") == 1
     assert get("kafka_server_socketservermetrics_connection_count", listener="PLAINTEXT") == 3
+
+
+def test_grafana_dashboard_uses_only_exported_metrics() -> None:
+    """docs/grafana/pybroker.json is valid JSON and every series it queries is one the endpoint serves."""
+    import json
+    import re
+    from pathlib import Path
+
+    from pybroker.metrics.http import metrics_registry
+
+    dashboard = json.loads(
+        (Path(__file__).resolve().parent.parent / "docs/grafana/pybroker.json").read_text()
+    )
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    exprs += [
+        v["query"]["query"] for v in dashboard["templating"]["list"] if isinstance(v.get("query"), dict)
+    ]
+    used = {m for e in exprs for m in re.findall(r"\b((?:kafka|pybroker|process)_[a-z0-9_]+)", e)}
+    recorder = BrokerMetrics()
+    recorder.request_done(0, 9, 0.001)
+    recorder.produced("orders", 100, 1)
+    recorder.fetched("orders", 100)
+    text = generate_latest(metrics_registry(FakeView(), recorder)).decode()
+    served = {s.name for family in text_string_to_metric_families(text) for s in family.samples}
+    assert len(used) > 15
+    assert used <= served, sorted(used - served)
