@@ -79,7 +79,9 @@ class Broker:
         self._creating: set[str] = set()  # topics whose partitions are being created right now
         self.group_coordinator: GroupCoordinator | None = None
         self.fetch_sessions = FetchSessions(config.max_incremental_fetch_session_cache_slots)
-        self.metrics = BrokerMetrics()  # counted always (plain ints); served only if metrics.listener is set
+        # Byte and message totals are counted always (plain ints: the console shows them too); request
+        # latency only when metrics.listener serves it.
+        self.metrics = BrokerMetrics(timed=bool(config.get("metrics.listener")))
         self._http: Any = None  # the metrics endpoint and web console, when configured
         self.started = False
 

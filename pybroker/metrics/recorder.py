@@ -73,7 +73,9 @@ class TopicStats:
 class BrokerMetrics:
     """Running totals of this broker process.  Owned by the event loop; read by the collector."""
 
-    def __init__(self) -> None:
+    def __init__(self, timed: bool = False) -> None:
+        # Whether the server times requests for the latency histograms (only when they are served).
+        self.timed = timed
         self.topics: dict[str, TopicStats] = {}
         self.requests: dict[tuple[int, int], Histogram] = {}  # (api key, version) -> latency
         self.connections_created = 0

@@ -144,7 +144,9 @@ def test_counters_move_and_lag_matches_the_wire(broker: Any) -> None:
     create_topic(broker.bootstrap, topic)
     before = scrape(broker.metrics_url)
     assert value(before, "kafka_server_brokertopicmetrics_messagesin_total", topic=topic) == 0
-    produce_count = value(before, "kafka_network_requestmetrics_requests_total", request="Produce", version="11")
+    produce_count = value(
+        before, "kafka_network_requestmetrics_requests_total", request="Produce", version="11"
+    )
 
     produce(broker.bootstrap, topic)
     after = scrape(broker.metrics_url)
@@ -164,12 +166,20 @@ def test_counters_move_and_lag_matches_the_wire(broker: Any) -> None:
         after, "kafka_network_requestmetrics_totaltime_seconds_count", request="Produce", version=version
     )
     inf_bucket = value(
-        after, "kafka_network_requestmetrics_totaltime_seconds_bucket", request="Produce", version=version, le="+Inf"
+        after,
+        "kafka_network_requestmetrics_totaltime_seconds_bucket",
+        request="Produce",
+        version=version,
+        le="+Inf",
     )
-    assert histogram_count == inf_bucket == value(
-        after, "kafka_network_requestmetrics_requests_total", request="Produce", version=version
+    assert (
+        histogram_count
+        == inf_bucket
+        == value(after, "kafka_network_requestmetrics_requests_total", request="Produce", version=version)
     )
-    assert value(after, "kafka_server_socketservermetrics_connection_creation_total", listener="PLAINTEXT") > 0
+    assert (
+        value(after, "kafka_server_socketservermetrics_connection_creation_total", listener="PLAINTEXT") > 0
+    )
     for part in range(PARTITIONS):
         labels = {"topic": topic, "partition": str(part)}
         assert value(after, "kafka_log_log_logendoffset", **labels) == PER_PARTITION
@@ -187,9 +197,13 @@ def test_counters_move_and_lag_matches_the_wire(broker: Any) -> None:
     for part, lag in expected.items():
         labels = {"consumergroup": group, "topic": topic, "partition": str(part)}
         assert value(scraped, "kafka_consumergroup_lag", **labels) == lag, (part, lag)
-    assert value(scraped, "kafka_consumergroup_lag_sum", consumergroup=group, topic=topic) == sum(expected.values())
+    assert value(scraped, "kafka_consumergroup_lag_sum", consumergroup=group, topic=topic) == sum(
+        expected.values()
+    )
     assert value(scraped, "kafka_consumergroup_members", consumergroup=group) == 0  # it left
-    assert value(scraped, "kafka_consumergroup_state", consumergroup=group, state="Empty", type="classic") == 1
+    assert (
+        value(scraped, "kafka_consumergroup_state", consumergroup=group, state="Empty", type="classic") == 1
+    )
     assert value(scraped, "kafka_server_brokertopicmetrics_bytesout_total", topic=topic) > 0
     assert value(scraped, "process_resident_memory_bytes") > 0
     # The event-loop lag is sampled twice a second from start-up: wait for a sample, not a sleep.
