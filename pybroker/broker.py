@@ -338,6 +338,7 @@ class Broker:
         if not self.config.delete_topic_enable:
             raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
         self.metadata.remove_topic(name)
+        self.metrics.forget_topic(name)
         for i in range(rec.partitions):
             p = self.partitions.pop((name, i), None)
             if p is not None:

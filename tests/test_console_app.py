@@ -57,6 +57,9 @@ class FakeView:
         ]
         return [p for p in parts if topic in (None, p.topic)]
 
+    def high_watermark(self, topic: str, partition: int) -> int | None:
+        return next((p.high_watermark for p in self.partitions(topic) if p.partition == partition), None)
+
     def groups(self) -> list[GroupState]:
         member = MemberState("m-1", EVIL, "/127.0.0.1", None, (("orders", 0),))
         return [GroupState(EVIL, "classic", "Stable", "consumer", "range", (member,))]

@@ -357,7 +357,14 @@ async def messages(request: web.Request) -> web.Response:
             offset = int(q["offset"])
     except ValueError as exc:
         error = f"cannot seek: {exc}"
-    records = view.read_records(name, partition, offset, limit) if not error else []
+    records = []
+    if not error:
+        try:
+            records = view.read_records(name, partition, offset, limit)
+        except Exception as exc:  # noqa: BLE001 - a batch that cannot be decoded: say so on the page
+            log.warning("console: reading %s-%d from offset %d failed: %s", name, partition, offset, exc)
+            error = f"cannot read from offset {offset}: {exc}"
+
     options = "".join(
         f'<option value="{i}"{" selected" if i == partition else ""}>{i}</option>' for i in sorted(parts)
     )

@@ -36,13 +36,12 @@ class PartitionLag:
 
 def consumer_lag(view: ClusterView, group_ids: list[str] | None = None) -> list[PartitionLag]:
     """Lag rows of every (or the named) group's committed partitions that still exist."""
-    high_watermarks = {(p.topic, p.partition): p.high_watermark for p in view.partitions()}
     if group_ids is None:
         group_ids = [g.group_id for g in view.groups()]
     rows = []
     for group_id in group_ids:
         for (topic, partition), committed in sorted(view.committed_offsets(group_id).items()):
-            hw = high_watermarks.get((topic, partition))
+            hw = view.high_watermark(topic, partition)
             if hw is not None and committed >= 0:
                 rows.append(PartitionLag(group_id, topic, partition, committed, hw))
     return rows

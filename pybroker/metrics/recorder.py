@@ -120,6 +120,9 @@ class BrokerMetrics:
         self.connections_closed += 1
 
     # -- housekeeping --------------------------------------------------------------------------------
+    def forget_topic(self, name: str) -> None:
+        self.topics.pop(name, None)
+
     def forget_topics_except(self, live: set[str]) -> None:
         """Drop the totals of deleted topics (Kafka removes a deleted topic's metrics too)."""
         for name in [n for n in self.topics if n not in live]:

@@ -23,8 +23,10 @@ from pybroker.records.reader import Record, decode_batch_records
 
 log = logging.getLogger(__name__)
 
-# The largest slice of a log the console reads to show a page of messages.
+# The largest slice of a log the console reads at once, and in all, to show a page of messages
+# (reads run on the event loop, from the page cache).
 MAX_BROWSE_BYTES = 4 * 1024 * 1024
+MAX_BROWSE_TOTAL_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +118,8 @@ class ClusterView(Protocol):
 
     def partitions(self, topic: str | None = None) -> list[PartitionState]: ...
 
+    def high_watermark(self, topic: str, partition: int) -> int | None: ...
+
     def groups(self) -> list[GroupState]: ...
 
     def group(self, group_id: str) -> GroupState | None: ...
@@ -197,6 +201,10 @@ class BrokerView:
             chosen = (p for p in (parts.get((topic, i)) for i in range(n)) if p is not None)
         return [_partition_state(p) for p in chosen]
 
+    def high_watermark(self, topic: str, partition: int) -> int | None:
+        p = self._broker.partitions.get((topic, partition))
+        return None if p is None else p.high_watermark
+
     # -- groups -----------------------------------------------------------------------------------
     def groups(self) -> list[GroupState]:
         gc = self._broker.group_coordinator
@@ -258,11 +266,13 @@ class BrokerView:
             raise KeyError(f"{topic}-{partition}")
         offset = max(offset, p.log_start_offset)
         out: list[Record] = []
-        while len(out) < limit and offset < p.high_watermark:
+        total = 0
+        while len(out) < limit and offset < p.high_watermark and total < MAX_BROWSE_TOTAL_BYTES:
             sl = p.log.read(offset, MAX_BROWSE_BYTES, p.high_watermark, True)
             if sl is None or sl.size == 0:
                 break
             buf = memoryview(sl.read())
+            total += len(buf)
             next_offset = offset
             position = 0
             while position + BATCH_HEADER_SIZE <= len(buf):
