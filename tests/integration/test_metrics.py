@@ -230,3 +230,45 @@ def test_metrics_endpoint_is_off_by_default(tmp_path: Any) -> None:
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_kip848_consumer_group_lag_matches_the_wire(broker: Any) -> None:
+    """A consumer group of the new protocol (group.protocol=consumer): its members, type and lag."""
+    topic = f"metrics-848-{uuid.uuid4().hex[:8]}"
+    group = f"metrics-848-group-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic)
+    produce(broker.bootstrap, topic)
+    c = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": group,
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        c.subscribe([topic])
+        got = 0
+        deadline = time.monotonic() + 60
+        while got < 5 and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                got += 1
+        assert got == 5
+        c.commit(offsets=[TopicPartition(topic, p, o) for p, o in COMMITTED.items()], asynchronous=False)
+        scraped = scrape(broker.metrics_url)
+        assert value(scraped, "kafka_consumergroup_members", consumergroup=group) == 1
+        states = [
+            dict(labels)
+            for (name, labels), v in scraped.items()
+            if name == "kafka_consumergroup_state" and dict(labels)["consumergroup"] == group and v == 1
+        ]
+        assert [s["type"] for s in states] == ["consumer"]
+        expected = wire_lag(broker.bootstrap, group, topic)
+        assert expected == {p: PER_PARTITION - o for p, o in COMMITTED.items()}
+        for part, lag in expected.items():
+            labels = {"consumergroup": group, "topic": topic, "partition": str(part)}
+            assert value(scraped, "kafka_consumergroup_lag", **labels) == lag
+    finally:
+        c.close()
