@@ -126,7 +126,8 @@ def _cards(items: list[tuple[str, str, str]]) -> str:
     return (
         '<div class="cards">'
         + "".join(
-            f'<div class="card"><div class="label">{e(label)}</div><div class="value" id="{ident}">{value}</div></div>'
+            f'<div class="card"><div class="label">{e(label)}</div>'
+            f'<div class="value" id="{ident}">{value}</div></div>'
             for label, value, ident in items
         )
         + "</div>"
@@ -187,7 +188,10 @@ async def overview(request: web.Request) -> web.Response:
         ],
     )
     body += f"<h2>Brokers</h2>{brokers}"
-    body += f'<p class="muted">{queued} request(s) queued, {in_flight} waiting (long-poll fetch, acks=all, group joins).</p>'
+    body += (
+        f'<p class="muted">{queued} request(s) queued, {in_flight} waiting '
+        "(long-poll fetch, acks=all, group joins).</p>"
+    )
     return _page(request, "Cluster", body, "overview")
 
 
@@ -232,7 +236,8 @@ async def topics(request: web.Request) -> web.Response:
             '<form class="bar" method="post" action="/topics" id="create-topic">'
             '<label>Name <input name="name" required></label>'
             '<label>Partitions <input name="partitions" type="number" min="1" value="1"></label>'
-            '<label>Configs (key=value per line) <textarea name="configs" rows="2" cols="40"></textarea></label>'
+            "<label>Configs (key=value per line) "
+            '<textarea name="configs" rows="2" cols="40"></textarea></label>'
             '<button type="submit">Create</button></form>'
         )
     return _page(request, "Topics", body, "topics")
@@ -372,8 +377,10 @@ async def messages(request: web.Request) -> web.Response:
     form = (
         f'<form class="bar" method="get" id="seek">'
         f'<label>Partition <select name="partition">{options}</select></label>'
-        f'<label>Offset <input name="offset" value="{e(q.get("offset", ""))}" placeholder="{p.log_start_offset}"></label>'
-        f'<label>or timestamp <input name="timestamp" value="{e(q.get("timestamp", ""))}" placeholder="ms or 2026-01-31T12:00:00Z"></label>'
+        f'<label>Offset <input name="offset" value="{e(q.get("offset", ""))}" '
+        f'placeholder="{p.log_start_offset}"></label>'
+        f'<label>or timestamp <input name="timestamp" value="{e(q.get("timestamp", ""))}" '
+        'placeholder="ms or 2026-01-31T12:00:00Z"></label>'
         f'<label>Limit <input name="limit" type="number" min="1" max="{MAX_LIMIT}" value="{limit}"></label>'
         f'<label>Show as <select name="format">{formats}</select></label>'
         '<button type="submit">Seek</button></form>'
@@ -395,7 +402,10 @@ async def messages(request: web.Request) -> web.Response:
         else "empty"
     )
     body = (f'<div class="error">{e(error)}</div>' if error else "") + form
-    body += f'<p class="muted">Partition {partition}: {span}. Showing {len(records)} message(s) from offset {_num(offset)}.</p>'
+    body += (
+        f'<p class="muted">Partition {partition}: {span}. '
+        f"Showing {len(records)} message(s) from offset {_num(offset)}.</p>"
+    )
     body += _table(["Offset", "Timestamp", "Key", "Value", "Headers"], rows, numeric={0}, body_id="messages")
     if records:
         nxt = records[-1].offset + 1
@@ -560,7 +570,8 @@ async def group(request: web.Request) -> web.Response:
         "<h2>Lag over time</h2>"
         '<svg id="lag-chart" class="chart" width="640" height="200" viewBox="0 0 640 200" role="img" '
         'aria-label="total lag over time"></svg>'
-        f'<p class="muted">Total lag, sampled every {history.interval_s:g} s (kept for the last {history.samples} samples).</p>'
+        f'<p class="muted">Total lag, sampled every {history.interval_s:g} s '
+        f"(kept for the last {history.samples} samples).</p>"
         "<noscript>The lag chart needs JavaScript.</noscript>"
     )
     body += "<h2>Offsets</h2>" + _table(
