@@ -10,7 +10,6 @@ from typing import Any
 
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
-from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from pybroker.console.app import add_console_routes
@@ -146,11 +145,9 @@ def test_collector_reports_lag_and_partition_gauges() -> None:
     recorder = BrokerMetrics()
     recorder.produced("orders", 1000, 10)
     recorder.request_done(0, 9, 0.002)
-    registry = CollectorRegistry()
-    registry.register(BrokerCollector(view, recorder, "test"))
     samples = {
         (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(generate_latest(registry).decode())
+        for family in text_string_to_metric_families(BrokerCollector(view, recorder, "test").render())
         for s in family.samples
     }
 
@@ -193,7 +190,7 @@ def test_grafana_dashboard_uses_only_exported_metrics() -> None:
     import re
     from pathlib import Path
 
-    from pybroker.metrics.http import metrics_registry
+    from pybroker.metrics.http import MetricsPage
 
     dashboard = json.loads(
         (Path(__file__).resolve().parent.parent / "docs/grafana/pybroker.json").read_text()
@@ -207,7 +204,7 @@ def test_grafana_dashboard_uses_only_exported_metrics() -> None:
     recorder.request_done(0, 9, 0.001)
     recorder.produced("orders", 100, 1)
     recorder.fetched("orders", 100)
-    text = generate_latest(metrics_registry(FakeView(), recorder)).decode()
+    text = MetricsPage(FakeView(), recorder).render().decode()
     served = {s.name for family in text_string_to_metric_families(text) for s in family.samples}
     assert len(used) > 15
     assert used <= served, sorted(used - served)

@@ -3,8 +3,8 @@
 
 Why on the loop and not prometheus_client's threaded server: every number comes from state the
 event loop owns (logs, partitions, groups), which is not thread-safe; a scrape on the loop sees one
-consistent snapshot without locks, at the price of running between two requests (a scrape of a
-broker with thousands of partitions takes milliseconds, as one large request would).  aiohttp's
+consistent snapshot without locks, at the price of running between two requests, as one large
+request would (5,050 partitions: about 0.1 s a scrape, measured on a loaded 2-core machine).  aiohttp's
 server is asyncio-native, so it needs no thread either.  When both keys name the same address,
 one server answers both.
 """
@@ -39,19 +39,24 @@ def version() -> str:
         return "unknown"
 
 
-def metrics_registry(view: ClusterView, recorder: BrokerMetrics) -> CollectorRegistry:
-    registry = CollectorRegistry()
-    registry.register(BrokerCollector(view, recorder, version()))
-    ProcessCollector(registry=registry)  # process_resident_memory_bytes, process_cpu_seconds_total, ...
-    PlatformCollector(registry=registry)
-    GCCollector(registry=registry)
-    return registry
+class MetricsPage:
+    """The body of ``/metrics``: the broker's families, then prometheus_client's process
+    (process_resident_memory_bytes, process_cpu_seconds_total, ...), platform and GC collectors."""
+
+    def __init__(self, view: ClusterView, recorder: BrokerMetrics) -> None:
+        self.collector = BrokerCollector(view, recorder, version())
+        self.process = CollectorRegistry()
+        ProcessCollector(registry=self.process)
+        PlatformCollector(registry=self.process)
+        GCCollector(registry=self.process)
+
+    def render(self) -> bytes:
+        return self.collector.render().encode() + generate_latest(self.process)
 
 
-def add_metrics_routes(app: web.Application, registry: CollectorRegistry) -> None:
+def add_metrics_routes(app: web.Application, page: MetricsPage) -> None:
     async def metrics(request: web.Request) -> web.Response:
-        body = generate_latest(registry)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+        return web.Response(body=page.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     app.router.add_get("/metrics", metrics)
 
@@ -96,7 +101,7 @@ class HttpEndpoints:
         apps: dict[tuple[str, int], web.Application] = {}
         if self.metrics_at is not None:
             app = apps.setdefault(self.metrics_at, web.Application())
-            add_metrics_routes(app, metrics_registry(self.view, self.recorder))
+            add_metrics_routes(app, MetricsPage(self.view, self.recorder))
         if self.console_at is not None:
             from pybroker.console.app import add_console_routes
 
