@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
 FORMATS = ("text", "json", "hex")
+PARTITION_ROWS = 1000  # a topic page lists this many partitions unless asked for all
 
 VIEW = web.AppKey("view", object)
 RECORDER = web.AppKey("recorder", object)
@@ -274,23 +275,33 @@ async def topic(request: web.Request) -> web.Response:
             ", ".join(map(str, p.replicas)),
             ", ".join(map(str, p.isr)),
         ]
-        for p in parts
+        for p in (parts if request.query.get("all") else parts[:PARTITION_ROWS])
     ]
-    body += "<h2>Partitions</h2>" + _table(
-        [
-            "Partition",
-            "Start offset",
-            "End offset",
-            "High watermark",
-            "Messages",
-            "Size",
-            "Segments",
-            "Leader",
-            "Replicas",
-            "ISR",
-        ],
-        rows,
-        numeric={0, 1, 2, 3, 4, 5, 6},
+    more = ""
+    if len(rows) < len(parts):
+        more = (
+            f'<p class="muted">Showing {len(rows):,} of {len(parts):,} partitions. '
+            f'<a href="?all=1">Show all</a></p>'
+        )
+    body += (
+        "<h2>Partitions</h2>"
+        + more
+        + _table(
+            [
+                "Partition",
+                "Start offset",
+                "End offset",
+                "High watermark",
+                "Messages",
+                "Size",
+                "Segments",
+                "Leader",
+                "Replicas",
+                "ISR",
+            ],
+            rows,
+            numeric={0, 1, 2, 3, 4, 5, 6},
+        )
     )
     config_rows = [
         [
