@@ -20,6 +20,7 @@ from pybroker.apis import load_all
 from pybroker.apis.fetch_session import FetchSessions
 from pybroker.coordinator.coordinator import GroupCoordinator
 from pybroker.metadata.store import InvalidTopicName, MetadataStore, TopicRecord, validate_topic_name
+from pybroker.metrics.recorder import BrokerMetrics
 from pybroker.protocol.api import REQUESTS
 from pybroker.protocol.errors import ErrorCode, KafkaError
 from pybroker.protocol.memory_pool import MemoryPool
@@ -153,6 +154,10 @@ class Broker:
         self.topic_locks = TopicLocks()  # admin changes to one topic run one at a time
         self.group_coordinator: GroupCoordinator | None = None
         self.fetch_sessions = FetchSessions(config.max_incremental_fetch_session_cache_slots)
+        # Byte and message totals are counted always (plain ints: the console shows them too); request
+        # latency only when metrics.listener serves it.
+        self.metrics = BrokerMetrics(timed=bool(config.get("metrics.listener")))
+        self._http: Any = None  # the metrics endpoint and web console, when configured
         self.started = False
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -178,6 +183,11 @@ class Broker:
             raise SystemExit("listeners must name a port")
         self.group_coordinator = GroupCoordinator(self)
         await self.group_coordinator.start()
+        if self.config.get("metrics.listener") or self.config.get("console.listener"):
+            from pybroker.metrics.http import HttpEndpoints  # imports aiohttp: only when asked for
+
+            self._http = HttpEndpoints.from_config(self, self.metrics)
+            await self._http.start()
         self.acceptor = await serve(self, self.host, self.port)
         self._tasks = [
             asyncio.ensure_future(self._every(interval, fn))
@@ -200,6 +210,8 @@ class Broker:
             conn.close("broker shutting down")
         for t in self._tasks:
             t.cancel()
+        if self._http is not None:
+            await self._http.stop()
         if self.group_coordinator is not None:
             await self.group_coordinator.stop()
         for p in self.partitions.values():
@@ -456,6 +468,7 @@ class Broker:
             raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
         with storage_errors_as_kafka_errors(f"deleting topic {name}"):
             self.metadata.remove_topic(name)
+        self.metrics.forget_topic(name)
         for i in range(rec.partitions):
             p = self.partitions.pop((name, i), None)
             if p is not None:
