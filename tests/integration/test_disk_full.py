@@ -218,3 +218,4 @@ def test_full_log_dir_is_answered_survived_and_freed(small_log_dir: Path, tmp_pa
         assert "internal error" not in log_text and "Traceback" not in log_text, broker.log_tail()
     finally:
         broker.stop()
+
