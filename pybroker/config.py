@@ -236,11 +236,11 @@ _BROKER_CONFIG_LIST = [
          "The most incremental fetch sessions (KIP-227) kept; 0 declines every session."),
     _key("socket.request.max.bytes", _T.INT, 104857600, at_least(1), _H,
          "The maximum number of bytes in a request; larger frames close the connection."),
-    _key("queued.max.request.bytes", _T.LONG, None, None, _M,
+    _key("queued.max.request.bytes", _T.LONG, 104857600, None, _M,
          "The most request bytes in memory at once, summed over every connection (Kafka's memory "
          "pool); a connection whose next request does not fit is not read until memory is released. "
-         "-1 means unbounded (Kafka's default). pybroker default: socket.request.max.bytes, so that "
-         "hostile or stalled large requests cannot take more than twice that."),
+         "-1 means unbounded (Kafka's default). pybroker default: 100 MiB, raised to socket.request.max.bytes "
+         "when that is set higher, so hostile or stalled large requests cannot take more than twice it."),
     _key("socket.send.buffer.bytes", _T.INT, 102400, None, _H,
          "SO_SNDBUF of client connections; -1 uses the OS default."),
     _key("socket.receive.buffer.bytes", _T.INT, 102400, None, _H,
@@ -698,8 +698,10 @@ def _resolve(explicit: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str
     resolved["advertised.listeners"] = (
         values["advertised.listeners"] if values["advertised.listeners"] is not None else values["listeners"]
     )
-    queued = values["queued.max.request.bytes"]
-    resolved["queued.max.request.bytes"] = values["socket.request.max.bytes"] if queued is None else queued
+    queued = explicit.get("queued.max.request.bytes")
+    resolved["queued.max.request.bytes"] = (
+        max(values["queued.max.request.bytes"], values["socket.request.max.bytes"]) if queued is None else queued
+    )
     if 0 < resolved["queued.max.request.bytes"] < values["socket.request.max.bytes"]:
         # Kafka's KafkaConfig check: a pool smaller than one request could never take some requests.
         raise ConfigError(
