@@ -25,15 +25,15 @@ class KafkaStorageError(StorageError):
 
 # (log directory, errno) -> failures since the first one was logged.  Logged once per cause, not
 # per request: a full disk fails every produce request until space returns.
-_failing: dict[tuple[str, int | None], int] = {}
+failing: dict[tuple[str, int | None], int] = {}
 
 
 def io_failure(directory: os.PathLike[str] | str, what: str, exc: OSError) -> KafkaStorageError:
     """The KafkaStorageError for ``exc`` (``what`` failed in log directory ``directory``), logged
     the first time this cause appears in that directory."""
     key = (os.fspath(directory), exc.errno)
-    seen = _failing.get(key)
-    _failing[key] = (seen or 0) + 1
+    seen = failing.get(key)
+    failing[key] = (seen or 0) + 1
     if seen is None:
         logger.error(
             "storage error in log directory %s: %s failed: %s (logged once; the affected partitions "
@@ -46,17 +46,14 @@ def io_failure(directory: os.PathLike[str] | str, what: str, exc: OSError) -> Ka
 
 
 def io_success(directory: os.PathLike[str] | str) -> None:
-    """A write to ``directory`` succeeded: its failures are over (call only when ``_failing``)."""
+    """A write to ``directory`` succeeded: its failures are over (the hot path calls it only when
+    ``failing`` is not empty)."""
     name = os.fspath(directory)
-    for key in [k for k in _failing if k[0] == name]:
-        count = _failing.pop(key)
+    for key in [k for k in failing if k[0] == name]:
+        count = failing.pop(key)
         logger.warning(
             "log directory %s writes again after %d failed attempt(s) (errno %s)", name, count, key[1]
         )
-
-
-def has_io_failures() -> bool:
-    return bool(_failing)
 
 
 class OffsetOutOfRangeError(StorageError):

@@ -220,7 +220,7 @@ class Log:
             self._maybe_flush_after_append(now_ms)
         except OSError as e:  # written but not made durable: the recovery point stays behind
             raise io_failure(self.directory.parent, f"flush of {self.name}", e) from e
-        if storage_errors.has_io_failures():
+        if storage_errors.failing:  # one truth test per append while nothing failed
             storage_errors.io_success(self.directory.parent)
         return AppendInfo(
             first_offset, next_offset - 1, now_ms if log_append_time else -1, self.log_start_offset, False
