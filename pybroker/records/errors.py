@@ -15,3 +15,7 @@ class InvalidRecordError(RecordFormatError):
 
 class UnsupportedCompressionError(RecordFormatError):
     """Compression codec id outside 0..4 (Kafka: UNSUPPORTED_COMPRESSION_TYPE)."""
+
+
+class RecordBatchTooLargeError(RecordFormatError):
+    """A batch exceeds max.message.bytes once rewritten (recompressed) (Kafka: MESSAGE_TOO_LARGE)."""
