@@ -274,7 +274,7 @@ _BROKER_CONFIG_LIST = [
          "Whether record timestamps are the producer's CreateTime or the broker's LogAppendTime."),
     _key("log.message.timestamp.before.max.ms", _T.LONG, LONG_MAX, at_least(0), _M,
          "How far in the past of the broker's clock a CreateTime timestamp may lie."),
-    _key("log.message.timestamp.after.max.ms", _T.LONG, LONG_MAX, at_least(0), _M,
+    _key("log.message.timestamp.after.max.ms", _T.LONG, 3_600_000, at_least(0), _M,
          "How far in the future of the broker's clock a CreateTime timestamp may lie."),
     _key("log.cleaner.delete.retention.ms", _T.LONG, 24 * MS_PER_HOUR, at_least(0), _M,
          "The default delete.retention.ms of topics: how long tombstones are kept on compacted topics."),

@@ -416,7 +416,7 @@ _TOPIC_CONFIG_LIST = [
     _topic("max.message.bytes", _T.INT, DEFAULT_MAX_MESSAGE_BYTES, at_least(0),
            "Largest record batch size allowed by Kafka (after compression).",
            "message.max.bytes"),
-    _topic("message.timestamp.after.max.ms", _T.LONG, LONG_MAX, at_least(0),
+    _topic("message.timestamp.after.max.ms", _T.LONG, 3_600_000, at_least(0),
            "How far a CreateTime timestamp may lie in the future of the broker's clock.",
            "log.message.timestamp.after.max.ms"),
     _topic("message.timestamp.before.max.ms", _T.LONG, LONG_MAX, at_least(0),
@@ -594,6 +594,8 @@ def log_config_kwargs(effective: Mapping[str, Any]) -> dict[str, Any]:
         "segment_index_bytes": effective["segment.index.bytes"],
         "max_message_bytes": effective["max.message.bytes"],
         "message_timestamp_type": effective["message.timestamp.type"],
+        "message_timestamp_before_max_ms": effective["message.timestamp.before.max.ms"],
+        "message_timestamp_after_max_ms": effective["message.timestamp.after.max.ms"],
         # storage keeps Kafka's comma-separated spelling ("compact,delete")
         "cleanup_policy": ",".join(p.lower() for p in effective["cleanup.policy"]),
         "flush_messages": effective["flush.messages"],

@@ -358,6 +358,8 @@ def test_log_config_kwargs_match_storage_field_names():
         "segment_index_bytes": 10485760,
         "max_message_bytes": 1048588,
         "message_timestamp_type": "LogAppendTime",
+        "message_timestamp_before_max_ms": 2**63 - 1,
+        "message_timestamp_after_max_ms": 3_600_000,
         "cleanup_policy": "compact,delete",
         "flush_messages": 2**63 - 1,
         "flush_ms": 2**63 - 1,

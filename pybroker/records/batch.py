@@ -188,6 +188,13 @@ def validate_produce_batches(buf: bytes | bytearray | memoryview) -> list[BatchH
                 f"batch at position {header.position}: inconsistent offset range"
                 f" (lastOffsetDelta {header.last_offset_delta}, recordsCount {header.records_count})"
             )
+        if header.is_control:
+            raise InvalidRecordError("Clients are not allowed to write control records")
+        if header.has_producer_id and header.base_sequence < 0:
+            raise InvalidRecordError(
+                f"Invalid sequence number {header.base_sequence} in record batch with producerId"
+                f" {header.producer_id}"
+            )
     return headers
 
 
