@@ -104,7 +104,9 @@ def zigzag_varint(value: int) -> bytes:
     return bytes(out)
 
 
-def encode_record(key: bytes | None, value: bytes | None, offset_delta: int, timestamp_delta: int = 0) -> bytes:
+def encode_record(
+    key: bytes | None, value: bytes | None, offset_delta: int, timestamp_delta: int = 0
+) -> bytes:
     """One v2 record (length-prefixed), no headers."""
     body = b"\x00" + zigzag_varint(timestamp_delta) + zigzag_varint(offset_delta)
     for field in (key, value):

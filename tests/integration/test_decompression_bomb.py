@@ -1,0 +1,163 @@
+"""A decompression bomb against a real broker: one Produce of a 33 KB zstd batch holding a 1 GiB record
+of zeros.  The broker must answer what Apache Kafka 4.3.1 answers, its memory must stay bounded, and
+other clients must keep being served while it works through the batch.
+
+Measured against Apache Kafka 4.3.1 (-Xmx512m, the compat launcher): compression.type=gzip answers
+UNKNOWN_SERVER_ERROR in 0.17 s (it rebuilds the batch on its heap to recompress it and cannot), RSS
++20 MB; compression.type=producer accepts the batch (it skips keys and values while walking) in
+0.06 s, RSS +4 MB.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import zstandard
+
+from compat_tests.brokers import PyBroker
+from compat_tests.clients.raw_socket import (
+    CODEC_IDS,
+    RawConnection,
+    encode_record,
+    parse_produce_response,
+    produce_raw,
+    produce_request,
+    record_batch,
+    zigzag_varint,
+)
+from compat_tests.clients.registry import make_client
+
+from .conftest import against_kafka
+
+GIB = 1 << 30
+MIB = 1 << 20
+UNKNOWN_SERVER_ERROR = -1
+# The bounds the issue sets: peak RSS over idle, and the longest gap a bystander may see.
+MAX_RSS_GROWTH = 64 * MIB
+MAX_BYSTANDER_GAP_S = 0.100
+
+
+def bomb_batch(size: int = GIB) -> bytes:
+    """One record (no key) whose value is ``size`` zeros, zstd-compressed as it is produced."""
+    body = b"\x00" + zigzag_varint(0) + zigzag_varint(0) + zigzag_varint(-1) + zigzag_varint(size)
+    tail = zigzag_varint(0)  # no headers
+    compressor = zstandard.ZstdCompressor(level=3).compressobj()
+    parts = [compressor.compress(zigzag_varint(len(body) + size + len(tail)) + body)]
+    zeros = bytes(MIB)
+    for _ in range(size // MIB):
+        parts.append(compressor.compress(zeros))
+    parts.append(compressor.compress(tail))
+    parts.append(compressor.flush())
+    return record_batch(
+        b"".join(parts), count=1, codec=CODEC_IDS["zstd"], base_timestamp=int(time.time() * 1000)
+    )
+
+
+def _status_kib(pid: int, field: str) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise KeyError(field)
+
+
+class Bystander(threading.Thread):
+    """Small acks=1 Produce requests back to back on one connection; records the longest time between
+    two answers."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.conn = RawConnection(bootstrap)
+        self.topic = topic
+        self.batch = record_batch(
+            encode_record(b"k", b"v" * 100, 0), count=1, base_timestamp=int(time.time() * 1000)
+        )
+        self.stop_event = threading.Event()
+        self.gaps: list[float] = []
+        self.answers = 0
+        self.errors: list[str] = []
+
+    def run(self) -> None:
+        last = time.monotonic()
+        correlation_id = 0
+        while not self.stop_event.is_set():
+            correlation_id += 1
+            self.conn.send(produce_request(8, correlation_id, self.topic, self.batch, acks=1))
+            seen = self.conn.observe(wait_s=30)
+            if seen.kind != "answered":
+                self.errors.append(seen.describe())
+                return
+            if parse_produce_response(seen.frame, 8).error_code != 0:
+                self.errors.append("bystander produce failed")
+                return
+            now = time.monotonic()
+            self.gaps.append(now - last)
+            last = now
+            self.answers += 1
+
+    def finish(self) -> float:
+        self.stop_event.set()
+        self.join(30)
+        self.conn.close()
+        assert not self.errors, self.errors
+        return max(self.gaps)
+
+
+@pytest.fixture(scope="module")
+def bomb() -> bytes:
+    return bomb_batch()
+
+
+@pytest.fixture
+def broker(tmp_path) -> Iterator[PyBroker]:
+    if against_kafka():
+        pytest.skip(
+            "measures pybroker's own RSS and loop latency (Kafka's numbers: see the module docstring)"
+        )
+    broker = PyBroker(tmp_path)
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.mark.parametrize(("compression_type", "expected"), [("gzip", UNKNOWN_SERVER_ERROR), ("producer", 0)])
+def test_decompression_bomb_is_bounded(
+    broker: PyBroker, bomb: bytes, compression_type: str, expected: int
+) -> None:
+    assert len(bomb) < 64 * 1024
+    admin = make_client("confluent")
+    topic = f"bomb-{compression_type}"
+    admin.create_topic(broker.bootstrap, topic, partitions=1, configs={"compression.type": compression_type})
+    admin.create_topic(broker.bootstrap, "bystander", partitions=1)
+    assert broker.pid is not None
+    # Warm up: the bystander's own first requests, then what the broker holds idle.
+    warmup = Bystander(broker.bootstrap, "bystander")
+    warmup.start()
+    deadline = time.monotonic() + 30
+    while warmup.answers < 200 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    baseline_gap = warmup.finish()
+    idle_rss = _status_kib(broker.pid, "VmRSS") * 1024
+
+    bystander = Bystander(broker.bootstrap, "bystander")
+    bystander.start()
+    started = time.monotonic()
+    answer = produce_raw(broker.bootstrap, 8, topic, bomb, timeout_s=120)
+    took = time.monotonic() - started
+    while bystander.answers < 20 and time.monotonic() < deadline + 30:
+        time.sleep(0.01)
+    max_gap = bystander.finish()
+    peak = _status_kib(broker.pid, "VmHWM") * 1024
+    print(
+        f"\n{compression_type}: error {answer.error_code} in {took:.2f} s; peak RSS {peak / MIB:.1f} MiB over idle"
+        f" {idle_rss / MIB:.1f} MiB (+{(peak - idle_rss) / MIB:.1f} MiB); bystander max gap {max_gap * 1000:.1f} ms"
+        f" over {bystander.answers} answers (before the bomb: {baseline_gap * 1000:.1f} ms)"
+    )
+    assert answer.error_code == expected, answer
+    assert peak - idle_rss <= MAX_RSS_GROWTH
+    assert max_gap <= MAX_BYSTANDER_GAP_S
