@@ -221,6 +221,9 @@ def _walk_contiguous(buf, pos: int, end: int, index: int, count: int, walk: _Wal
     record not wholly inside the buffer.  Returns (next record index, its position)."""
     varint = _varint
     check = walk.check
+    # The common case, inlined: a CreateTime topic, not compacted, a CreateTime batch.
+    fast_ts = walk.check_ts and not walk.check_keys and not walk.lat_batch
+    base_ts, lo, hi = walk.base_ts, walk.lo, walk.hi
     while index < count:
         if pos >= end:
             return index, pos
@@ -228,6 +231,10 @@ def _walk_contiguous(buf, pos: int, end: int, index: int, count: int, walk: _Wal
         if first < 0x80:
             length = (first >> 1) ^ -(first & 1)
             p = pos + 1
+        elif pos + 1 < end and buf[pos + 1] < 0x80:  # two bytes: records of 64 B to 8 KiB
+            raw = (first & 0x7F) | (buf[pos + 1] << 7)
+            length = (raw >> 1) ^ -(raw & 1)
+            p = pos + 2
         else:
             prefix = _length_prefix(buf, pos, end)
             if prefix is None:
@@ -239,10 +246,23 @@ def _walk_contiguous(buf, pos: int, end: int, index: int, count: int, walk: _Wal
         if limit > end:
             return index, pos
         q = p + 1  # attributes (unused in v2)
-        # timestampDelta, offsetDelta, keyLength
-        timestamp_delta, q = varint(buf, q, limit)
-        _offset_delta, q = varint(buf, q, limit)
-        key_length, q = varint(buf, q, limit)
+        # timestampDelta, offsetDelta, keyLength, valueLength: one-byte varints decoded inline.
+        if q < limit and buf[q] < 0x80:
+            b = buf[q]
+            timestamp_delta = (b >> 1) ^ -(b & 1)
+            q += 1
+        else:
+            timestamp_delta, q = varint(buf, q, limit)
+        if q < limit and buf[q] < 0x80:
+            q += 1
+        else:
+            _offset_delta, q = varint(buf, q, limit)
+        if q < limit and buf[q] < 0x80:
+            b = buf[q]
+            key_length = (b >> 1) ^ -(b & 1)
+            q += 1
+        else:
+            key_length, q = varint(buf, q, limit)
         if key_length > 0:
             q += key_length
         value_length, q = varint(buf, q, limit)
@@ -264,7 +284,11 @@ def _walk_contiguous(buf, pos: int, end: int, index: int, count: int, walk: _Wal
                 f"Invalid record size: expected to read {length} bytes in record payload, but instead read"
                 f" {q - p}"
             )
-        if walk.check_keys or walk.check_ts or walk.lat_batch:
+        if fast_ts:
+            timestamp = base_ts + timestamp_delta
+            if (timestamp < lo or timestamp > hi) and timestamp != NO_TIMESTAMP:
+                check(index, key_length >= 0, timestamp_delta)
+        elif walk.check_keys or walk.check_ts or walk.lat_batch:
             check(index, key_length >= 0, timestamp_delta)
         index += 1
         pos = limit
