@@ -181,9 +181,10 @@ def _check_one(ctx: RequestContext, topic: str, index: int, records, acks: int, 
 
 def _validate(records, header: BatchHeader, rules: ValidationRules, now_ms: int):
     """LogValidator's walk; returns the batch to append (maybe recompressed) and its headers."""
-    validated = validate_batch(records, header, rules, now_ms)
+    buf = bytearray(records)  # the copy the log stamps offsets into; walked in place
+    validated = validate_batch(buf, header, rules, now_ms)
     if not validated.recompressed:
-        return bytearray(records), [header]
+        return buf, [header]
     return validated.data, list(iter_batch_headers(validated.data, verify_crc=False))
 
 

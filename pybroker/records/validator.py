@@ -265,10 +265,19 @@ def _walk_contiguous(buf, pos: int, end: int, index: int, count: int, walk: _Wal
             key_length, q = varint(buf, q, limit)
         if key_length > 0:
             q += key_length
-        value_length, q = varint(buf, q, limit)
+        if q + 1 < limit and buf[q] >= 0x80 and buf[q + 1] < 0x80:  # values of 64 B to 8 KiB
+            raw = (buf[q] & 0x7F) | (buf[q + 1] << 7)
+            value_length = (raw >> 1) ^ -(raw & 1)
+            q += 2
+        else:
+            value_length, q = varint(buf, q, limit)
         if value_length > 0:
             q += value_length
-        header_count, q = varint(buf, q, limit)
+        if q < limit and buf[q] == 0:  # no headers
+            q += 1
+            header_count = 0
+        else:
+            header_count, q = varint(buf, q, limit)
         if header_count < 0:
             raise _structure(f"Found invalid number of record headers {header_count}")
         for _ in range(header_count):
@@ -451,7 +460,9 @@ def validate_batch(
     recompress = rules.recompresses(header)
     if header.compression == CompressionType.NONE and not recompress:
         # The hot path: records read in place, no copy.
-        index, pos = _walk_contiguous(view, RECORDS_OFFSET, len(view), 0, header.records_count, walk)
+        # Indexing bytes/bytearray is cheaper than indexing a memoryview: walk the object itself.
+        buf = view if isinstance(batch, memoryview) else batch
+        index, pos = _walk_contiguous(buf, RECORDS_OFFSET, len(view), 0, header.records_count, walk)
         if index < header.records_count:
             raise InvalidRecordError(
                 f"Invalid record size: record {index} of {header.records_count} runs past the end of the batch"
