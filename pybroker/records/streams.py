@@ -17,7 +17,12 @@ import lz4.frame
 import zstandard
 
 from pybroker.records.compression import XERIAL_MAGIC, CompressionType
-from pybroker.records.errors import CorruptRecordError, RecordFormatError, UnsupportedCompressionError
+from pybroker.records.errors import (
+    DecompressedSizeLimitError,
+    RecordBatchTooLargeError,
+    RecordFormatError,
+    UnsupportedCompressionError,
+)
 
 # Compressed input is fed to a codec this much at a time (the decompressor copies what it has not
 # consumed on every call, so a small slice keeps that copy cheap).
@@ -247,6 +252,36 @@ class StreamCompressor:
         return b"".join(self.parts)
 
 
-def corrupt_from_decompression(exc: RecordDecompressionError) -> CorruptRecordError:
-    """For readers of stored data (compaction): undecodable records are corrupt, not a server error."""
-    return CorruptRecordError(str(exc))
+_READ_CHUNK = 64 * 1024
+
+
+def decompress_bounded(codec: int, payload: memoryview | bytes, limit: int) -> bytes:
+    """The whole decompressed records section, refused (DecompressedSizeLimitError) as soon as it
+    passes ``limit`` bytes: never more than ``limit`` plus one chunk is held."""
+    read = open_reader(codec, memoryview(payload))
+    parts = []
+    total = 0
+    while chunk := read(_READ_CHUNK):
+        total += len(chunk)
+        if total > limit:
+            raise DecompressedSizeLimitError(f"records expand beyond {limit} bytes")
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def recompress_bounded(
+    codec: int, payload: memoryview | bytes, target: int, level: int | None, limit: int, max_output: int
+) -> bytes:
+    """``payload`` (a records section in ``codec``) recompressed in ``target``, chunk by chunk: at most
+    ``limit`` decompressed bytes are read, and the output may not pass ``max_output`` bytes."""
+    read = open_reader(codec, memoryview(payload))
+    compressor = StreamCompressor(target, level)
+    total = 0
+    while chunk := read(_READ_CHUNK):
+        total += len(chunk)
+        if total > limit:
+            raise DecompressedSizeLimitError(f"records expand beyond {limit} bytes")
+        compressor.write(chunk)
+        if compressor.output_size > max_output:
+            raise RecordBatchTooLargeError(f"recompressed batch exceeds {max_output} bytes")
+    return compressor.finish()

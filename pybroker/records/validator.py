@@ -19,17 +19,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from pybroker.records.batch import (
-    ATTRIBUTES_OFFSET,
-    COMPRESSION_MASK,
-    LENGTH_OFFSET,
-    LOG_OVERHEAD,
-    RECORDS_OFFSET,
-    BatchHeader,
-    rewrite_crc,
-)
+from pybroker.records.batch import RECORDS_OFFSET, BatchHeader, replace_records_section
 from pybroker.records.compression import CompressionType
-from pybroker.records.errors import InvalidRecordError, RecordBatchTooLargeError, RecordFormatError
+from pybroker.records.errors import (
+    DecompressedSizeLimitError,
+    InvalidRecordError,
+    RecordBatchTooLargeError,
+)
 from pybroker.records.streams import Reader, StreamCompressor, open_reader
 
 NO_TIMESTAMP = -1
@@ -76,10 +72,6 @@ class RecordValidationError(InvalidRecordError):
 
 class InvalidTimestampError(RecordValidationError):
     """A record's timestamp is out of range (Kafka: INVALID_TIMESTAMP, with the record errors)."""
-
-
-class DecompressedSizeLimitError(RecordFormatError):
-    """A records section expands beyond the limit; Kafka fails such a batch with a server error."""
 
 
 @dataclass(frozen=True)
@@ -487,16 +479,4 @@ def validate_batch(
     if tee is None:
         return ValidatedBatch(batch, False)
     assert rules.target_codec is not None
-    return ValidatedBatch(_with_payload(view, tee.finish(), rules.target_codec), True)
-
-
-def _with_payload(view: memoryview, payload: bytes, codec: int) -> bytearray:
-    """The batch's header (same offsets, timestamps, producer fields) around a new records section."""
-    out = bytearray(view[:RECORDS_OFFSET])
-    out += payload
-    out[LENGTH_OFFSET : LENGTH_OFFSET + 4] = (len(out) - LOG_OVERHEAD).to_bytes(4, "big", signed=True)
-    attributes = int.from_bytes(out[ATTRIBUTES_OFFSET : ATTRIBUTES_OFFSET + 2], "big")
-    attributes = (attributes & ~COMPRESSION_MASK) | codec
-    out[ATTRIBUTES_OFFSET : ATTRIBUTES_OFFSET + 2] = attributes.to_bytes(2, "big")
-    rewrite_crc(out, 0)
-    return out
+    return ValidatedBatch(replace_records_section(view, tee.finish(), rules.target_codec), True)
