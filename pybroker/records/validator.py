@@ -211,10 +211,22 @@ def _length_prefix(buf, p: int, end: int) -> tuple[int, int] | None:
 def _walk_contiguous(buf, pos: int, end: int, index: int, count: int, walk: _Walk) -> tuple[int, int]:
     """Check whole records in ``buf[pos:end]`` from record ``index``; stop at ``count`` or at the first
     record not wholly inside the buffer.  Returns (next record index, its position)."""
+    try:
+        return _walk_records(buf, pos, end, index, count, walk)
+    except IndexError:
+        # A field ran past the end of the buffer, hence past the end of its record.
+        raise _structure("Found invalid record structure: a field runs past the end of its record") from None
+
+
+def _walk_records(buf, pos: int, end: int, index: int, count: int, walk: _Walk) -> tuple[int, int]:
+    # The hot loop of every produced batch: fields of one or two bytes are decoded inline, longer
+    # varints by _varint.  Reads are not bounds-checked field by field: ``q`` only grows, so a field
+    # that overruns its record ends with q != limit (or an IndexError past the buffer), both refused.
     varint = _varint
     check = walk.check
     # The common case, inlined: a CreateTime topic, not compacted, a CreateTime batch.
     fast_ts = walk.check_ts and not walk.check_keys and not walk.lat_batch
+    any_check = walk.check_keys or walk.check_ts or walk.lat_batch
     base_ts, lo, hi = walk.base_ts, walk.lo, walk.hi
     while index < count:
         if pos >= end:
@@ -238,48 +250,64 @@ def _walk_contiguous(buf, pos: int, end: int, index: int, count: int, walk: _Wal
         if limit > end:
             return index, pos
         q = p + 1  # attributes (unused in v2)
-        # timestampDelta, offsetDelta, keyLength, valueLength: one-byte varints decoded inline.
-        if q < limit and buf[q] < 0x80:
-            b = buf[q]
+        # timestampDelta
+        b = buf[q]
+        if b < 0x80:
             timestamp_delta = (b >> 1) ^ -(b & 1)
             q += 1
+        elif buf[q + 1] < 0x80:
+            raw = (b & 0x7F) | (buf[q + 1] << 7)
+            timestamp_delta = (raw >> 1) ^ -(raw & 1)
+            q += 2
         else:
             timestamp_delta, q = varint(buf, q, limit)
-        if q < limit and buf[q] < 0x80:
+        # offsetDelta (not checked: Kafka rewrites, never refuses, inner offsets)
+        b = buf[q]
+        if b < 0x80:
             q += 1
+        elif buf[q + 1] < 0x80:
+            q += 2
         else:
             _offset_delta, q = varint(buf, q, limit)
-        if q < limit and buf[q] < 0x80:
-            b = buf[q]
+        # keyLength, key
+        b = buf[q]
+        if b < 0x80:
             key_length = (b >> 1) ^ -(b & 1)
             q += 1
         else:
             key_length, q = varint(buf, q, limit)
         if key_length > 0:
             q += key_length
-        if q + 1 < limit and buf[q] >= 0x80 and buf[q + 1] < 0x80:  # values of 64 B to 8 KiB
-            raw = (buf[q] & 0x7F) | (buf[q + 1] << 7)
+        # valueLength, value
+        b = buf[q]
+        if b < 0x80:
+            value_length = (b >> 1) ^ -(b & 1)
+            q += 1
+        elif buf[q + 1] < 0x80:
+            raw = (b & 0x7F) | (buf[q + 1] << 7)
             value_length = (raw >> 1) ^ -(raw & 1)
             q += 2
         else:
             value_length, q = varint(buf, q, limit)
         if value_length > 0:
             q += value_length
-        if q < limit and buf[q] == 0:  # no headers
+        # headers
+        if buf[q] == 0:
             q += 1
-            header_count = 0
         else:
             header_count, q = varint(buf, q, limit)
-        if header_count < 0:
-            raise _structure(f"Found invalid number of record headers {header_count}")
-        for _ in range(header_count):
-            header_key_length, q = varint(buf, q, limit)
-            if header_key_length < 0:
-                raise _structure(f"Invalid negative header key size {header_key_length}")
-            q += header_key_length
-            header_value_length, q = varint(buf, q, limit)
-            if header_value_length > 0:
-                q += header_value_length
+            if header_count < 0:
+                raise _structure(f"Found invalid number of record headers {header_count}")
+            for _ in range(header_count):
+                header_key_length, q = varint(buf, q, limit)
+                if header_key_length < 0:
+                    raise _structure(f"Invalid negative header key size {header_key_length}")
+                q += header_key_length
+                header_value_length, q = varint(buf, q, limit)
+                if header_value_length > 0:
+                    q += header_value_length
+                if q > limit:
+                    break
         if q != limit:
             raise _structure(
                 f"Invalid record size: expected to read {length} bytes in record payload, but instead read"
@@ -289,7 +317,7 @@ def _walk_contiguous(buf, pos: int, end: int, index: int, count: int, walk: _Wal
             timestamp = base_ts + timestamp_delta
             if (timestamp < lo or timestamp > hi) and timestamp != NO_TIMESTAMP:
                 check(index, key_length >= 0, timestamp_delta)
-        elif walk.check_keys or walk.check_ts or walk.lat_batch:
+        elif any_check:
             check(index, key_length >= 0, timestamp_delta)
         index += 1
         pos = limit
