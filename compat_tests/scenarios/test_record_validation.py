@@ -170,3 +170,28 @@ def test_timestamp_too_old_for_the_topic(bootstrap: str, make_topic) -> None:
     # Within bounds, the topic accepts it.
     fresh = record_batch(_records([b"a"]), count=1, base_timestamp=now)
     assert produce_raw(bootstrap, 8, topic, fresh).error_code == NONE
+
+
+def test_keyless_records_refused_once_cleanup_policy_becomes_compact(
+    bootstrap: str, make_topic, admin
+) -> None:
+    # Case 10 as the client suites met it: the policy changes on a live topic (IncrementalAlterConfigs;
+    # APPEND to the default "delete" gives "delete,compact").
+    topic = make_topic()
+    keys = [None if i in KEYLESS else b"key-%d" % i for i in range(100)]
+    assert (
+        produce_raw(
+            bootstrap, 8, topic, record_batch(_records(keys), count=100, base_timestamp=_now_ms())
+        ).error_code
+        == NONE
+    )
+    admin.alter_configs(bootstrap, topic, {"cleanup.policy": "delete,compact"})
+    deadline = time.monotonic() + 30
+    while True:
+        batch = record_batch(_records(keys), count=100, base_timestamp=_now_ms())
+        answer = produce_raw(bootstrap, 8, topic, batch)
+        if answer.error_code != NONE or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)  # the broker applies the new config asynchronously (Kafka: via its metadata log)
+    assert answer.error_code == INVALID_RECORD
+    assert [index for index, _message in answer.record_errors] == KEYLESS
