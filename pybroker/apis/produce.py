@@ -188,10 +188,11 @@ def _validate(records, header: BatchHeader, rules: ValidationRules, now_ms: int)
     return validated.data, list(iter_batch_headers(validated.data, verify_crc=False))
 
 
-def _append(p, index: int, buf: bytearray, batches: list[BatchHeader], now_ms: int):
+def _append(ctx: RequestContext, p, index: int, buf: bytearray, batches: list[BatchHeader], now_ms: int):
     """Returns (partition response, partition-or-None to wait on for acks=all)."""
     try:
         info = p.append_as_leader(buf, batches, now_ms)
+        ctx.metrics.produced(p.topic, len(buf), batches[0].records_count)
     except StorageError as e:
         log.error("append to %s-%d failed: %s", p.topic, index, e)
         return _error_result(index, e), None
@@ -229,6 +230,7 @@ def handle_produce(ctx: RequestContext, request: dict):
             refused, checked = _check_one(ctx, name, index, records, acks, ctx.version)
             if refused is not None:
                 parts.append(refused)
+                _count_failure(ctx, name, refused)
                 continue
             p, header = checked
             rules = validation_rules(p.log.config)
@@ -242,9 +244,11 @@ def handle_produce(ctx: RequestContext, request: dict):
                 buf, batches = _validate(records, header, rules, now_ms)
             except RecordFormatError as e:
                 parts.append(_error_result(index, e))
+                _count_failure(ctx, name, parts[-1])
                 continue
-            resp, wait = _append(p, index, buf, batches, now_ms)
+            resp, wait = _append(ctx, p, index, buf, batches, now_ms)
             parts.append(resp)
+            _count_failure(ctx, name, resp)
             if wait is not None and acks == -1:
                 waits.append((resp, *wait))
         responses.append({"name": name, "partition_responses": parts})
@@ -271,12 +275,14 @@ async def _validate_off_loop(
             buf, batches = await job
         except RecordFormatError as e:
             parts[slot] = _error_result(index, e)
+            _count_failure(ctx, p.topic, parts[slot])
             continue
         if ctx.broker.partition(p.topic, index) is not p:  # deleted or recreated meanwhile
             parts[slot] = _result(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             continue
-        resp, wait = _append(p, index, buf, batches, now_ms)
+        resp, wait = _append(ctx, p, index, buf, batches, now_ms)
         parts[slot] = resp
+        _count_failure(ctx, p.topic, resp)
         if wait is not None and acks == -1:
             waits.append((resp, *wait))
     if acks == 0:
@@ -285,6 +291,11 @@ async def _validate_off_loop(
     if isinstance(result, dict):
         return result
     return await result
+
+
+def _count_failure(ctx: RequestContext, topic: str, resp: dict) -> None:
+    if resp["error_code"] != ErrorCode.NONE and ctx.broker.topic(topic) is not None:
+        ctx.metrics.produce_failed(topic)  # (never for unknown names: they would grow the totals)
 
 
 def _wait_for_acks(response: dict, waits: list, timeout_ms: int):
