@@ -2,10 +2,10 @@
 of zeros.  The broker must answer what Apache Kafka 4.3.1 answers, its memory must stay bounded, and
 other clients must keep being served while it works through the batch.
 
-Measured against Apache Kafka 4.3.1 (-Xmx512m, the compat launcher): compression.type=gzip answers
-UNKNOWN_SERVER_ERROR in 0.17 s (it rebuilds the batch on its heap to recompress it and cannot), RSS
-+20 MB; compression.type=producer accepts the batch (it skips keys and values while walking) in
-0.06 s, RSS +4 MB.
+Apache Kafka 4.3.1 (-Xmx512m, the compat launcher; ``INTEGRATION_BROKER=kafka`` runs this test against
+it): compression.type=gzip answers UNKNOWN_SERVER_ERROR (it rebuilds the batch on its heap to
+recompress it and cannot), compression.type=producer accepts the batch (it skips keys and values
+while walking the records), each within a fraction of a second and a few tens of MB of RSS.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import zstandard
 
-from compat_tests.brokers import PyBroker
 from compat_tests.clients.raw_socket import (
     CODEC_IDS,
     RawConnection,
@@ -30,7 +30,7 @@ from compat_tests.clients.raw_socket import (
 )
 from compat_tests.clients.registry import make_client
 
-from .conftest import against_kafka
+from .conftest import against_kafka, launch
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -106,18 +106,24 @@ class Bystander(threading.Thread):
         return max(self.gaps)
 
 
+def _wait_writable(bootstrap: str, topic: str) -> None:
+    """Until a small batch is accepted: a new topic's leader takes a moment on Apache Kafka."""
+    batch = record_batch(encode_record(b"k", b"ready", 0), count=1, base_timestamp=int(time.time() * 1000))
+    deadline = time.monotonic() + 30
+    while (code := produce_raw(bootstrap, 8, topic, batch).error_code) != 0:
+        assert time.monotonic() < deadline, f"{topic} not writable: error {code}"
+        time.sleep(0.1)
+
+
 @pytest.fixture(scope="module")
 def bomb() -> bytes:
     return bomb_batch()
 
 
 @pytest.fixture
-def broker(tmp_path) -> Iterator[PyBroker]:
-    if against_kafka():
-        pytest.skip(
-            "measures pybroker's own RSS and loop latency (Kafka's numbers: see the module docstring)"
-        )
-    broker = PyBroker(tmp_path)
+def broker(tmp_path) -> Iterator[Any]:
+    """pybroker, or Apache Kafka with INTEGRATION_BROKER=kafka (how the Kafka numbers above were taken)."""
+    broker = launch(tmp_path)
     broker.start()
     try:
         yield broker
@@ -127,7 +133,7 @@ def broker(tmp_path) -> Iterator[PyBroker]:
 
 @pytest.mark.parametrize(("compression_type", "expected"), [("gzip", UNKNOWN_SERVER_ERROR), ("producer", 0)])
 def test_decompression_bomb_is_bounded(
-    broker: PyBroker, bomb: bytes, compression_type: str, expected: int
+    broker: Any, bomb: bytes, compression_type: str, expected: int
 ) -> None:
     assert len(bomb) < 64 * 1024
     admin = make_client("confluent")
@@ -135,6 +141,8 @@ def test_decompression_bomb_is_bounded(
     admin.create_topic(broker.bootstrap, topic, partitions=1, configs={"compression.type": compression_type})
     admin.create_topic(broker.bootstrap, "bystander", partitions=1)
     assert broker.pid is not None
+    for name in (topic, "bystander"):
+        _wait_writable(broker.bootstrap, name)
     # Warm up: the bystander's own first requests, then what the broker holds idle.
     warmup = Bystander(broker.bootstrap, "bystander")
     warmup.start()
@@ -163,5 +171,7 @@ def test_decompression_bomb_is_bounded(
     )
     print("\n" + summary)
     assert answer.error_code == expected, (answer, summary)
+    if against_kafka():
+        return  # the bounds below are pybroker's; Kafka's numbers are printed for comparison
     assert peak - idle_rss <= MAX_RSS_GROWTH, summary
     assert max_gap <= MAX_BYSTANDER_GAP_S, summary
