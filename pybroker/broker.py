@@ -332,6 +332,8 @@ class Broker:
                 p.close()
             self.log_manager.delete_log(name, i)
         log.info("deleted topic %s", name)
+        if self.group_coordinator is not None:  # its committed offsets go too (Kafka: onTopicsDeleted)
+            self.group_coordinator.on_topics_deleted([name])
 
     async def add_partitions(self, name: str, total: int, *, validate_only: bool = False) -> None:
         rec = self.metadata.topics.get(name)

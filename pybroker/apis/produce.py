@@ -11,6 +11,7 @@ import logging
 import time
 
 from pybroker.apis import RequestContext, handles
+from pybroker.metadata.store import is_internal_topic
 from pybroker.protocol.errors import ErrorCode
 from pybroker.records.batch import CorruptRecordError, InvalidRecordError, validate_produce_batches
 from pybroker.storage.errors import (
@@ -111,6 +112,9 @@ def handle_produce(ctx: RequestContext, request: dict):
         for pd in topic_data["partition_data"]:
             if error is not None:
                 parts.append(_result(pd["index"], *error))
+                continue
+            if is_internal_topic(name):  # Kafka's ReplicaManager: "Cannot append to internal topic"
+                parts.append(_result(pd["index"], ErrorCode.INVALID_TOPIC_EXCEPTION))
                 continue
             resp, wait = _append_one(ctx, name, pd["index"], pd["records"], now_ms, acks)
             parts.append(resp)
