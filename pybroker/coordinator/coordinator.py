@@ -182,6 +182,7 @@ class GroupCoordinator:
             self._offsets_topic.ensure_topic()
             self.store = self._offsets_topic
             self.load(self._offsets_topic.replay())
+            self._sweep_offsets_of_missing_topics()
             self._offsets_topic.start_cleaner()
         self._schedule_expiry()
         self.started = True
@@ -357,10 +358,26 @@ class GroupCoordinator:
             for tp in gone:
                 del committed[tp]
             log.info("group %s: removed %d offsets of deleted topics", group_id, len(gone))
-            wait = self.store.append(group_id, offsets_tombstones(group_id, gone))
+            try:
+                wait = self.store.append(group_id, offsets_tombstones(group_id, gone))
+            except Exception:
+                # The topic is gone already; the start-up sweep (start) retries the tombstones.
+                log.exception("group %s: writing tombstones for offsets of deleted topics failed", group_id)
+                continue
             if wait is not None:
                 waits.append(wait)
         return _gather(waits)
+
+    def _sweep_offsets_of_missing_topics(self) -> None:
+        """At start-up: offsets of a topic that no longer exists (the broker stopped between deleting
+        the topic and writing the tombstones) are removed as the deletion would have removed them."""
+        if self.broker is None:
+            return
+        committed = [g.offsets for g in self.groups.values()] + [c.offsets for c in self.consumer.groups.values()]
+        missing = {t for offsets in committed for t, _ in offsets if self.broker.topic(t) is None}
+        if missing:
+            log.info("removing committed offsets of %d deleted topics", len(missing))
+            self.on_topics_deleted(missing)
 
     def ensure_offsets_topic(self) -> None:
         """Create ``__consumer_offsets`` again if it was deleted (FindCoordinator calls this)."""

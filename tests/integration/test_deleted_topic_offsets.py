@@ -9,6 +9,8 @@ keeps its offsets across a restart.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
@@ -84,3 +86,25 @@ def test_consumer_offsets_deleted_then_groups_work_across_restart(own_pybroker: 
     CLIENT.delete_topic(bootstrap, "__consumer_offsets")
     assert _committed(bootstrap, "after", "data", 1) == [OFFSET_INVALID]
     assert "internal error" not in own_pybroker.log_text().lower()
+
+
+def test_offsets_of_a_topic_deleted_just_before_a_crash_are_removed_at_start(own_pybroker: PyBroker) -> None:
+    """The crash window between the metadata change and the tombstones: simulated by removing the
+    topic from the metadata file while the broker is stopped (its log is then a stray, deleted at
+    start); the coordinator must not serve the dead topic's offsets, and must tombstone them."""
+    bootstrap = own_pybroker.bootstrap
+    CLIENT.create_topic(bootstrap, "vanishing", partitions=1)
+    CLIENT.create_topic(bootstrap, "kept", partitions=1)
+    _commit(bootstrap, "g", [("vanishing", 0, 9), ("kept", 0, 3)])
+    assert own_pybroker.stop() == 0, own_pybroker.log_tail()
+    path = own_pybroker.data_dir / "pybroker-metadata.json"
+    doc = json.loads(path.read_text())
+    doc["topics"] = [t for t in doc["topics"] if t["name"] != "vanishing"]
+    path.write_text(json.dumps(doc))
+    own_pybroker.start()
+    CLIENT.create_topic(bootstrap, "vanishing", partitions=1)
+    assert _committed(bootstrap, "g", "vanishing", 1) == [OFFSET_INVALID]
+    assert _committed(bootstrap, "g", "kept", 1) == [3]
+    _restart(own_pybroker, "graceful")  # the sweep wrote tombstones: still gone after another start
+    assert _committed(bootstrap, "g", "vanishing", 1) == [OFFSET_INVALID]
+    assert _committed(bootstrap, "g", "kept", 1) == [3]
