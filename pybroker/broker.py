@@ -18,6 +18,7 @@ from pybroker import config as broker_config
 from pybroker.apis import load_all
 from pybroker.apis.fetch_session import FetchSessions
 from pybroker.coordinator.coordinator import GroupCoordinator
+from pybroker.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
 from pybroker.metadata.store import InvalidTopicName, MetadataStore, TopicRecord, validate_topic_name
 from pybroker.protocol.api import REQUESTS
 from pybroker.protocol.errors import ErrorCode, KafkaError
@@ -311,6 +312,10 @@ class Broker:
     def auto_create_topic(self, name: str) -> TopicRecord | None:
         if not self.config.auto_create_topics_enable:
             return None
+        if name == OFFSETS_TOPIC and self.group_coordinator is not None:
+            # Kafka's AutoTopicCreationManager gives it the coordinator's partitions and configs.
+            self.group_coordinator.ensure_offsets_topic()
+            return self.metadata.topics.get(name)
         try:
             return self.create_topic(name, self.config.num_partitions, {})
         except KafkaError:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from compat_tests.brokers import PyBroker
 from compat_tests.clients.confluent import ConfluentClient
@@ -108,3 +108,17 @@ def test_offsets_of_a_topic_deleted_just_before_a_crash_are_removed_at_start(own
     _restart(own_pybroker, "graceful")  # the sweep wrote tombstones: still gone after another start
     assert _committed(bootstrap, "g", "vanishing", 1) == [OFFSET_INVALID]
     assert _committed(bootstrap, "g", "kept", 1) == [3]
+
+
+def test_consumer_offsets_auto_created_after_deletion_is_the_coordinators_topic(own_pybroker: PyBroker) -> None:
+    """A Metadata request allowed to auto-create ``__consumer_offsets`` (a producer's, here) creates
+    it as the coordinator does: offsets.topic.num.partitions partitions, compacted, internal."""
+    bootstrap = own_pybroker.bootstrap
+    CLIENT.delete_topic(bootstrap, "__consumer_offsets")
+    producer = Producer({"bootstrap.servers": bootstrap, "allow.auto.create.topics": True})
+    producer.list_topics("__consumer_offsets", timeout=TIMEOUT_S)
+    assert CLIENT.describe_topic(bootstrap, "__consumer_offsets").partitions == 50  # pybroker's default
+    assert CLIENT.describe_configs(bootstrap, "__consumer_offsets")["cleanup.policy"] == "compact"
+    CLIENT.create_topic(bootstrap, "data", partitions=1)
+    _commit(bootstrap, "g", [("data", 0, 3)])
+    assert _committed(bootstrap, "g", "data", 1) == [3]
