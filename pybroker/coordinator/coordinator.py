@@ -343,7 +343,7 @@ class GroupCoordinator:
         from pybroker.coordinator.offsets_topic import TOPIC
 
         deleted = set(topics)
-        if TOPIC in deleted and self._offsets_topic is not None:
+        if TOPIC in deleted:
             self._unload_all_groups()
             deleted.discard(TOPIC)
         if not deleted:
@@ -388,8 +388,11 @@ class GroupCoordinator:
         """Forget every group (their records went with the deleted partitions); held JoinGroup and
         SyncGroup answers learn that this broker no longer coordinates them, so the clients look the
         coordinator up again."""
+        now = self.clock.now_ms()
         for group in self.groups.values():
             self._cancel_group_timers(group)
+            if not group.is_(GroupState.DEAD):  # timers still pending (pending-member expiry) see Dead
+                group.transition_to(GroupState.DEAD, now)
             for m in group.members.values():
                 _done(m.join_future, join_error(ErrorCode.NOT_COORDINATOR, m.member_id))
                 m.join_future = None
