@@ -22,9 +22,9 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from compat_tests.brokers import PyBroker
-from compat_tests.clients.base import Record
+from compat_tests.clients.base import ClientError, Record
 
-from .support import wait_for
+from .support import expressible, wait_for
 
 LEDGER_COLUMN = "confluent"
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -92,6 +92,18 @@ def test_produce_to_consumer_offsets_is_refused(bootstrap, admin, make_topic) ->
     # Nothing was appended: only the coordinator's own records could have moved a high watermark,
     # and no group was touched in between.
     assert after == before
+
+
+def test_produce_to_consumer_offsets_is_refused_through_every_client(
+    client, client_name, bootstrap, admin, make_topic
+) -> None:
+    if client_name == "kafka-python":
+        pytest.skip("NOT EXPRESSIBLE by kafka-python: its producer refuses internal topics before sending")
+    topic = make_topic()
+    partitions = _ensure_offsets_topic(bootstrap, admin, topic)
+    with expressible(client_name), pytest.raises(ClientError) as raised:
+        client.produce(bootstrap, OFFSETS_TOPIC, [Record(b"k", b"v", partition=partitions[0])])
+    assert raised.value.error == "INVALID_TOPIC_EXCEPTION", raised.value
 
 
 @pytest.fixture(scope="module")
