@@ -96,3 +96,25 @@ def test_consumer_group_offsets_are_gone_after_topic_delete_and_recreate(bootstr
         TIMEOUT_S,
         "the deleted topic's offset to be gone",
     )
+
+
+def test_live_consumer_group_member_loses_a_deleted_topics_partitions(bootstrap, admin, make_topic) -> None:
+    """The KIP-848 group's assignment follows the deletion: the member keeps only the other topic."""
+    doomed, kept = make_topic("-doomed", partitions=2), make_topic("-kept", partitions=1)
+    group = f"{doomed}-live"
+    consumer = _consumer(bootstrap, group, **{"group.protocol": "consumer", "auto.offset.reset": "earliest"})
+
+    def assignment() -> set[tuple[str, int]]:
+        consumer.poll(0.2)
+        return {(tp.topic, tp.partition) for tp in consumer.assignment()}
+
+    try:
+        consumer.subscribe([doomed, kept])
+        wait_for(lambda: assignment() == {(doomed, 0), (doomed, 1), (kept, 0)}, 60, "both topics assigned")
+        consumer.commit(offsets=[TopicPartition(doomed, 0, 4), TopicPartition(kept, 0, 2)], asynchronous=False)
+        admin.delete_topic(bootstrap, doomed)
+        wait_for(lambda: assignment() == {(kept, 0)}, 60, "the deleted topic's partitions to be revoked")
+        assert _committed(bootstrap, group, kept, 1) == [2]
+        assert consumer.committed([TopicPartition(doomed, 0)], timeout=TIMEOUT_S)[0].offset == OFFSET_INVALID
+    finally:
+        consumer.close()
