@@ -18,6 +18,7 @@ from pybroker import config as broker_config
 from pybroker.apis import load_all
 from pybroker.apis.fetch_session import FetchSessions
 from pybroker.coordinator.coordinator import GroupCoordinator
+from pybroker.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
 from pybroker.metadata.store import InvalidTopicName, MetadataStore, TopicRecord, validate_topic_name
 from pybroker.metrics.recorder import BrokerMetrics
 from pybroker.protocol.api import REQUESTS
@@ -323,6 +324,10 @@ class Broker:
     def auto_create_topic(self, name: str) -> TopicRecord | None:
         if not self.config.auto_create_topics_enable:
             return None
+        if name == OFFSETS_TOPIC and self.group_coordinator is not None:
+            # Kafka's AutoTopicCreationManager gives it the coordinator's partitions and configs.
+            self.group_coordinator.ensure_offsets_topic()
+            return self.metadata.topics.get(name)
         try:
             return self.create_topic(name, self.config.num_partitions, {})
         except KafkaError:
@@ -345,6 +350,8 @@ class Broker:
                 p.close()
             self.log_manager.delete_log(name, i)
         log.info("deleted topic %s", name)
+        if self.group_coordinator is not None:  # its committed offsets go too (Kafka: onTopicsDeleted)
+            self.group_coordinator.on_topics_deleted([name])
 
     async def add_partitions(self, name: str, total: int, *, validate_only: bool = False) -> None:
         rec = self.metadata.topics.get(name)

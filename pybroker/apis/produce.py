@@ -14,6 +14,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from pybroker.apis import RequestContext, handles
+from pybroker.metadata.store import is_internal_topic
 from pybroker.protocol.errors import ErrorCode
 from pybroker.records.batch import BatchHeader, iter_batch_headers, validate_produce_batches
 from pybroker.records.compression import CompressionType
@@ -226,6 +227,9 @@ def handle_produce(ctx: RequestContext, request: dict):
             index, records = pd["index"], pd["records"]
             if error is not None:
                 parts.append(_result(index, *error))
+                continue
+            if is_internal_topic(name):  # Kafka's ReplicaManager: "Cannot append to internal topic"
+                parts.append(_result(index, ErrorCode.INVALID_TOPIC_EXCEPTION))
                 continue
             refused, checked = _check_one(ctx, name, index, records, acks, ctx.version)
             if refused is not None:
