@@ -85,7 +85,7 @@ def validation_rules(config: LogConfig) -> ValidationRules:
 def _executor() -> ThreadPoolExecutor:
     """Threads for walks that decompress or recompress.  Two: the codecs release the GIL, the
     machine's cores bound what runs at once anyway, and each walk holds a codec window (zstd: up to
-    128 MiB if a frame asks), so their number bounds that memory too."""
+    32 MiB, streams.ZSTD_MAX_WINDOW), so their number bounds that memory too."""
     global _EXECUTOR
     if _EXECUTOR is None:
         _EXECUTOR = ThreadPoolExecutor(max_workers=2, thread_name_prefix="produce-validate")

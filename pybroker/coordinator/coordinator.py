@@ -373,7 +373,9 @@ class GroupCoordinator:
         the topic and writing the tombstones) are removed as the deletion would have removed them."""
         if self.broker is None:
             return
-        committed = [g.offsets for g in self.groups.values()] + [c.offsets for c in self.consumer.groups.values()]
+        committed = [g.offsets for g in self.groups.values()] + [
+            c.offsets for c in self.consumer.groups.values()
+        ]
         missing = {t for offsets in committed for t, _ in offsets if self.broker.topic(t) is None}
         if missing:
             log.info("removing committed offsets of %d deleted topics", len(missing))

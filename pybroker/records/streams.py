@@ -3,7 +3,7 @@
 A compressed batch of a few KiB can hold gigabytes (zeros compress 30,000:1 under zstd), so the
 broker never decompresses a records section in one call: a reader hands out at most ``n`` bytes at a
 time, and a writer compresses chunk by chunk.  Memory is then the chunk size plus the codec's own
-state (for zstd, its window: capped below at Kafka's default limit).
+state (for zstd, its window: capped below).
 """
 
 from __future__ import annotations
@@ -27,9 +27,14 @@ from pybroker.records.errors import (
 # Compressed input is fed to a codec this much at a time (the decompressor copies what it has not
 # consumed on every call, so a small slice keeps that copy cheap).
 _INPUT_SLICE = 16 * 1024
-# zstd-jni's default window limit (ZSTD_WINDOWLOG_LIMIT_DEFAULT = 27), which Kafka's reader uses:
-# a frame asking for a larger window is refused there too.
-ZSTD_MAX_WINDOW = 1 << 27
+# The largest zstd window a frame may ask for (the decoder allocates and fills it: a crafted 33 KB
+# frame with a 128 MiB window and a gigabyte of zeros costs 128 MiB of RSS).  Kafka's reader accepts
+# zstd-jni's default, 2^27; 2^25 accepts every frame the Java producer writes up to
+# compression.zstd.level 20 (zstd's window log for unknown-size input: 21 at the default level 3, 23
+# at 19, 25 at 20; 26-27 only at levels 21-22), librdkafka's (it knows the input size, so its window
+# stays near the batch size) and Go clients', while two concurrent walks hold at most 64 MiB of
+# windows.  A larger window is refused like any undecodable payload (Kafka: UNKNOWN_SERVER_ERROR).
+ZSTD_MAX_WINDOW = 1 << 25
 # Raw snappy emits at most 64 bytes per 3-byte copy op: no valid block expands more than ~22 times.
 _SNAPPY_MAX_RATIO = 22
 _XERIAL_HEADER_SIZE = 16

@@ -6,6 +6,7 @@ import os
 import time
 
 import pytest
+import zstandard
 
 from pybroker.records import (
     CompressionType,
@@ -213,3 +214,21 @@ def test_recompression_keeps_every_record(source: int, target: int) -> None:
     assert header.compression == target and header.records_count == 300
     assert [(r.key, r.value) for r in read_records(result.data)] == [(r.key, r.value) for r in records]
 
+
+@pytest.mark.parametrize(("window_log", "accepted"), [(25, True), (26, False)])
+def test_zstd_window_is_capped(window_log: int, accepted: bool) -> None:
+    # A frame asking for a large window makes the decoder allocate (and fill) it.
+    params = zstandard.ZstdCompressionParameters.from_level(3, window_log=window_log)
+    body = _body([SimpleRecord(b"k", bytes(1 << 20))])
+    payload = zstandard.ZstdCompressor(compression_params=params).compressobj()
+    data = payload.compress(body) + payload.flush()  # streamed: no content size, the window is what it says
+    batch = bytearray(HEADER_STRUCT.size) + data
+    HEADER_STRUCT.pack_into(
+        batch, 0, 0, len(batch) - LOG_OVERHEAD, -1, 2, 0, CompressionType.ZSTD, 0, NOW, NOW, -1, -1, -1, 1
+    )
+    rewrite_crc(batch, 0)
+    if accepted:
+        _validate(bytes(batch))
+    else:
+        with pytest.raises(RecordDecompressionError, match="memory|window"):
+            _validate(bytes(batch))
