@@ -82,6 +82,8 @@ class Broker:
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
+        for warning in self.config.warnings:
+            log.warning("%s", warning)
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
         self.cluster_id = broker_config.ensure_meta_properties(self.config)

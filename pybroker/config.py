@@ -9,13 +9,14 @@ and the DescribeConfigs view of both live in `pybroker.topic_config` and are re-
 from __future__ import annotations
 
 import base64
+import contextlib
 import logging
 import os
 import re
 import socket
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -57,6 +58,7 @@ __all__ = [
     "BrokerConfig",
     "ConfigEntry",
     "ConfigError",
+    "ConfigErrors",
     "ConfigKey",
     "ConfigSource",
     "ConfigType",
@@ -351,18 +353,65 @@ _BROKER_CONFIG_LIST = [
 
 BROKER_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in _BROKER_CONFIG_LIST}
 
-# Kafka keys pybroker deliberately does not accept, with the reason shown to the user.
-NOT_APPLICABLE: dict[str, str] = {
-    "num.network.threads": "pybroker runs its network I/O on one event loop, there is no network thread pool",
-    "num.io.threads": "pybroker handles requests on one event loop, there is no request handler thread pool",
-    "num.recovery.threads.per.data.dir": "pybroker recovers logs sequentially in one worker",
-    "zookeeper.connect": "pybroker keeps its own metadata and needs no ZooKeeper",
-    "process.roles": "pybroker is always a single combined broker and controller",
-    "controller.quorum.voters": "pybroker is a single node with no controller quorum",
-    "controller.quorum.bootstrap.servers": "pybroker is a single node with no controller quorum",
-    "controller.listener.names": "pybroker has no separate controller listener",
+# Apache Kafka broker keys pybroker accepts and does not use, with the reason: a server.properties written
+# for Kafka starts pybroker with one warning per such key (Kafka itself warns about keys it does not use).
+# Exact names only, so that a misspelt key is still refused.
+_NO_THREAD_POOLS = "pybroker serves every connection on one event loop, it has no such thread pool"
+_SINGLE_NODE = "pybroker is a single combined broker and controller, there is no controller quorum"
+_NO_REPLICAS = "pybroker is a single node and has no replica fetchers"
+_NO_SHARE_GROUPS = "pybroker does not implement share groups (KIP-932)"
+_NO_SECURITY = "pybroker serves PLAINTEXT listeners only"
+UNUSED_KAFKA_KEYS: dict[str, str] = {
+    "num.network.threads": _NO_THREAD_POOLS,
+    "num.io.threads": _NO_THREAD_POOLS,
+    "background.threads": _NO_THREAD_POOLS,
+    "queued.max.requests": _NO_THREAD_POOLS,
+    "num.recovery.threads.per.data.dir": "pybroker recovers and closes logs on its own worker threads",
+    "log.cleaner.threads": "pybroker compacts on its own worker",
+    "log.cleaner.enable": "pybroker's log cleaner is always on for compacted topics",
+    "process.roles": _SINGLE_NODE,
+    "controller.quorum.voters": _SINGLE_NODE,
+    "controller.quorum.bootstrap.servers": _SINGLE_NODE,
+    "controller.quorum.election.timeout.ms": _SINGLE_NODE,
+    "controller.quorum.fetch.timeout.ms": _SINGLE_NODE,
+    "controller.listener.names": "pybroker has no controller listener; the listeners it names are not opened",
     "inter.broker.listener.name": "pybroker is a single node with no inter-broker traffic",
+    "inter.broker.protocol.version": "pybroker is a single node with no inter-broker traffic",
+    "metadata.log.dir": "pybroker keeps its metadata in the first log dir",
+    "metadata.log.segment.bytes": "pybroker keeps its metadata in the first log dir",
+    "metadata.max.retention.bytes": "pybroker keeps its metadata in the first log dir",
+    "metadata.max.retention.ms": "pybroker keeps its metadata in the first log dir",
     "cluster.id": "the cluster id is generated once and kept in <log.dir>/meta.properties",
+    "zookeeper.connect": "pybroker keeps its own metadata and needs no ZooKeeper",
+    "zookeeper.connection.timeout.ms": "pybroker keeps its own metadata and needs no ZooKeeper",
+    "zookeeper.session.timeout.ms": "pybroker keeps its own metadata and needs no ZooKeeper",
+    "num.replica.fetchers": _NO_REPLICAS,
+    "replica.lag.time.max.ms": _NO_REPLICAS,
+    "replica.fetch.max.bytes": _NO_REPLICAS,
+    "replica.fetch.wait.max.ms": _NO_REPLICAS,
+    "replica.socket.timeout.ms": _NO_REPLICAS,
+    "auto.leader.rebalance.enable": _NO_REPLICAS,
+    "offsets.topic.min.isr": "a single node always has one in-sync replica",
+    "share.coordinator.state.topic.replication.factor": _NO_SHARE_GROUPS,
+    "share.coordinator.state.topic.min.isr": _NO_SHARE_GROUPS,
+    "share.coordinator.state.topic.num.partitions": _NO_SHARE_GROUPS,
+    "group.share.enable": _NO_SHARE_GROUPS,
+    "group.coordinator.rebalance.protocols": "pybroker always serves the classic and consumer group protocols",
+    "sasl.enabled.mechanisms": _NO_SECURITY,
+    "sasl.mechanism.inter.broker.protocol": _NO_SECURITY,
+    "sasl.mechanism.controller.protocol": _NO_SECURITY,
+    "ssl.keystore.location": _NO_SECURITY,
+    "ssl.keystore.password": _NO_SECURITY,
+    "ssl.key.password": _NO_SECURITY,
+    "ssl.truststore.location": _NO_SECURITY,
+    "ssl.truststore.password": _NO_SECURITY,
+    "ssl.client.auth": _NO_SECURITY,
+    "authorizer.class.name": "pybroker has no authorizer: every client may do everything",
+    "super.users": "pybroker has no authorizer: every client may do everything",
+    "allow.everyone.if.no.acl.found": "pybroker has no authorizer: every client may do everything",
+    "log.cleaner.dedupe.buffer.size": "pybroker's compactor sizes its own map",
+    "log.cleaner.io.buffer.size": "pybroker's compactor sizes its own buffers",
+    "remote.log.storage.system.enable": "pybroker does not implement tiered storage",
 }
 
 # Kafka's broker-level synonym groups (DynamicBrokerConfig.brokerConfigSynonyms), highest precedence first.
@@ -410,7 +459,9 @@ def _parse_protocol_map(text: str) -> dict[str, str]:
     return result
 
 
-def _parse_listeners(key: str, text: str, protocols: Mapping[str, str]) -> list[Endpoint]:
+def _parse_listeners(
+    key: str, text: str, protocols: Mapping[str, str], skip: set[str] | frozenset[str] = frozenset()
+) -> list[Endpoint]:
     endpoints: list[Endpoint] = []
     for item in filter(None, (p.strip() for p in text.split(","))):
         m = _LISTENER.match(item)
@@ -419,6 +470,8 @@ def _parse_listeners(key: str, text: str, protocols: Mapping[str, str]) -> list[
                 key, f"Invalid value {text} for configuration {key}: {item!r} is not NAME://host:port", text
             )
         name, host, port = m["name"].upper(), m["host"].strip("[]"), int(m["port"])
+        if name in skip:
+            continue
         if port > 65535:
             raise ConfigError(
                 key, f"Invalid value {text} for configuration {key}: port {port} is out of range", text
@@ -500,24 +553,41 @@ class BrokerConfig:
 
     listener_endpoints: list[Endpoint]
     advertised_endpoints: list[Endpoint]
+    # One line per Kafka key given that pybroker does not use (logged as warnings at start-up).
+    warnings: list[str]
 
     def __init__(self, props: Mapping[str, object] | None = None, *, event_loop: str = "uvloop") -> None:
         originals = dict(props or {})
         explicit: dict[str, Any] = {}
+        # Every problem of the configuration is reported at once (ConfigErrors), not one per start.
+        problems = _Problems()
+        warnings: list[str] = []
         for name, raw in originals.items():
             key = BROKER_CONFIGS.get(name)
             if key is None:
-                raise _unknown_broker_key(name, raw)
-            explicit[name] = key.parse(raw)
+                if name in UNUSED_KAFKA_KEYS:
+                    warnings.append(
+                        f"ignoring {name}={format_value(raw)}: {UNUSED_KAFKA_KEYS[name]} (an Apache Kafka setting "
+                        "pybroker does not use)"
+                    )
+                else:
+                    problems.add(_unknown_broker_key(name, raw))
+                continue
+            with problems.collect():
+                explicit[name] = key.parse(raw)
         if event_loop not in EVENT_LOOPS:
-            raise ConfigError(
-                "event_loop", f"Invalid event loop {event_loop!r}: must be one of {', '.join(EVENT_LOOPS)}"
+            problems.add(
+                ConfigError(
+                    "event_loop", f"Invalid event loop {event_loop!r}: must be one of {', '.join(EVENT_LOOPS)}"
+                )
             )
 
         values = {name: explicit.get(name, key.default) for name, key in BROKER_CONFIGS.items()}
         self._set("_originals", {k: str(v) if not isinstance(v, str) else v for k, v in originals.items()})
         self._set("_explicit", explicit)
-        values.update(_resolve(explicit, values))
+        self._set("warnings", warnings)
+        with problems.collect():
+            values.update(_resolve(explicit, values))
         self._set("_values", values)
         for name, value in values.items():
             self._set(_attr(name), value)
@@ -525,24 +595,11 @@ class BrokerConfig:
         self._set("log_dirs", values["log.dirs"])
         self._set("event_loop", event_loop)
 
-        protocols = _parse_protocol_map(values["listener.security.protocol.map"])
-        listeners = _parse_listeners("listeners", values["listeners"], protocols)
-        if len(listeners) > 1:
-            raise ConfigError(
-                "listeners",
-                f"Invalid value {values['listeners']} for configuration listeners: pybroker serves exactly one "
-                "listener for now",
-                values["listeners"],
-            )
-        advertised = _parse_listeners("advertised.listeners", values["advertised.listeners"], protocols)
-        _check_advertised(
-            listeners,
-            advertised,
-            values["advertised.listeners"],
-            derived="advertised.listeners" not in explicit,
-        )
-        self._set("listener_endpoints", listeners)
-        self._set("advertised_endpoints", advertised)
+        with problems.collect():
+            listeners, advertised = _listeners(values, explicit, originals, warnings)
+            self._set("listener_endpoints", listeners)
+            self._set("advertised_endpoints", advertised)
+        problems.raise_if_any()
 
     # -- construction --------------------------------------------------------------------------------
     @classmethod
@@ -605,12 +662,94 @@ class BrokerConfig:
         return endpoint.host or socket.getfqdn(), endpoint.port
 
 
-def _unknown_broker_key(name: str, raw: object) -> ConfigError:
-    reason = NOT_APPLICABLE.get(name)
-    if reason is not None:
-        return ConfigError(
-            name, f"Unsupported configuration {name} (value {format_value(raw)}): {reason}. Remove it.", raw
+class ConfigErrors(ConfigError):
+    """Several problems of one configuration; `str()` lists them one per line."""
+
+    def __init__(self, errors: list[ConfigError]) -> None:
+        lines = "\n".join(f"  {e.message}" for e in errors)
+        super().__init__(errors[0].key, f"{len(errors)} problems in the configuration:\n{lines}", errors[0].value)
+        self.errors = errors
+
+
+class _Problems:
+    def __init__(self) -> None:
+        self.errors: list[ConfigError] = []
+
+    def add(self, error: ConfigError) -> None:
+        # A key already reported is not reported again by a check derived from it.
+        if not any(e.key == error.key and e.key for e in self.errors):
+            self.errors.append(error)
+
+    @contextlib.contextmanager
+    def collect(self) -> Iterator[None]:
+        try:
+            yield
+        except ConfigErrors as e:
+            for error in e.errors:
+                self.add(error)
+        except ConfigError as e:
+            self.add(e)
+
+    def raise_if_any(self) -> None:
+        if len(self.errors) == 1:
+            raise self.errors[0]
+        if self.errors:
+            raise ConfigErrors(self.errors)
+
+
+def _listeners(
+    values: Mapping[str, Any], explicit: Mapping[str, Any], originals: Mapping[str, object], warnings: list[str]
+) -> tuple[list[Endpoint], list[Endpoint]]:
+    """The one listener pybroker serves and its advertised address. Listeners named by Kafka's
+    controller.listener.names (a KRaft controller's) are left out with a warning."""
+    problems = _Problems()
+    protocols: dict[str, str] = {}
+    with problems.collect():
+        protocols = _parse_protocol_map(values["listener.security.protocol.map"])
+    controller_names = {
+        n.strip().upper() for n in str(originals.get("controller.listener.names") or "").split(",") if n.strip()
+    }
+    # Kafka maps a controller listener missing from the protocol map to PLAINTEXT.
+    for name in controller_names:
+        protocols.setdefault(name, "PLAINTEXT")
+    listeners: list[Endpoint] = []
+    advertised: list[Endpoint] = []
+    with problems.collect():
+        listeners = _parse_listeners("listeners", values["listeners"], protocols, skip=controller_names)
+    # advertised.listeners defaults to listeners: if those are bad, that is already reported.
+    if "advertised.listeners" in explicit or listeners:
+        with problems.collect():
+            advertised = _parse_listeners(
+                "advertised.listeners",
+                values["advertised.listeners"] or values["listeners"],
+                protocols,
+                skip=controller_names,
+            )
+    for name in sorted(controller_names):
+        if re.search(rf"(^|,)\s*{re.escape(name)}://", values["listeners"], re.IGNORECASE):
+            warnings.append(f"not opening listener {name}: it is a controller listener (controller.listener.names)")
+    if len(listeners) > 1:
+        problems.add(
+            ConfigError(
+                "listeners",
+                f"Invalid value {values['listeners']} for configuration listeners: pybroker serves exactly one "
+                "listener for now",
+                values["listeners"],
+            )
         )
+    if listeners and advertised:
+        with problems.collect():
+            _check_advertised(
+                listeners,
+                advertised,
+                values["advertised.listeners"] or values["listeners"],
+                derived="advertised.listeners" not in explicit,
+            )
+    problems.raise_if_any()
+    return listeners, advertised
+
+
+def _unknown_broker_key(name: str, raw: object) -> ConfigError:
     if name in TOPIC_CONFIGS and name not in BROKER_CONFIGS:
         synonyms = [s.name for s in TOPIC_CONFIGS[name].synonyms]
         hint = f" The broker-wide default is {synonyms[0]}." if synonyms else ""

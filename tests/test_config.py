@@ -192,7 +192,6 @@ def test_advertised_listeners_default_to_listeners_and_can_differ():
     [
         ({"bogus.key": "1"}, ["bogus.key", "value 1", "pybroker configs"]),
         ({"log.retention.hourz": "1"}, ["log.retention.hourz", "Did you mean 'log.retention.hours'"]),
-        ({"num.io.threads": "8"}, ["num.io.threads", "value 8", "event loop"]),
         ({"retention.ms": "5"}, ["retention.ms", "topic config", "log.retention.ms"]),
         ({"num.partitions": "0"}, ["Invalid value 0 for configuration num.partitions", "at least 1"]),
         ({"num.partitions": "many"}, ["many", "num.partitions", "Not a number of type INT"]),
