@@ -10,6 +10,7 @@ import platform
 import sys
 from collections.abc import Sequence
 
+from pybroker import __version__
 from pybroker.config import (
     BROKER_CONFIGS,
     EVENT_LOOPS,
@@ -51,6 +52,7 @@ A configuration error is printed on stderr and the exit status is 1.
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pybroker", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"pybroker {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
 

@@ -24,6 +24,7 @@ from pybroker.protocol.errors import ErrorCode, KafkaError
 from pybroker.replication.partition import Partition
 from pybroker.server import serve
 from pybroker.storage import LogConfig, LogManager
+from pybroker.storage.errors import LogDirLockedError
 
 if TYPE_CHECKING:
     from pybroker.config import BrokerConfig
@@ -84,12 +85,14 @@ class Broker:
     async def start(self) -> None:
         for warning in self.config.warnings:
             log.warning("%s", warning)
-        for d in self.log_dirs:
-            d.mkdir(parents=True, exist_ok=True)
+        # The log dir locks come first: a directory in use by another process stops start-up here,
+        # before meta.properties, metadata or __consumer_offsets are touched.
+        log_manager = LogManager(self.log_dirs)
+        log_manager.lock_dirs()
+        self.log_manager = log_manager
         self.cluster_id = broker_config.ensure_meta_properties(self.config)
         self.metadata.load()
         t0 = time.monotonic()
-        self.log_manager = LogManager(self.log_dirs)
         # One LogConfig per topic, not per partition (computing it is most of a partition's cost).
         config_of = functools.lru_cache(maxsize=None)(self._log_config_for)
         await asyncio.get_running_loop().run_in_executor(None, self.log_manager.startup, config_of)
@@ -130,8 +133,9 @@ class Broker:
             await self.group_coordinator.stop()
         for p in self.partitions.values():
             p.close()
-        if self.log_manager is not None:
-            await asyncio.get_running_loop().run_in_executor(None, self.log_manager.shutdown)
+        if self.log_manager is None:
+            return  # never got the log dirs: nothing of ours to save
+        await asyncio.get_running_loop().run_in_executor(None, self.log_manager.shutdown)
         self.metadata.save()
         log.info("shut down cleanly")
 
@@ -396,6 +400,9 @@ async def _main(config: BrokerConfig) -> int:
         loop.add_signal_handler(sig, stop.set)
     try:
         await broker.start()
+    except LogDirLockedError as e:
+        log.error("%s", e)
+        return 1
     except OSError as e:
         log.error("cannot start: %s", e)
         return 1
