@@ -92,6 +92,7 @@ class Broker:
         self.log_manager = log_manager
         self.cluster_id = broker_config.ensure_meta_properties(self.config)
         self.metadata.load()
+        self._load_dynamic_configs()
         t0 = time.monotonic()
         # One LogConfig per topic, not per partition (computing it is most of a partition's cost).
         config_of = functools.lru_cache(maxsize=None)(self._log_config_for)
@@ -376,6 +377,53 @@ class Broker:
             if p is not None:
                 p.log.update_config(cfg)
                 p.min_insync_replicas = min_isr
+
+    # -- dynamic broker configs ----------------------------------------------------------------
+    def dynamic_config_level(self, resource_name: str) -> broker_config.ConfigSource:
+        """The level a BROKER resource name addresses: "" the cluster default, the node id this broker."""
+        if resource_name == "":
+            return broker_config.ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+        return broker_config.ConfigSource.DYNAMIC_BROKER_CONFIG
+
+    def set_dynamic_broker_configs(self, resource_name: str, configs: dict[str, str]) -> None:
+        """Replace the dynamic configs of the cluster default ("") or of this broker (its node id):
+        validated (ConfigError), persisted, then applied to every topic that does not override them."""
+        self.config.set_dynamic(self.dynamic_config_level(resource_name), configs)
+        self.metadata.set_broker_configs(resource_name, configs)
+        log.info(
+            "dynamic broker configs of %s now %s",
+            "the cluster default" if resource_name == "" else f"broker {resource_name}",
+            configs,
+        )
+        self._apply_topic_defaults()
+
+    def _load_dynamic_configs(self) -> None:
+        for resource_name in ("", str(self.node_id)):
+            stored = self.metadata.broker_configs.get(resource_name)
+            if not stored:
+                continue
+            level = self.dynamic_config_level(resource_name)
+            kept = dict(stored)
+            for key in list(stored):
+                try:
+                    self.config.validate_dynamic(level, {key: stored[key]})
+                except broker_config.ConfigError as e:
+                    log.warning("ignoring stored dynamic config %s of %r: %s", key, resource_name, e)
+                    kept.pop(key)
+            self.config.set_dynamic(level, kept)
+            log.info("dynamic broker configs of %r: %s", resource_name, kept)
+
+    def _apply_topic_defaults(self) -> None:
+        """New broker defaults reach every open log and partition (topic overrides still win)."""
+        for rec in self.metadata.topics.values():
+            cfg = self.log_config(rec)
+            min_isr = self._min_insync_replicas(rec)
+            for i in range(rec.partitions):
+                p = self.partitions.get((rec.name, i))
+                if p is not None:
+                    if p.log.config != cfg:
+                        p.log.update_config(cfg)
+                    p.min_insync_replicas = min_isr
 
     def new_topic_id(self) -> uuid.UUID:
         return uuid.uuid4()

@@ -64,7 +64,9 @@ __all__ = [
     "ConfigType",
     "Endpoint",
     "TopicConfigDef",
+    "DYNAMIC_BROKER_CONFIGS",
     "describe_broker_config",
+    "describe_broker_default_config",
     "describe_topic_config",
     "effective_topic_config",
     "effective_topic_config_str",
@@ -423,6 +425,17 @@ _BROKER_SYNONYM_GROUPS = [
 ]
 _BROKER_SYNONYMS = {name: group for group in _BROKER_SYNONYM_GROUPS for name in group}
 
+# The keys Kafka lets IncrementalAlterConfigs change on a running broker that pybroker has: the broker
+# default of every topic config (Kafka's DynamicLogConfig.ReconfigurableConfigs, i.e. the first broker
+# synonym of each topic config: log.retention.ms, not log.retention.hours) and producer.id.expiration.ms
+# (DynamicProducerStateManagerConfig). Everything else is read-only, as in Kafka.
+DYNAMIC_BROKER_CONFIGS: frozenset[str] = frozenset(
+    {d.synonyms[0].name for d in TOPIC_CONFIGS.values() if d.synonyms and d.synonyms[0].name in BROKER_CONFIGS}
+    | {"producer.id.expiration.ms"}
+)
+# Resolved values that follow a dynamic key (log.retention.ms is recomputed from the dynamic layers).
+_SECONDARY_OF_DYNAMIC = frozenset({"log.roll.ms", "log.roll.jitter.ms", "log.retention.ms", "log.flush.interval.ms"})
+
 EVENT_LOOPS = ("uvloop", "asyncio")
 
 # -- listeners ------------------------------------------------------------------------------------------
@@ -585,6 +598,10 @@ class BrokerConfig:
         values = {name: explicit.get(name, key.default) for name, key in BROKER_CONFIGS.items()}
         self._set("_originals", {k: str(v) if not isinstance(v, str) else v for k, v in originals.items()})
         self._set("_explicit", explicit)
+        # Dynamic broker configs (IncrementalAlterConfigs on the BROKER resource), typed, by level:
+        # this broker's own ("<node id>") over the cluster default (""), both over the static settings.
+        self._set("_dynamic", {ConfigSource.DYNAMIC_BROKER_CONFIG: {}, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG: {}})
+        self._set("_custom", {ConfigSource.DYNAMIC_BROKER_CONFIG: {}, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG: {}})
         self._set("warnings", warnings)
         with problems.collect():
             values.update(_resolve(explicit, values))
@@ -637,8 +654,60 @@ class BrokerConfig:
         return self._values[key]
 
     def explicit(self, key: str) -> Any:
+        """The typed value `key` is set to (a dynamic config, else the file/overrides), or None if it is not set."""
+        found = self.configured_at(key)
+        return found[0][1] if found else None
+
+    def static(self, key: str) -> Any:
         """The typed value of `key` as given in the file/overrides, or None if it was not set."""
         return self._explicit.get(key)
+
+    def configured_at(self, key: str) -> list[tuple[ConfigSource, Any]]:
+        """Where `key` is set, highest precedence first: this broker's dynamic config, the cluster-wide
+        dynamic default, the static file/overrides (Kafka's DynamicBrokerConfig order)."""
+        found = [(source, layer[key]) for source, layer in self._dynamic.items() if key in layer]
+        if key in self._explicit:
+            found.append((ConfigSource.STATIC_BROKER_CONFIG, self._explicit[key]))
+        return found
+
+    def dynamic_configs(self, source: ConfigSource) -> dict[str, str]:
+        """The dynamic configs of one level as strings, including keys pybroker does not know."""
+        defs = BROKER_CONFIGS
+        known = {k: format_value(v) for k, v in self._dynamic[source].items() if k in defs}
+        return {**known, **self._custom[source]}
+
+    def validate_dynamic(self, source: ConfigSource, configs: Mapping[str, str]) -> dict[str, Any]:
+        """The typed values of level `source`'s new dynamic configs; ConfigError with Kafka's message for a
+        key that cannot change at runtime or a bad value. Keys pybroker does not know are kept as given
+        (Kafka keeps such custom configs too)."""
+        read_only = [k for k in configs if k in BROKER_CONFIGS and k not in DYNAMIC_BROKER_CONFIGS]
+        if read_only:
+            raise ConfigError(read_only[0], f"Cannot update these configs dynamically: [{', '.join(read_only)}]")
+        typed = {key: BROKER_CONFIGS[key].parse(raw) if key in BROKER_CONFIGS else raw for key, raw in configs.items()}
+        self._resolved(self._merged({**self._dynamic, source: typed}))  # cross-key checks raise ConfigError
+        return typed
+
+    def set_dynamic(self, source: ConfigSource, configs: Mapping[str, str]) -> None:
+        """Replace the dynamic configs of level `source` (validated as `validate_dynamic` does) and
+        recompute the effective values; whoever holds this config sees the new values at once."""
+        typed = self.validate_dynamic(source, configs)
+        self._dynamic[source] = {k: v for k, v in typed.items() if k in BROKER_CONFIGS}
+        self._custom[source] = {k: v for k, v in typed.items() if k not in BROKER_CONFIGS}
+        values = self._resolved(self._merged(self._dynamic))
+        self._values.update(values)
+        for name in DYNAMIC_BROKER_CONFIGS | _SECONDARY_OF_DYNAMIC:
+            self._set(_attr(name), values[name])
+
+    def _merged(self, dynamic: Mapping[ConfigSource, Mapping[str, Any]]) -> dict[str, Any]:
+        merged = dict(self._explicit)
+        for level in (ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, ConfigSource.DYNAMIC_BROKER_CONFIG):
+            merged.update({k: v for k, v in dynamic.get(level, {}).items() if k in BROKER_CONFIGS})
+        return merged
+
+    def _resolved(self, explicit: Mapping[str, Any]) -> dict[str, Any]:
+        values = {name: explicit.get(name, key.default) for name, key in BROKER_CONFIGS.items()}
+        values.update(_resolve(explicit, values))
+        return values
 
     def default_of(self, key: str) -> Any:
         definition = BROKER_CONFIGS.get(key)
@@ -864,17 +933,23 @@ def _check_advertised(
 
 
 def describe_broker_config(broker: BrokerConfig) -> list[ConfigEntry]:
-    """DescribeConfigs rows for this broker: every key, its value as set (or Kafka's default, None when it
-    has none), STATIC_BROKER_CONFIG or DEFAULT_CONFIG, read-only since nothing here is dynamic."""
+    """DescribeConfigs rows for this broker (resource name = its node id), the way Kafka builds them:
+    every key with its effective value and source, synonyms by source (this broker's dynamic config, the
+    dynamic cluster default, the static settings, Kafka's default), keys that cannot change at runtime
+    read-only."""
     entries = []
     for name, key in sorted(BROKER_CONFIGS.items()):
         group = _BROKER_SYNONYMS.get(name, (name,))
         synonyms: list[tuple[str, str | None, int]] = []
-        for syn in group:
-            if broker.explicit(syn) is not None:
-                synonyms.append(
-                    (syn, value_to_wire(key, broker.explicit(syn)), int(ConfigSource.STATIC_BROKER_CONFIG))
-                )
+        for source in (
+            ConfigSource.DYNAMIC_BROKER_CONFIG,
+            ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+            ConfigSource.STATIC_BROKER_CONFIG,
+        ):
+            for syn in group:
+                for where, value in broker.configured_at(syn):
+                    if where == source:
+                        synonyms.append((syn, value_to_wire(BROKER_CONFIGS[syn], value), int(source)))
         for syn in group:
             default = BROKER_CONFIGS[syn].default
             if default is not None:
@@ -891,12 +966,36 @@ def describe_broker_config(broker: BrokerConfig) -> list[ConfigEntry]:
                 name=name,
                 value=value_to_wire(key, value),
                 source=source,
-                read_only=True,
+                read_only=name not in DYNAMIC_BROKER_CONFIGS,
                 is_default=source == ConfigSource.DEFAULT_CONFIG,
                 sensitive=key.sensitive,
                 config_type=int(key.type),
                 synonyms=synonyms,
                 documentation=key.doc,
+            )
+        )
+    return entries
+
+
+def describe_broker_default_config(broker: BrokerConfig) -> list[ConfigEntry]:
+    """DescribeConfigs rows for the cluster default (resource name ""): only the dynamic defaults that are
+    set, each its own only synonym, as Kafka answers."""
+    source = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+    entries = []
+    for name, text in sorted(broker.dynamic_configs(source).items()):
+        key = BROKER_CONFIGS.get(name)
+        value = text if key is None else value_to_wire(key, key.parse(text))
+        entries.append(
+            ConfigEntry(
+                name=name,
+                value=value,
+                source=int(source),
+                read_only=False,
+                is_default=False,
+                sensitive=key is not None and key.sensitive,
+                config_type=int(key.type) if key is not None else int(ConfigType.UNKNOWN),
+                synonyms=[(name, value, int(source))],
+                documentation=key.doc if key is not None else None,
             )
         )
     return entries
