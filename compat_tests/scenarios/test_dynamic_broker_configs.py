@@ -308,3 +308,55 @@ def test_broker_logger_levels(wire: WireClient, node: str) -> None:
     finally:
         assert alter(wire, BROKER_LOGGER, node, [(name, None, DELETE)]) == (0, None)
     wait_for(lambda: describe(wire, BROKER_LOGGER, node, [name])[2][name][0] == "INFO", what="INFO again")
+
+
+def legacy_alter(wire: WireClient, name: str, configs: dict[str, str]) -> tuple[int, str | None]:
+    response = wire.request(
+        33,
+        2,
+        {
+            "resources": [
+                {
+                    "resource_type": BROKER,
+                    "resource_name": name,
+                    "configs": [{"name": k, "value": v} for k, v in configs.items()],
+                }
+            ],
+            "validate_only": False,
+        },
+    )
+    (result,) = response["responses"]
+    return result["error_code"], result["error_message"]
+
+
+def test_legacy_alter_configs_replaces_a_brokers_whole_set(wire: WireClient, node: str) -> None:
+    keys = ["log.retention.ms", "message.max.bytes"]
+
+    def node_sources() -> dict[str, tuple]:
+        return {k: v[:2] for k, v in describe(wire, BROKER, node, keys)[2].items()}
+
+    assert alter(wire, BROKER, node, [("log.retention.ms", "7200000", SET), ("message.max.bytes", "2000000", SET)]) == (
+        0,
+        None,
+    )
+    try:
+        wait_for(lambda: node_sources()["message.max.bytes"] == ("2000000", DYNAMIC_BROKER), what="the node values")
+        # AlterConfigs (not incremental) sets exactly what it is given: message.max.bytes goes back.
+        assert legacy_alter(wire, node, {"log.retention.ms": "1000000"}) == (0, None)
+        expected = {"log.retention.ms": ("1000000", DYNAMIC_BROKER), "message.max.bytes": ("1048588", DEFAULT)}
+        wait_for(lambda: node_sources() == expected, what=f"only the legacy set to remain: {expected}")
+        assert legacy_alter(wire, node, {"num.partitions": "4"}) == (
+            INVALID_REQUEST,
+            "Cannot update these configs dynamically: [num.partitions]",
+        )
+    finally:
+        assert legacy_alter(wire, node, {}) == (0, None)
+    expected = {"log.retention.ms": (None, DEFAULT), "message.max.bytes": ("1048588", DEFAULT)}
+    wait_for(lambda: node_sources() == expected, what="no dynamic config left on the broker")
+
+
+def test_append_to_a_config_that_is_not_a_list(wire: WireClient, node: str) -> None:
+    assert alter(wire, BROKER, node, [("message.max.bytes", "5", APPEND)]) == (
+        INVALID_CONFIG,
+        "Config value append is not allowed for config key: message.max.bytes",
+    )
