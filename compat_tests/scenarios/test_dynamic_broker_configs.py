@@ -12,6 +12,7 @@ shared by the session.
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -359,4 +360,40 @@ def test_append_to_a_config_that_is_not_a_list(wire: WireClient, node: str) -> N
     assert alter(wire, BROKER, node, [("message.max.bytes", "5", APPEND)]) == (
         INVALID_CONFIG,
         "Config value append is not allowed for config key: message.max.bytes",
+    )
+
+
+def kafka_configs(bootstrap: str, *args: str) -> str:
+    """Apache Kafka's own kafka-configs (kafka.admin.ConfigCommand, from the reference jars)."""
+    from compat_tests.reference.apache_kafka import JVM_OPTIONS, install
+
+    command = ["java", *JVM_OPTIONS, "-cp", install(), "kafka.admin.ConfigCommand", "--bootstrap-server", bootstrap]
+    done = subprocess.run([*command, *args], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_cluster_default_through_kafka_configs(bootstrap: str, wire: WireClient, make_topic) -> None:
+    topic = make_topic()
+    default = ["--entity-type", "brokers", "--entity-default"]
+    out = kafka_configs(bootstrap, *default, "--alter", "--add-config", "log.retention.bytes=123456789")
+    assert "Completed updating default config for brokers in the cluster." in out
+    try:
+        wait_for(
+            lambda: describe(wire, TOPIC, topic, ["retention.bytes"])[2]["retention.bytes"][:2]
+            == ("123456789", DYNAMIC_DEFAULT),
+            what="the topic to inherit the cluster default",
+        )
+        # (Apache Kafka also lists the min.insync.replicas default its storage format sets for KIP-966.)
+        lines = kafka_configs(bootstrap, *default, "--describe").splitlines()
+        assert lines[0] == "Default configs for brokers in the cluster are:"
+        assert (
+            "  log.retention.bytes=123456789 sensitive=false "
+            "synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.bytes=123456789}"
+        ) in lines[1:]
+    finally:
+        kafka_configs(bootstrap, *default, "--alter", "--delete-config", "log.retention.bytes")
+    wait_for(
+        lambda: describe(wire, TOPIC, topic, ["retention.bytes"])[2]["retention.bytes"][:2] == ("-1", DEFAULT),
+        what="retention.bytes to return to its default",
     )
