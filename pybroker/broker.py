@@ -136,7 +136,10 @@ class Broker:
             p.close()
         if self.log_manager is None:
             return  # never got the log dirs: nothing of ours to save
+        loaded = self.log_manager.loaded
         await asyncio.get_running_loop().run_in_executor(None, self.log_manager.shutdown)
+        if not loaded:
+            return  # start-up stopped before the logs (and perhaps the metadata) were loaded: save nothing
         self.metadata.save()
         log.info("shut down cleanly")
 
