@@ -397,3 +397,39 @@ def test_cluster_default_through_kafka_configs(bootstrap: str, wire: WireClient,
         lambda: describe(wire, TOPIC, topic, ["retention.bytes"])[2]["retention.bytes"][:2] == ("-1", DEFAULT),
         what="retention.bytes to return to its default",
     )
+
+
+def test_malformed_incremental_requests(wire: WireClient, node: str, make_topic) -> None:
+    topic = make_topic()
+    for rtype, name, key in ((BROKER, node, "log.retention.ms"), (TOPIC, topic, "retention.ms")):
+        assert alter(wire, rtype, name, [(key, "1000", SET), (key, "2000", SET)]) == (
+            INVALID_REQUEST,
+            "Error due to duplicate config keys",
+        )
+        assert alter(wire, rtype, name, [(key, None, SET)]) == (INVALID_REQUEST, f"Null value not supported for : {key}")
+    assert alter(wire, BROKER_LOGGER, node, [("root", "DEBUG", APPEND)]) == (
+        INVALID_REQUEST,
+        "APPEND operation is not allowed for the BROKER_LOGGER resource",
+    )
+    assert alter(wire, BROKER_LOGGER, node, [("root", None, DELETE)]) == (
+        INVALID_REQUEST,
+        "Removing the log level of the root logger is not allowed",
+    )
+    assert alter(wire, BROKER_LOGGER, node, [("no.such.logger", "DEBUG", SET)]) == (
+        INVALID_CONFIG,
+        "Logger no.such.logger does not exist!",
+    )
+    response = wire.request(
+        33,
+        2,
+        {
+            "resources": [
+                {"resource_type": BROKER_LOGGER, "resource_name": node, "configs": [{"name": "root", "value": "DEBUG"}]}
+            ],
+            "validate_only": False,
+        },
+    )
+    (result,) = response["responses"]
+    assert (result["error_code"], result["error_message"]) == (INVALID_REQUEST, "Unknown resource type 8")
+    # Nothing of the above changed the topic.
+    assert describe(wire, TOPIC, topic, ["retention.ms"])[2]["retention.ms"][:2] == ("604800000", DEFAULT)

@@ -144,6 +144,8 @@ def _alter(ctx: RequestContext, request: dict, incremental: bool) -> dict:
             rec = b.topic(rname)
             if rec is None:
                 code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{rname}' does not exist."
+            elif incremental and (problem := _incremental_ops_problem(r["configs"])) is not None:
+                code, message = ErrorCode.INVALID_REQUEST, problem
             else:
                 new = dict(rec.configs) if incremental else {}
                 try:
@@ -174,6 +176,10 @@ def _alter_broker(
     error = _alter_node_name_error(ctx, name, allow_default=True)
     if error is not None:
         return ErrorCode.INVALID_REQUEST, error
+    if incremental:
+        problem = _incremental_ops_problem(ops)
+        if problem is not None:
+            return ErrorCode.INVALID_REQUEST, problem
     level = b.dynamic_config_level(name)
     new = b.config.dynamic_configs(level) if incremental else {}
     for c in ops:
@@ -213,7 +219,14 @@ def _alter_loggers(
     if error is not None:
         return ErrorCode.INVALID_REQUEST, error
     if not incremental:  # Kafka: loggers only through IncrementalAlterConfigs
-        return ErrorCode.INVALID_REQUEST, "AlterConfigs does not support the BROKER_LOGGER resource type"
+        return ErrorCode.INVALID_REQUEST, f"Unknown resource type {BROKER_LOGGER}"
+    problem = _incremental_ops_problem(ops)
+    if problem is not None:
+        return ErrorCode.INVALID_REQUEST, problem
+    for c in ops:
+        if c.get("config_operation", SET) in (APPEND, SUBTRACT):
+            verb = "APPEND" if c["config_operation"] == APPEND else "SUBTRACT"
+            return ErrorCode.INVALID_REQUEST, f"{verb} operation is not allowed for the BROKER_LOGGER resource"
     changes = [(c["name"], c.get("config_operation", SET), c["value"]) for c in ops]
     try:
         broker_loggers.validate(changes)
@@ -222,6 +235,17 @@ def _alter_loggers(
     if not validate_only:
         broker_loggers.apply(changes)
     return ErrorCode.NONE, None
+
+
+def _incremental_ops_problem(ops: list[dict]) -> str | None:
+    """Kafka's ConfigAdminManager checks of one resource's IncrementalAlterConfigs entries."""
+    names = [c["name"] for c in ops]
+    if len(set(names)) != len(names):
+        return "Error due to duplicate config keys"
+    for c in ops:
+        if c.get("config_operation", SET) != DELETE and c["value"] is None:
+            return f"Null value not supported for : {c['name']}"
+    return None
 
 
 def _list_op(current: str, value: str | None, op: int) -> str:
