@@ -110,7 +110,9 @@ step_go_client() {
   if ! command -v go >/dev/null 2>&1; then
     apt_install golang-go ca-certificates
   fi
-  note "Go compat client ready: $(GOTOOLCHAIN="${GOTOOLCHAIN:-auto}" "$PYTHON" -c 'from compat_tests.go.adapter import ensure_binary; print(ensure_binary())' | tail -n 1)"
+  local binary
+  binary="$(GOTOOLCHAIN="${GOTOOLCHAIN:-auto}" "$PYTHON" -c 'from compat_tests.go.adapter import ensure_binary; print(ensure_binary())')"
+  note "Go compat client ready: ${binary##*$'\n'}"
 }
 
 step_spark() {
