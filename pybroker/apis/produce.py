@@ -11,6 +11,7 @@ import logging
 import time
 
 from pybroker.apis import RequestContext, handles
+from pybroker.metadata.store import is_internal_topic
 from pybroker.protocol.errors import ErrorCode
 from pybroker.records.batch import CorruptRecordError, InvalidRecordError, validate_produce_batches
 from pybroker.storage.errors import (
@@ -72,6 +73,7 @@ def _append_one(
             ), None
         buf = bytearray(records)
         info = p.append_as_leader(buf, batches, now_ms)
+        ctx.metrics.produced(topic, len(buf), batches[0].records_count)
     except CorruptRecordError as e:
         return _result(index, ErrorCode.CORRUPT_MESSAGE, str(e)), None
     except InvalidRecordError as e:
@@ -112,8 +114,13 @@ def handle_produce(ctx: RequestContext, request: dict):
             if error is not None:
                 parts.append(_result(pd["index"], *error))
                 continue
+            if is_internal_topic(name):  # Kafka's ReplicaManager: "Cannot append to internal topic"
+                parts.append(_result(pd["index"], ErrorCode.INVALID_TOPIC_EXCEPTION))
+                continue
             resp, wait = _append_one(ctx, name, pd["index"], pd["records"], now_ms, acks)
             parts.append(resp)
+            if resp["error_code"] != ErrorCode.NONE and ctx.broker.topic(name) is not None:
+                ctx.metrics.produce_failed(name)  # (never for unknown names: they would grow the totals)
             if wait is not None and acks == -1:
                 waits.append((resp, *wait))
         responses.append({"name": name, "partition_responses": parts})

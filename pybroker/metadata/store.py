@@ -25,6 +25,14 @@ MAX_TOPIC_NAME_LENGTH = 249
 PRODUCER_ID_BLOCK = 1000
 
 
+# Kafka's org.apache.kafka.common.internals.Topic.isInternal: clients may not produce to these.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+
+
+def is_internal_topic(name: str) -> bool:
+    return name in INTERNAL_TOPICS
+
+
 class InvalidTopicName(ValueError):
     pass
 
