@@ -10,7 +10,16 @@ import platform
 import sys
 from collections.abc import Sequence
 
-from pybroker.config import BROKER_CONFIGS, EVENT_LOOPS, TOPIC_CONFIGS, BrokerConfig, ConfigError, ConfigKey
+from pybroker import __version__
+from pybroker.config import (
+    BROKER_CONFIGS,
+    EVENT_LOOPS,
+    TOPIC_CONFIGS,
+    BrokerConfig,
+    ConfigError,
+    ConfigErrors,
+    ConfigKey,
+)
 from pybroker.topic_config import format_value
 
 log = logging.getLogger(__name__)
@@ -43,6 +52,7 @@ A configuration error is printed on stderr and the exit status is 1.
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pybroker", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"pybroker {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
 
@@ -100,7 +110,7 @@ def _serve(args: argparse.Namespace, *, reexec_allowed: bool) -> int:
     try:
         config = BrokerConfig.load(args.properties, args.override, event_loop=args.event_loop)
     except ConfigError as e:
-        print(f"pybroker: configuration error: {e}", file=sys.stderr)
+        print(_config_error_text(e), file=sys.stderr)
         return 1
     # Only when this process is the command itself: re-exec'ing from main([...]) called inside
     # another program (a test, say) would replace that program.
@@ -122,6 +132,12 @@ def _serve(args: argparse.Namespace, *, reexec_allowed: bool) -> int:
     except ConfigError as e:  # e.g. a meta.properties that belongs to another node
         log.error("configuration error: %s", e)
         return 1
+
+
+def _config_error_text(e: ConfigError) -> str:
+    if isinstance(e, ConfigErrors):
+        return f"pybroker: {len(e.errors)} configuration errors:\n" + "\n".join(f"  {x.message}" for x in e.errors)
+    return f"pybroker: configuration error: {e}"
 
 
 def _reexec_with_malloc_tuning() -> None:
