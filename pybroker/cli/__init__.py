@@ -14,6 +14,7 @@ import sys
 from pybroker.cli import cluster, config, consume, group, produce, topic
 from pybroker.cli.client import CliError
 from pybroker.cli.common import connection_options
+from pybroker.protocol import codec
 
 FAMILIES = (topic, group, config, cluster, produce, consume)
 
@@ -30,6 +31,9 @@ def run(args: argparse.Namespace) -> int:
         return args.run(args)
     except CliError as e:
         sys.stderr.write(f"pybroker: error: {e}\n")
+        return 1
+    except codec.EncodeError as e:  # a request this client built wrongly: still one line, no traceback
+        sys.stderr.write(f"pybroker: error: could not encode the request: {e}\n")
         return 1
     except KeyboardInterrupt:
         return 130

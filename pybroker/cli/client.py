@@ -175,7 +175,12 @@ class Connection:
         offset = 4
         if codec.response_header_version(api_key, version) >= 1:
             offset = _skip_tagged(frame, offset)
-        message, _ = codec.decode(RESPONSES[api_key], version, frame, offset)
+        try:
+            message, _ = codec.decode(RESPONSES[api_key], version, frame, offset)
+        except codec.DecodeError as e:
+            raise CliError(
+                f"malformed {API_NAMES[api_key]} v{version} response from {self.address}: {e}"
+            ) from None
         return message
 
     def _recv(self, size: int) -> bytes:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import uuid
 
 from pybroker.cli.client import (
     CREATE_PARTITIONS,
@@ -230,7 +231,10 @@ def run_delete(args: argparse.Namespace) -> int:
         version = client.version(DELETE_TOPICS, node)
         timeout_ms = int(args.timeout * 1000)
         if version >= 6:
-            body = {"topics": [{"name": t, "topic_id": None} for t in args.topics], "timeout_ms": timeout_ms}
+            body = {
+                "topics": [{"name": t, "topic_id": uuid.UUID(int=0)} for t in args.topics],
+                "timeout_ms": timeout_ms,
+            }
         else:
             body = {"topic_names": list(args.topics), "timeout_ms": timeout_ms}
         response = client.send(DELETE_TOPICS, body, node=node, version=version)
