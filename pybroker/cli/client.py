@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +54,13 @@ MAX_VERSIONS: dict[int, int] = {
     DESCRIBE_CLUSTER: 1,
     CONSUMER_GROUP_DESCRIBE: 0,
 }
+
+RETRIABLE_COORDINATOR_ERRORS = (
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.NOT_COORDINATOR,
+)
+RETRY_BACKOFF_S = 0.1  # Kafka clients' retry.backoff.ms default
 
 # ListOffsets special timestamps.
 LATEST_TIMESTAMP = -1
@@ -359,6 +367,18 @@ class KafkaClient:
     # --- groups --------------------------------------------------------------------------------------
 
     def coordinator(self, group: str) -> int:
+        """The group's coordinator, retrying while it is not available yet (Kafka creates
+        __consumer_offsets on the first FindCoordinator, and loads a partition after a restart)."""
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                return self._find_coordinator(group)
+            except BrokerError as e:
+                if e.code not in RETRIABLE_COORDINATOR_ERRORS or time.monotonic() > deadline:
+                    raise
+            time.sleep(RETRY_BACKOFF_S)
+
+    def _find_coordinator(self, group: str) -> int:
         conn = self.any_connection()
         version = conn.version(FIND_COORDINATOR)
         if version >= 4:

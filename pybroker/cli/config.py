@@ -50,7 +50,9 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
     )
     _add_resource(describe)
     describe.add_argument(
-        "--only-overrides", action="store_true", help="leave out configs at their default values"
+        "--only-overrides",
+        action="store_true",
+        help="only the configs set on this resource itself (what kafka-configs --describe lists)",
     )
     describe.set_defaults(run=run_describe)
 
@@ -145,7 +147,10 @@ def run_describe(args: argparse.Namespace) -> int:
     with connect(args) as client:
         configs = describe_configs(client, resource_type, name)
     if args.only_overrides:
-        configs = [c for c in configs if c["source"] != "DEFAULT_CONFIG"]
+        own = {TOPIC_RESOURCE: "DYNAMIC_TOPIC_CONFIG", BROKER_RESOURCE: "DYNAMIC_BROKER_CONFIG"}[resource_type]
+        if resource_type == BROKER_RESOURCE and not name:
+            own = "DYNAMIC_DEFAULT_BROKER_CONFIG"
+        configs = [c for c in configs if c["source"] == own]
     print_configs(configs, args.format == "json")
     return 0
 
