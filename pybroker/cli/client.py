@@ -10,13 +10,15 @@ from __future__ import annotations
 import socket
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from pybroker.protocol import codec
 from pybroker.protocol.api import API_NAMES, REQUESTS, RESPONSES
 from pybroker.protocol.errors import ErrorCode
 
+T = TypeVar("T")
 DEFAULT_BROKERS = "127.0.0.1:9092"
 CLIENT_ID = "pybroker-cli"
 
@@ -369,10 +371,15 @@ class KafkaClient:
     def coordinator(self, group: str) -> int:
         """The group's coordinator, retrying while it is not available yet (Kafka creates
         __consumer_offsets on the first FindCoordinator, and loads a partition after a restart)."""
+        return self.with_coordinator(group, lambda node: node)
+
+    def with_coordinator(self, group: str, call: Callable[[int], T]) -> T:
+        """``call(coordinator)``, finding the coordinator again and retrying while the answer is a
+        retriable coordinator error (not available, loading, moved), until the client's timeout."""
         deadline = time.monotonic() + self.timeout_s
         while True:
             try:
-                return self._find_coordinator(group)
+                return call(self._find_coordinator(group))
             except BrokerError as e:
                 if e.code not in RETRIABLE_COORDINATOR_ERRORS or time.monotonic() > deadline:
                     raise
@@ -393,7 +400,10 @@ class KafkaClient:
         self._brokers.setdefault(node.node_id, node)
         return node.node_id
 
-    def committed_offsets(self, group: str, coordinator: int) -> dict[tuple[str, int], int]:
+    def committed_offsets(self, group: str) -> dict[tuple[str, int], int]:
+        return self.with_coordinator(group, lambda node: self._committed_offsets(group, node))
+
+    def _committed_offsets(self, group: str, coordinator: int) -> dict[tuple[str, int], int]:
         version = self.version(OFFSET_FETCH, coordinator)
         if version >= 8:
             body = {"groups": [{"group_id": group, "topics": None}], "require_stable": False}
@@ -414,8 +424,11 @@ class KafkaClient:
                     result[(t["name"], p["partition_index"])] = p["committed_offset"]
         return result
 
-    def commit_offsets(self, group: str, coordinator: int, offsets: dict[tuple[str, int], int]) -> None:
+    def commit_offsets(self, group: str, offsets: dict[tuple[str, int], int]) -> None:
         """Commit as an admin (no member id, generation -1): Kafka accepts it only for an empty group."""
+        self.with_coordinator(group, lambda node: self._commit_offsets(group, node, offsets))
+
+    def _commit_offsets(self, group: str, coordinator: int, offsets: dict[tuple[str, int], int]) -> None:
         topics: dict[str, list[dict]] = {}
         for (topic, partition), offset in sorted(offsets.items()):
             topics.setdefault(topic, []).append(

@@ -147,7 +147,9 @@ def run_describe(args: argparse.Namespace) -> int:
     with connect(args) as client:
         configs = describe_configs(client, resource_type, name)
     if args.only_overrides:
-        own = {TOPIC_RESOURCE: "DYNAMIC_TOPIC_CONFIG", BROKER_RESOURCE: "DYNAMIC_BROKER_CONFIG"}[resource_type]
+        own = {TOPIC_RESOURCE: "DYNAMIC_TOPIC_CONFIG", BROKER_RESOURCE: "DYNAMIC_BROKER_CONFIG"}[
+            resource_type
+        ]
         if resource_type == BROKER_RESOURCE and not name:
             own = "DYNAMIC_DEFAULT_BROKER_CONFIG"
         configs = [c for c in configs if c["source"] == own]

@@ -143,10 +143,8 @@ def run_consume(args: argparse.Namespace) -> int:
                     raise BrokerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"partition {args.topic}-{p}")
             leaders = {p: leaders[p] for p in wanted}
         positions = _start_offsets(client, args.topic, sorted(leaders), args.offset)
-        coordinator = None
         if args.group:
-            coordinator = client.coordinator(args.group)
-            committed = client.committed_offsets(args.group, coordinator)
+            committed = client.committed_offsets(args.group)
             for p in leaders:
                 if (args.topic, p) in committed:
                     positions[p] = committed[(args.topic, p)]
@@ -154,10 +152,8 @@ def run_consume(args: argparse.Namespace) -> int:
         try:
             consumed = _fetch_loop(client, args, leaders, positions)
         finally:
-            if coordinator is not None and args.group:
-                client.commit_offsets(
-                    args.group, coordinator, {(args.topic, p): o for p, o in positions.items()}
-                )
+            if args.group:
+                client.commit_offsets(args.group, {(args.topic, p): o for p, o in positions.items()})
     if consumed == 0 and args.format == "text":
         sys.stderr.write(f"no records consumed from {args.topic}\n")
     return 0

@@ -16,6 +16,7 @@ from pybroker.cli.client import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     LIST_GROUPS,
+    RETRIABLE_COORDINATOR_ERRORS,
     BrokerError,
     CliError,
     KafkaClient,
@@ -141,7 +142,10 @@ def list_groups(client: KafkaClient) -> list[dict]:
 
 
 def describe_group(client: KafkaClient, group: str) -> GroupDescription:
-    coordinator = client.coordinator(group)
+    return client.with_coordinator(group, lambda coordinator: _describe_group(client, group, coordinator))
+
+
+def _describe_group(client: KafkaClient, group: str, coordinator: int) -> GroupDescription:
     conn = client.connection(coordinator)
     if CONSUMER_GROUP_DESCRIBE in conn.versions:
         body = {"group_ids": [group], "include_authorized_operations": False}
@@ -215,7 +219,7 @@ def _consumer_state(state: str) -> str:
 
 def group_lag(client: KafkaClient, description: GroupDescription) -> list[dict]:
     """One row per partition that is committed or assigned: the columns of `kafka-consumer-groups --describe`."""
-    committed = client.committed_offsets(description.group_id, description.coordinator)
+    committed = client.committed_offsets(description.group_id)
     owner: dict[tuple[str, int], Member] = {}
     for member in description.members:
         for tp in member.assignment:
@@ -406,7 +410,7 @@ def run_reset(args: argparse.Namespace) -> int:
                 f"Assignments can only be reset if the group '{args.group}' is inactive, but the current "
                 f"state is {description.state}."
             )
-        committed = client.committed_offsets(args.group, description.coordinator)
+        committed = client.committed_offsets(args.group)
         targets = _target_partitions(client, args, committed)
         if not targets:
             raise CliError(f"group {args.group} has no committed offsets to reset (name a --topic)")
@@ -441,7 +445,7 @@ def run_reset(args: argparse.Namespace) -> int:
         # Out-of-range offsets are clamped to the log's range (kafka-consumer-groups does the same).
         new = {tp: min(max(offset, earliest[tp]), latest[tp]) for tp, offset in new.items()}
         if args.execute:
-            client.commit_offsets(args.group, description.coordinator, new)
+            client.commit_offsets(args.group, new)
     rows = [
         {"group": args.group, "topic": t, "partition": p, "new_offset": o}
         for (t, p), o in sorted(new.items())
@@ -459,13 +463,18 @@ def run_reset(args: argparse.Namespace) -> int:
     return 0
 
 
+def _delete_group(client: KafkaClient, group: str, coordinator: int) -> dict:
+    result = client.send(DELETE_GROUPS, {"groups_names": [group]}, node=coordinator)["results"][0]
+    if result["error_code"] in RETRIABLE_COORDINATOR_ERRORS:
+        check(result["error_code"], f"DeleteGroups {group}")  # raises, and with_coordinator retries
+    return result
+
+
 def run_delete(args: argparse.Namespace) -> int:
     rows = []
     with connect(args) as client:
         for group in args.groups:
-            coordinator = client.coordinator(group)
-            response = client.send(DELETE_GROUPS, {"groups_names": [group]}, node=coordinator)
-            result = response["results"][0]
+            result = client.with_coordinator(group, lambda node, g=group: _delete_group(client, g, node))
             rows.append(
                 {"group": group, "status": error_name(result["error_code"]) if result["error_code"] else "OK"}
             )
