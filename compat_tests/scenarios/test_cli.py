@@ -13,6 +13,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
@@ -206,60 +208,11 @@ def test_cli_group_describe_matches_kafka_consumer_groups_and_resets_offsets(
         bootstrap, topic, [Record(None, b"a", partition=0)] * 6 + [Record(None, b"b", partition=1)] * 3
     )
 
-    # A live member of the group that committed offsets 2 and 1 and keeps heartbeating.
-    assigned = threading.Event()
-    committed = threading.Event()
-    stop = threading.Event()
-    errors: list[BaseException] = []
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": group,
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-            "client.id": "lag-checker",
-            "session.timeout.ms": 10000,
-        }
-    )
-
-    def member() -> None:
-        try:
-            consumer.subscribe([topic], on_assign=lambda c, parts: assigned.set())
-            while not stop.is_set():
-                consumer.poll(0.2)
-                if assigned.is_set() and not committed.is_set():
-                    # From the polling thread: librdkafka serves the commit's reply on it.
-                    offsets = [TopicPartition(topic, 0, 2), TopicPartition(topic, 1, 1)]
-                    consumer.commit(offsets=offsets, asynchronous=False)
-                    committed.set()
-        except BaseException as exc:  # noqa: BLE001 - reported by the test thread
-            errors.append(exc)
-
-    thread = threading.Thread(target=member, daemon=True)
-    thread.start()
-    try:
-        wait_for(lambda: committed.is_set() or errors, timeout_s=60, what="the member's commit")
-        assert not errors, errors
-        cli_rows = _cli_describe(bootstrap, group)
-        kafka_rows = _kafka_describe(bootstrap, group)
-        assert cli_rows == kafka_rows
-        assert {p: row[:3] for p, row in cli_rows.items()} == {0: ("2", "6", "4"), 1: ("1", "3", "2")}
-        assert cli_rows[0][3] != "-" and cli_rows[0][3] == cli_rows[1][3]
-        described = cli_json(bootstrap, "group", "describe", group)
-        assert described["state"] == "Stable" and described["total_lag"] == 6
-        [m] = described["members"]
-        assert m["client_id"] == "lag-checker"
-        assert sorted((a["topic"], a["partition"]) for a in m["assignment"]) == [(topic, 0), (topic, 1)]
-        assert group in {g["group"] for g in cli_json(bootstrap, "group", "list")}
-
+    with live_member(bootstrap, topic, group, {0: 2, 1: 1}):
+        _check_live_group(bootstrap, topic, group)
         busy = cli(bootstrap, "group", "reset-offsets", group, "--topic", topic, "--to-earliest", check=False)
         assert busy.returncode == 1
         assert f"Assignments can only be reset if the group '{group}' is inactive" in busy.stderr
-    finally:
-        stop.set()
-        thread.join(30)
-        consumer.close()
-    assert not errors, errors
 
     wait_for(
         lambda: cli_json(bootstrap, "group", "describe", group)["state"] == "Empty",
@@ -304,6 +257,89 @@ def test_cli_group_describe_matches_kafka_consumer_groups_and_resets_offsets(
     assert cli_json(bootstrap, "group", "delete", group) == [{"group": group, "status": "OK"}]
     gone = cli(bootstrap, "group", "describe", group, check=False)
     assert gone.returncode == 1 and "GROUP_ID_NOT_FOUND" in gone.stderr
+
+
+@contextmanager
+def live_member(
+    bootstrap: str, topic: str, group: str, commit: dict[int, int], protocol: str = "classic"
+) -> Iterator[None]:
+    """A confluent-kafka member of ``group`` subscribed to ``topic`` that commits ``commit``
+    ({partition: offset}) once assigned and keeps polling (heartbeating) until the block ends."""
+    assigned = threading.Event()
+    committed = threading.Event()
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    settings: dict[str, object] = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "client.id": "lag-checker",
+    }
+    if protocol == "consumer":
+        settings["group.protocol"] = "consumer"  # KIP-848: the broker owns timeouts and assignment
+    else:
+        settings["session.timeout.ms"] = 10000
+    consumer = Consumer(settings)
+
+    def member() -> None:
+        try:
+            consumer.subscribe([topic], on_assign=lambda c, parts: parts and assigned.set())
+            while not stop.is_set():
+                consumer.poll(0.2)
+                if assigned.is_set() and not committed.is_set():
+                    # From the polling thread: librdkafka serves the commit's reply on it.
+                    offsets = [TopicPartition(topic, p, o) for p, o in commit.items()]
+                    consumer.commit(offsets=offsets, asynchronous=False)
+                    committed.set()
+        except BaseException as exc:  # noqa: BLE001 - reported by the test thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=member, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: committed.is_set() or errors, timeout_s=60, what="the member's commit")
+        assert not errors, errors
+        yield
+    finally:
+        stop.set()
+        thread.join(30)
+        consumer.close()
+    assert not errors, errors
+
+
+def _check_live_group(bootstrap: str, topic: str, group: str) -> None:
+    """6 and 3 records, committed 2 and 1, one member holding both partitions: CLI == Kafka's tool."""
+
+    def settled() -> bool:
+        rows = _cli_describe(bootstrap, group)
+        return len(rows) == 2 and all(row[3] != "-" for row in rows.values())
+
+    wait_for(settled, timeout_s=60, what="both partitions assigned to the member")
+    cli_rows = _cli_describe(bootstrap, group)
+    kafka_rows = _kafka_describe(bootstrap, group)
+    assert cli_rows == kafka_rows
+    assert {p: row[:3] for p, row in cli_rows.items()} == {0: ("2", "6", "4"), 1: ("1", "3", "2")}
+    assert cli_rows[0][3] == cli_rows[1][3]
+    described = cli_json(bootstrap, "group", "describe", group)
+    assert described["state"] == "Stable" and described["total_lag"] == 6
+    [m] = described["members"]
+    assert m["client_id"] == "lag-checker"
+    assert sorted((a["topic"], a["partition"]) for a in m["assignment"]) == [(topic, 0), (topic, 1)]
+    assert group in {g["group"] for g in cli_json(bootstrap, "group", "list")}
+
+
+def test_cli_group_describe_kip848_member_matches_kafka_consumer_groups(bootstrap, make_topic, admin) -> None:
+    from compat_tests.clients.base import Record
+
+    topic = make_topic(partitions=2)
+    group = f"{topic}-group"
+    admin.produce(
+        bootstrap, topic, [Record(None, b"a", partition=0)] * 6 + [Record(None, b"b", partition=1)] * 3
+    )
+    with live_member(bootstrap, topic, group, {0: 2, 1: 1}, protocol="consumer"):
+        _check_live_group(bootstrap, topic, group)
+        assert cli_json(bootstrap, "group", "describe", group)["type"] == "consumer"
 
 
 def test_cli_config_describe_and_alter(bootstrap, make_topic) -> None:
