@@ -19,6 +19,7 @@ from pybroker.apis import load_all
 from pybroker.apis.fetch_session import FetchSessions
 from pybroker.coordinator.coordinator import GroupCoordinator
 from pybroker.metadata.store import InvalidTopicName, MetadataStore, TopicRecord, validate_topic_name
+from pybroker.metrics.recorder import BrokerMetrics
 from pybroker.protocol.api import REQUESTS
 from pybroker.protocol.errors import ErrorCode, KafkaError
 from pybroker.replication.partition import Partition
@@ -78,6 +79,10 @@ class Broker:
         self._creating: set[str] = set()  # topics whose partitions are being created right now
         self.group_coordinator: GroupCoordinator | None = None
         self.fetch_sessions = FetchSessions(config.max_incremental_fetch_session_cache_slots)
+        # Byte and message totals are counted always (plain ints: the console shows them too); request
+        # latency only when metrics.listener serves it.
+        self.metrics = BrokerMetrics(timed=bool(config.get("metrics.listener")))
+        self._http: Any = None  # the metrics endpoint and web console, when configured
         self.started = False
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -102,6 +107,11 @@ class Broker:
             raise SystemExit("listeners must name a port")
         self.group_coordinator = GroupCoordinator(self)
         await self.group_coordinator.start()
+        if self.config.get("metrics.listener") or self.config.get("console.listener"):
+            from pybroker.metrics.http import HttpEndpoints  # imports aiohttp: only when asked for
+
+            self._http = HttpEndpoints.from_config(self, self.metrics)
+            await self._http.start()
         self._server = await serve(self, self.host, self.port)
         self._tasks = [
             asyncio.ensure_future(self._every(interval, fn))
@@ -124,6 +134,8 @@ class Broker:
             conn.close("broker shutting down")
         for t in self._tasks:
             t.cancel()
+        if self._http is not None:
+            await self._http.stop()
         if self.group_coordinator is not None:
             await self.group_coordinator.stop()
         for p in self.partitions.values():
@@ -326,6 +338,7 @@ class Broker:
         if not self.config.delete_topic_enable:
             raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
         self.metadata.remove_topic(name)
+        self.metrics.forget_topic(name)
         for i in range(rec.partitions):
             p = self.partitions.pop((name, i), None)
             if p is not None:

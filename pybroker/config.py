@@ -193,6 +193,29 @@ def _key(
     return ConfigKey(name, config_type, default, validator, importance, doc)
 
 
+class HttpListener:
+    """An `http://host:port` address for pybroker's HTTP endpoints; empty means off."""
+
+    _PATTERN = re.compile(r"^http://(?P<host>\[[0-9A-Fa-f:.]*\]|[^:\[\]/]*):(?P<port>\d{1,5})/?$")
+
+    def __call__(self, key: str, value: Any) -> None:
+        if value and self.parse(value) is None:
+            raise ConfigError(
+                key, f"Invalid value {value} for configuration {key}: expected http://host:port", value
+            )
+
+    def describe(self) -> str:
+        return "http://host:port, or empty"
+
+    @classmethod
+    def parse(cls, value: str) -> tuple[str, int] | None:
+        """(host, port) of an `http://host:port` value; None if it is malformed."""
+        m = cls._PATTERN.match(value.strip())
+        if m is None or int(m["port"]) > 65535:
+            return None
+        return m["host"].strip("[]"), int(m["port"])
+
+
 # fmt: off
 _BROKER_CONFIG_LIST = [
     # identity and listeners
@@ -346,6 +369,16 @@ _BROKER_CONFIG_LIST = [
          "How long producer state of an idle producer id is kept."),
     _key("producer.id.expiration.check.interval.ms", _T.INT, 600000, at_least(1), _L,
          "How often producer ids idle for longer than producer.id.expiration.ms are removed."),
+    # pybroker's own HTTP endpoints (not Kafka keys): off unless a listener is given
+    _key("metrics.listener", _T.STRING, "", HttpListener(), _M,
+         "pybroker: serve Prometheus metrics at http://host:port/metrics, e.g. http://127.0.0.1:9644 "
+         "(empty: off)."),
+    _key("console.listener", _T.STRING, "", HttpListener(), _M,
+         "pybroker: serve the web console at this address, e.g. http://127.0.0.1:8080 (empty: off)."),
+    _key("console.admin", _T.BOOLEAN, False, None, _M,
+         "pybroker: let the web console create and delete topics (read-only when false)."),
+    _key("console.lag.sample.interval.ms", _T.INT, 5000, at_least(100), _L,
+         "pybroker: how often the web console samples each group's lag for its lag chart."),
 ]
 # fmt: on
 

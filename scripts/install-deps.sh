@@ -10,7 +10,8 @@
 #        kafka-tools jars for bench/compare.py),
 #        go-client (apt golang-go if there is no go; build compat_tests/go into .cache/go-bin/compat-go,
 #        modules from the Go module proxy cached in .cache/gomod; an older go fetches the go.mod toolchain),
-#        spark (pip install '.[spark]' and resolve the Spark kafka connector into .cache/ivy).
+#        spark (pip install '.[spark]' and resolve the Spark kafka connector into .cache/ivy),
+#        browser (apt: Debian's chromium and chromium-driver, for the web console's browser tests).
 # Maven resolves into the project-local repository .cache/m2 (override with PYBROKER_MAVEN_REPO).
 set -euo pipefail
 
@@ -108,14 +109,23 @@ step_spark() {
   "$PYTHON" -m spark_examples.common
 }
 
+step_browser() {
+  if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then
+    log "chromium and chromedriver already installed"
+    return
+  fi
+  log "apt-get install chromium chromium-driver"
+  apt_install chromium chromium-driver
+}
+
 main() {
   local steps=("$@")
   if [ "${#steps[@]}" -eq 0 ]; then
-    steps=(system python java-client apache-kafka go-client spark)
+    steps=(system python java-client apache-kafka go-client spark browser)
   fi
   for step in "${steps[@]}"; do
     case "$step" in
-      system | python | java-client | apache-kafka | go-client | spark) run_step "$step" ;;
+      system | python | java-client | apache-kafka | go-client | spark | browser) run_step "$step" ;;
       *) log "unknown step: $step"; exit 2 ;;
     esac
   done

@@ -72,6 +72,7 @@ def _append_one(
             ), None
         buf = bytearray(records)
         info = p.append_as_leader(buf, batches, now_ms)
+        ctx.metrics.produced(topic, len(buf), batches[0].records_count)
     except CorruptRecordError as e:
         return _result(index, ErrorCode.CORRUPT_MESSAGE, str(e)), None
     except InvalidRecordError as e:
@@ -114,6 +115,8 @@ def handle_produce(ctx: RequestContext, request: dict):
                 continue
             resp, wait = _append_one(ctx, name, pd["index"], pd["records"], now_ms, acks)
             parts.append(resp)
+            if resp["error_code"] != ErrorCode.NONE and ctx.broker.topic(name) is not None:
+                ctx.metrics.produce_failed(name)  # (never for unknown names: they would grow the totals)
             if wait is not None and acks == -1:
                 waits.append((resp, *wait))
         responses.append({"name": name, "partition_responses": parts})
