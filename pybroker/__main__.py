@@ -1,5 +1,6 @@
 """The command line: `pybroker serve [server.properties] [--override key=value ...]`, shaped like
-`kafka-server-start.sh`, and `pybroker configs` to list the accepted configuration keys."""
+`kafka-server-start.sh`, `pybroker configs` to list the accepted configuration keys, and the client
+commands of `pybroker.cli` (topic, group, config, cluster, produce, consume)."""
 
 from __future__ import annotations
 
@@ -95,6 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
     configs.add_argument(
         "--topic", action="store_true", help="list topic-level configs instead of broker configs"
     )
+    from pybroker import cli  # the client commands: topic, group, config, cluster, produce, consume
+
+    cli.add_commands(commands)
     return parser
 
 
@@ -103,6 +107,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "configs":
         return _print_configs(topic=args.topic)
+    if hasattr(args, "run"):
+        from pybroker import cli
+
+        return cli.run(args)
     return _serve(args, reexec_allowed=argv is None)
 
 
