@@ -19,6 +19,7 @@ from pybroker import config as broker_config
 from pybroker.apis import load_all
 from pybroker.apis.fetch_session import FetchSessions
 from pybroker.coordinator.coordinator import GroupCoordinator
+from pybroker.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
 from pybroker.metadata.store import InvalidTopicName, MetadataStore, TopicRecord, validate_topic_name
 from pybroker.metrics.recorder import BrokerMetrics
 from pybroker.protocol.api import REQUESTS
@@ -27,7 +28,7 @@ from pybroker.protocol.memory_pool import MemoryPool
 from pybroker.replication.partition import Partition
 from pybroker.server import Acceptor, MemoryWaiters, raise_open_file_limit, serve
 from pybroker.storage import LogConfig, LogManager
-from pybroker.storage.errors import StorageError, io_failure
+from pybroker.storage.errors import LogDirLockedError, StorageError, io_failure
 from pybroker.storage.manager import remove_directories
 
 if TYPE_CHECKING:
@@ -162,13 +163,18 @@ class Broker:
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
-        for d in self.log_dirs:
-            d.mkdir(parents=True, exist_ok=True)
+        for warning in self.config.warnings:
+            log.warning("%s", warning)
+        # The log dir locks come first: a directory in use by another process stops start-up here,
+        # before meta.properties, metadata or __consumer_offsets are touched.
+        log_manager = LogManager(self.log_dirs)
+        log_manager.lock_dirs()
+        self.log_manager = log_manager
         self.cluster_id = broker_config.ensure_meta_properties(self.config)
         self.metadata.load()
         self.metadata.ensure_reserve()
+        self._load_dynamic_configs()
         t0 = time.monotonic()
-        self.log_manager = LogManager(self.log_dirs)
         # One LogConfig per topic, not per partition (computing it is most of a partition's cost).
         config_of = functools.lru_cache(maxsize=None)(self._log_config_for)
         await asyncio.get_running_loop().run_in_executor(None, self.log_manager.startup, config_of)
@@ -216,8 +222,12 @@ class Broker:
             await self.group_coordinator.stop()
         for p in self.partitions.values():
             p.close()
-        if self.log_manager is not None:
-            await asyncio.get_running_loop().run_in_executor(None, self.log_manager.shutdown)
+        if self.log_manager is None:
+            return  # never got the log dirs: nothing of ours to save
+        loaded = self.log_manager.loaded
+        await asyncio.get_running_loop().run_in_executor(None, self.log_manager.shutdown)
+        if not loaded:
+            return  # start-up stopped before the logs (and perhaps the metadata) were loaded: save nothing
         try:
             self.metadata.save()
         except StorageError as e:  # every change was written when it was made; this is a courtesy
@@ -452,6 +462,10 @@ class Broker:
     def auto_create_topic(self, name: str) -> TopicRecord | None:
         if not self.config.auto_create_topics_enable:
             return None
+        if name == OFFSETS_TOPIC and self.group_coordinator is not None:
+            # Kafka's AutoTopicCreationManager gives it the coordinator's partitions and configs.
+            self.group_coordinator.ensure_offsets_topic()
+            return self.metadata.topics.get(name)
         try:
             return self.create_topic(name, self.config.num_partitions, {})
         except KafkaError:
@@ -475,6 +489,12 @@ class Broker:
                 p.close()
             self.log_manager.delete_log(name, i)
         log.info("deleted topic %s", name)
+        if self.group_coordinator is not None:  # its committed offsets go too (Kafka: onTopicsDeleted)
+            try:
+                self.group_coordinator.on_topics_deleted([name])
+            except StorageError as e:
+                # A full disk: the topic is gone; the offsets' tombstones could not be written.
+                log.error("deleted topic %s, but not its committed offsets: %s", name, e)
 
     async def delete_topic_async(
         self, name: str, topic_id: uuid.UUID | None = None, timeout_ms: int | None = None
@@ -541,6 +561,53 @@ class Broker:
                 p.log.update_config(cfg)
                 p.min_insync_replicas = min_isr
 
+    # -- dynamic broker configs ----------------------------------------------------------------
+    def dynamic_config_level(self, resource_name: str) -> broker_config.ConfigSource:
+        """The level a BROKER resource name addresses: "" the cluster default, the node id this broker."""
+        if resource_name == "":
+            return broker_config.ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+        return broker_config.ConfigSource.DYNAMIC_BROKER_CONFIG
+
+    def set_dynamic_broker_configs(self, resource_name: str, configs: dict[str, str]) -> None:
+        """Replace the dynamic configs of the cluster default ("") or of this broker (its node id):
+        validated (ConfigError), persisted, then applied to every topic that does not override them."""
+        self.config.set_dynamic(self.dynamic_config_level(resource_name), configs)
+        self.metadata.set_broker_configs(resource_name, configs)
+        log.info(
+            "dynamic broker configs of %s now %s",
+            "the cluster default" if resource_name == "" else f"broker {resource_name}",
+            configs,
+        )
+        self._apply_topic_defaults()
+
+    def _load_dynamic_configs(self) -> None:
+        for resource_name in ("", str(self.node_id)):
+            stored = self.metadata.broker_configs.get(resource_name)
+            if not stored:
+                continue
+            level = self.dynamic_config_level(resource_name)
+            kept = dict(stored)
+            for key in list(stored):
+                try:
+                    self.config.validate_dynamic(level, {key: stored[key]})
+                except broker_config.ConfigError as e:
+                    log.warning("ignoring stored dynamic config %s of %r: %s", key, resource_name, e)
+                    kept.pop(key)
+            self.config.set_dynamic(level, kept)
+            log.info("dynamic broker configs of %r: %s", resource_name, kept)
+
+    def _apply_topic_defaults(self) -> None:
+        """New broker defaults reach every open log and partition (topic overrides still win)."""
+        for rec in self.metadata.topics.values():
+            cfg = self.log_config(rec)
+            min_isr = self._min_insync_replicas(rec)
+            for i in range(rec.partitions):
+                p = self.partitions.get((rec.name, i))
+                if p is not None:
+                    if p.log.config != cfg:
+                        p.log.update_config(cfg)
+                    p.min_insync_replicas = min_isr
+
     def new_topic_id(self) -> uuid.UUID:
         return uuid.uuid4()
 
@@ -565,6 +632,9 @@ async def _main(config: BrokerConfig) -> int:
         loop.add_signal_handler(sig, stop.set)
     try:
         await broker.start()
+    except LogDirLockedError as e:
+        log.error("%s", e)
+        return 1
     except OSError as e:
         log.error("cannot start: %s", e)
         return 1

@@ -15,7 +15,8 @@ connection by an ApiVersions probe.
 
 Counted and printed at the end (all must be 0; the exit status is 1 otherwise):
 - internal errors: responses carrying UNKNOWN_SERVER_ERROR (-1) anywhere, and "internal error" /
-  "Traceback" lines in the broker's log,
+  "Traceback" lines in the broker's log (except a Produce partition refused because its compressed
+  records do not decompress: Kafka answers UNKNOWN_SERVER_ERROR there too; counted apart),
 - undecodable answers,
 - hangs: neither an answer nor a close within ``--timeout`` seconds (requests that may legitimately
   wait — Fetch long polls, JoinGroup/SyncGroup rebalances — are counted apart as "held"),
@@ -57,7 +58,7 @@ from pybroker.protocol.codec import (  # noqa: E402
 )
 
 GOLDEN_DIR = REPO_ROOT / "tests" / "protocol" / "golden"
-API_VERSIONS, FETCH, JOIN_GROUP, SYNC_GROUP, METADATA, DELETE_TOPICS = 18, 1, 11, 14, 3, 20
+PRODUCE, API_VERSIONS, FETCH, JOIN_GROUP, SYNC_GROUP, METADATA, DELETE_TOPICS = 0, 18, 1, 11, 14, 3, 20
 CONSUMER_GROUP_HEARTBEAT = 68
 # Requests a broker may rightly hold for a while (long poll, rebalance): silence is not a hang.
 HOLDING_APIS = {FETCH, JOIN_GROUP, SYNC_GROUP, CONSUMER_GROUP_HEARTBEAT}
@@ -68,6 +69,10 @@ SHARED_GROUPS = [f"fzg-{i}" for i in range(3)]
 SOCKET_REQUEST_MAX_BYTES = 1_048_576
 BOUNDARY_INTS = [0, 1, -1, 0x7F, 0x80, 0xFF, 0x7FFF, -0x8000, 0x7FFFFFFF, -0x80000000]
 INTERNAL_LOG = re.compile(r"internal error|Traceback")
+# The reasons records/streams.py gives when a produced batch's compressed records do not decompress.
+_REFUSED_COMPRESSED = re.compile(
+    r"decompress|records end before their (stream|frame)|snappy block|records expand beyond", re.I
+)
 CREATE_TOPICS, CREATE_PARTITIONS = 19, 37
 # A mutated count can ask for thousands of partitions: real work (files, fsyncs) that takes
 # seconds and would be reported as a hang; such frames are drawn again (the dedicated tests
@@ -281,6 +286,24 @@ class Results:
         return "\n".join(lines)
 
 
+def _kafka_refused_compressed_batch(api_key: int, body: dict) -> bool:
+    """Kafka itself answers UNKNOWN_SERVER_ERROR for a produced batch whose compressed records
+    cannot be decompressed (its decompressing iterator throws a KafkaException), and pybroker
+    matches it (apis/produce.py): such partition answers carry the reason and are not internal
+    errors.  True when every UNKNOWN_SERVER_ERROR of a Produce answer is one of those."""
+    if api_key != PRODUCE:
+        return False
+    refused = [
+        p
+        for t in body.get("responses") or []
+        for p in t.get("partition_responses") or []
+        if p.get("error_code") == -1
+    ]
+    return bool(refused) and all(
+        _REFUSED_COMPRESSED.search(p.get("error_message") or "") for p in refused
+    )
+
+
 def _has_unknown_server_error(value: Any) -> bool:
     if isinstance(value, dict):
         return any(
@@ -353,7 +376,10 @@ async def exchange(
                 if body is None:
                     results.undecodable.append(f"{answer[:64].hex()} answering {what}")
                 elif _has_unknown_server_error(body):
-                    results.unknown_server_errors.append(f"{body} answering {what}")
+                    if _kafka_refused_compressed_batch(seed.api_key, body):
+                        results.outcomes["refused-compressed-batch"] += 1
+                    else:
+                        results.unknown_server_errors.append(f"{body} answering {what}")
     except (asyncio.IncompleteReadError, ConnectionError):
         results.outcomes["closed"] += 1
         conn.close()

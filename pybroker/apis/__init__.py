@@ -63,6 +63,7 @@ def load_all() -> dict[int, ApiHandler]:
         consumer_groups,
         fetch,
         groups,
+        log_dirs,
         metadata,
         offsets,
         produce,

@@ -35,6 +35,14 @@ MAX_TOPIC_NAME_LENGTH = 249
 PRODUCER_ID_BLOCK = 1000
 
 
+# Kafka's org.apache.kafka.common.internals.Topic.isInternal: clients may not produce to these.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+
+
+def is_internal_topic(name: str) -> bool:
+    return name in INTERNAL_TOPICS
+
+
 class InvalidTopicName(ValueError):
     pass
 
@@ -88,6 +96,9 @@ class MetadataStore:
         self._producer_id_block_end = 0
         self.cluster_id: str | None = None
         self._last_size = 0  # bytes of the document last written (sizes the reserve)
+        # Dynamic broker configs by resource name ("" the cluster default, "<node id>" one broker),
+        # as Kafka keeps them in its metadata log (ConfigRecords of the BROKER resource).
+        self.broker_configs: dict[str, dict[str, str]] = {}
 
     def load(self) -> None:
         if not self.path.exists():
@@ -101,6 +112,7 @@ class MetadataStore:
             self.topics_by_id[rec.topic_id] = rec
         # Never hand out an id from a block that may already have been used before a crash.
         self._next_producer_id = self._producer_id_block_end = int(doc.get("producer_id_block_end", 0))
+        self.broker_configs = {str(k): dict(v) for k, v in doc.get("broker_configs", {}).items()}
         log.info("loaded metadata for %d topics from %s", len(self.topics), self.path)
 
     def save(self, *, may_use_reserve: bool = False) -> None:
@@ -125,6 +137,7 @@ class MetadataStore:
             "version": 1,
             "topics": [t.to_json() for t in sorted(self.topics.values(), key=lambda t: t.name)],
             "producer_id_block_end": self._producer_id_block_end,
+            "broker_configs": {k: v for k, v in self.broker_configs.items() if v},
         }
 
     @property
@@ -214,6 +227,20 @@ class MetadataStore:
             lambda: setattr(rec, "configs", dict(configs)),
             lambda: setattr(rec, "configs", old),
             frees_space=True,
+        )
+
+    def set_broker_configs(self, resource_name: str, configs: dict[str, str]) -> None:
+        old = self.broker_configs.get(resource_name)
+
+        def undo() -> None:
+            if old is None:
+                self.broker_configs.pop(resource_name, None)
+            else:
+                self.broker_configs[resource_name] = old
+
+        # A lower broker-wide retention frees space too: this change may use the reserve.
+        self._change(
+            lambda: self.broker_configs.__setitem__(resource_name, dict(configs)), undo, frees_space=True
         )
 
     def allocate_producer_id(self) -> int:
