@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pybroker import config as broker_config
 from pybroker.apis import load_all
 from pybroker.apis.fetch_session import FetchSessions
+from pybroker.apis.metadata import TopicMetadataCache
 from pybroker.coordinator.coordinator import GroupCoordinator
 from pybroker.metadata.store import InvalidTopicName, MetadataStore, TopicRecord, validate_topic_name
 from pybroker.protocol.api import REQUESTS
@@ -69,6 +70,7 @@ class Broker:
         self.connections: set[Any] = set()
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.metadata = MetadataStore(self.log_dirs[0])
+        self.metadata_cache = TopicMetadataCache()  # encoded Metadata topic entries
         self.log_manager: LogManager | None = None
         self.cluster_id = ""
         self.host, self.port = config.listener_host_port()
@@ -198,6 +200,8 @@ class Broker:
 
     def _new_partition(self, rec: TopicRecord, index: int, lg, min_isr: int | None = None) -> Partition:
         p = Partition(rec.name, index, rec.topic_id, lg, self.node_id)
+        p.state_listener = self.metadata_cache.partition_changed
+        self.metadata_cache.invalidate(rec.name)  # a partition (re)registered
         p.min_insync_replicas = self._min_insync_replicas(rec) if min_isr is None else min_isr
         return p
 
@@ -326,6 +330,7 @@ class Broker:
         if not self.config.delete_topic_enable:
             raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
         self.metadata.remove_topic(name)
+        self.metadata_cache.invalidate(name)
         for i in range(rec.partitions):
             p = self.partitions.pop((name, i), None)
             if p is not None:
