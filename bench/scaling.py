@@ -37,8 +37,8 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from bench import connections, processes
 from bench.report import markdown_table, render_section, write_section
 from bench.stats import median, percentile
-from bench.sysstat import machine_description, peak_rss_mb, rss_mb
-from bench.systems import SYSTEMS, broker_pid, make_broker
+from bench.sysstat import cpu_seconds, load_average, machine_description, peak_rss_mb, rss_mb
+from bench.systems import SYSTEMS, broker_pid, kafka_jvm_descriptions, make_broker
 from tests.wire import WireClient
 
 RESULTS_PATH = Path(__file__).resolve().parent / "RESULTS.md"
@@ -124,7 +124,9 @@ def partitions_row(system: str, partitions: int, records: int) -> list[str]:
             wait_for_partitions(admin, topic, partitions, 600)
             create_s = time.perf_counter() - started
             meta_ms = metadata_ms(admin)
+            cpu_before = cpu_seconds(broker_pid(broker))
             mb_s = produce_spread(bootstrap, topic, partitions, records)
+            spread_cpu_gb = (cpu_seconds(broker_pid(broker)) - cpu_before) / (records * 1024 / 1e9)
             peak_before = peak_rss_mb(broker_pid(broker))
             del admin
             gc.collect()
@@ -144,6 +146,7 @@ def partitions_row(system: str, partitions: int, records: int) -> list[str]:
             processes.stop_all()
             broker.stop()
     row = [system, f"{partitions:,}", _fmt(create_s), _fmt(meta_ms), _fmt(meta_after_ms), _fmt(mb_s, 1)]
+    row += [_fmt(spread_cpu_gb)]
     row += [_fmt(stop_s), _fmt(start_s), _fmt(stop_s + start_s), _fmt(peak_before, 0), _fmt(rss_after, 0)]
     print("  " + " | ".join(row), flush=True)
     return row
@@ -151,7 +154,7 @@ def partitions_row(system: str, partitions: int, records: int) -> list[str]:
 
 PARTITIONS_HEADER = [
     "system", "partitions", "create s", "Metadata ms", "Metadata ms after restart", "spread produce MB/s",
-    "stop s", "start→Metadata s", "restart s", "peak RSS MB", "RSS after restart MB",
+    "spread CPU s/GB", "stop s", "start→Metadata s", "restart s", "peak RSS MB", "RSS after restart MB",
 ]  # fmt: skip
 
 
@@ -216,14 +219,16 @@ def logsize_rows(system: str, gib: float, samples: int) -> list[list[str]]:
             topic = "big-log"
             admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(60)
             started = time.perf_counter()
+            cpu_before = cpu_seconds(broker_pid(broker))
             records = fill_log(bootstrap, topic, gib)
             fill_mb_s = records * 16384 / (time.perf_counter() - started) / 1e6
+            fill_cpu_gb = (cpu_seconds(broker_pid(broker)) - cpu_before) / (records * 16384 / 1e9)
             rows = []
             for where, offset in (("start", 0), ("middle", records // 2), ("end", records - 1)):
                 latencies = sorted(seek_latencies_ms(bootstrap, topic, offset, samples, records))
                 rows.append(
                     [system, f"{gib:g}", where, f"{offset:,}", _fmt(median(latencies)),
-                     _fmt(percentile(latencies, 0.99)), _fmt(fill_mb_s, 0), _fmt(rss_mb(broker_pid(broker)), 0)]
+                     _fmt(percentile(latencies, 0.99)), _fmt(fill_mb_s, 0), _fmt(fill_cpu_gb), _fmt(rss_mb(broker_pid(broker)), 0)]
                 )  # fmt: skip
                 print("  " + " | ".join(rows[-1]), flush=True)
             del admin
@@ -242,6 +247,7 @@ LOGSIZE_HEADER = [
     "fetch p50 ms",
     "fetch p99 ms",
     "fill MB/s",
+    "fill CPU s/GB",
     "RSS MB",
 ]
 
@@ -301,6 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if system not in SYSTEMS:
             parser.error(f"unknown system {system!r}")
     processes.sigterm_as_interrupt()
+    load = load_average()
     sections = []
     try:
         if "partitions" in parts:
@@ -345,7 +352,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             command.strip(),
             body,
             notes=[
-                "One run each (these are scale limits, not rates to take medians of); same settings as bench.compare."
+                "One run each (these are scale limits, not rates to take medians of); same settings as bench.compare.",
+                f"Apache Kafka's JVM: `{kafka_jvm_descriptions()['kafka']}` (kafka-server-start.sh's); "
+                f"load average when started: {load}; broker and loaders not pinned.",
             ],
         )
         write_section(RESULTS_PATH, "bench.scaling", section)
