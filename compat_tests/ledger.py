@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from compat_tests.ledger_format import LEDGER_PATH, render_scenario_table
+from compat_tests.ledger_format import LEDGER_PATH, parse_cells, render_scenario_table
 from compat_tests.ledger_plugin import LEDGER_JSON_ENV
 
 REPO = Path(__file__).resolve().parents[1]
@@ -24,8 +24,11 @@ BROKERS = {"kafka": "Apache Kafka 4.3.1", "pybroker": "pybroker"}
 
 
 def run_scenarios(broker: str, out: Path, extra: list[str]) -> subprocess.Popen[bytes]:
+    """pytest on ``broker``; ``extra`` may name scenario files, which then replace the whole directory."""
     env = dict(os.environ, **{LEDGER_JSON_ENV: str(out)})
-    argv = [sys.executable, "-m", "pytest", "compat_tests/scenarios", "-p", "no:cacheprovider", "-q"]
+    names_files = any(arg.startswith("compat_tests/scenarios/") for arg in extra)
+    selection = [] if names_files else ["compat_tests/scenarios"]
+    argv = [sys.executable, "-m", "pytest", *selection, "-p", "no:cacheprovider", "-q"]
     argv += ["--broker", broker, *extra]
     log = open(out.with_suffix(".log"), "wb")  # noqa: SIM115 - closed with the process below
     return subprocess.Popen(argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -177,6 +180,44 @@ def render_observed(kafka: dict[str, str], pybroker: dict[str, str]) -> list[str
     return lines
 
 
+OBSERVED_HEADING = "## Bad input: what each broker did"
+
+
+def parse_observed(text: str) -> dict[str, dict[str, str]]:
+    """The 'what each broker did' table of an existing ledger, as the runs' ``observed`` maps."""
+    observed: dict[str, dict[str, str]] = {"kafka": {}, "pybroker": {}}
+    if OBSERVED_HEADING not in text:
+        return observed
+    section = text.split(OBSERVED_HEADING, 1)[1].split("\n## ", 1)[0]
+    for line in section.splitlines():
+        fields = [f.strip() for f in line.strip().strip("|").split("|")]
+        if not line.startswith("| `") or len(fields) != 3:
+            continue
+        scenario = fields[0].strip("`")
+        for broker, value in zip(("kafka", "pybroker"), fields[1:], strict=True):
+            if value != "—":
+                observed[broker][scenario] = value
+    return observed
+
+
+def merge_into_ledger(text: str, results: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``results`` of a partial run laid over the existing ledger, cell by cell: what the run saw
+    replaces the cell; every cell and observation it did not see stays as it was."""
+    previous = dict(zip(("kafka", "pybroker"), parse_cells(text), strict=True))
+    observed = parse_observed(text)
+    merged = {}
+    for broker, run in results.items():
+        rows = {scenario: dict(row) for scenario, row in previous[broker].items()}
+        for scenario, row in run["results"].items():
+            rows.setdefault(scenario, {}).update(row)
+        merged[broker] = {
+            "results": rows,
+            "observed": {**observed[broker], **run.get("observed", {})},
+            "api_versions": run["api_versions"],
+        }
+    return merged
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--output", type=Path, default=LEDGER_PATH)
@@ -186,6 +227,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar=("KAFKA_JSON", "PYBROKER_JSON"),
         type=Path,
         help="render from two earlier runs' result files instead of running",
+    )
+    parser.add_argument(
+        "--update",
+        action="store_true",
+        help="run only the scenarios selected by the pytest arguments (after --: files, -k, --clients) on "
+        "both brokers and replace just the cells they produced; the full default run still checks every "
+        "cell against pybroker",
     )
     parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments for both runs")
     args = parser.parse_args(argv)
@@ -206,6 +254,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{broker}: no results written ({path})", file=sys.stderr)
             return 1
         results[broker] = json.loads(path.read_text())
+    if args.update:
+        results = merge_into_ledger(args.output.read_text(), results)
     args.output.write_text(render(results))
     print(f"wrote {args.output}")
     return 0

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from compat_tests import ledger_plugin
+from compat_tests import ledger, ledger_plugin
 from compat_tests.ledger_format import parse_pybroker_cells, render_scenario_table
 
 KAFKA = {"roundtrip::t[codec=gzip]": {"java": "pass", "sarama": "fail"}, "groups::g": {"any": "pass"}}
@@ -50,3 +50,35 @@ def test_check_passes_only_on_agreement(tmp_path: Any, monkeypatch: pytest.Monke
     )
     unknown = {("new::scenario", "java"): "pass"}
     assert "not in the ledger" in _plugin(tmp_path, monkeypatch, unknown).compare_with_ledger()[0]
+
+
+def test_update_replaces_only_the_cells_that_ran() -> None:
+    text = "\n".join(
+        [
+            "# x",
+            *render_scenario_table(KAFKA, PYBROKER),
+            "",
+            ledger.OBSERVED_HEADING,
+            "",
+            "| scenario | Apache Kafka | pybroker |",
+            "|---|---|---|",
+            "| `bad::x` | closed | answered |",
+        ]
+    )
+    run = {
+        "results": {
+            "groups::g": {"any": "pass"},
+            "new::n": {"java": "pass"},
+            "roundtrip::t[codec=gzip]": {"sarama": "pass"},
+        },
+        "api_versions": {"0": [0, 9]},
+    }
+    merged = ledger.merge_into_ledger(text, {"kafka": run, "pybroker": run})
+    assert merged["pybroker"]["results"] == {
+        "roundtrip::t[codec=gzip]": {"java": "pass", "sarama": "pass"},
+        "groups::g": {"any": "pass"},
+        "new::n": {"java": "pass"},
+    }
+    assert merged["kafka"]["observed"] == {"bad::x": "closed"}
+    assert merged["pybroker"]["observed"] == {"bad::x": "answered"}
+    assert merged["kafka"]["api_versions"] == {"0": [0, 9]}

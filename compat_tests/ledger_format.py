@@ -41,8 +41,9 @@ def render_scenario_table(kafka: dict[str, dict[str, str]], pybroker: dict[str, 
     return lines
 
 
-def parse_pybroker_cells(text: str) -> dict[tuple[str, str], str]:
-    """(scenario, client) -> pybroker outcome, from the scenario table; ValueError when malformed."""
+def parse_cells(text: str) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]:
+    """Both halves of the scenario table: ({scenario: {client: outcome}} for Apache Kafka, the same
+    for pybroker); ValueError when the table is missing or malformed."""
     try:
         table = text.split(SCENARIO_TABLE_START, 1)[1].split(SCENARIO_TABLE_END, 1)[0]
     except IndexError:
@@ -51,7 +52,8 @@ def parse_pybroker_cells(text: str) -> dict[tuple[str, str], str]:
     if len(rows) < 3:
         raise ValueError("the scenario table has no rows")
     columns = [c.strip() for c in rows[0].strip("|").split("|")][1:]
-    cells: dict[tuple[str, str], str] = {}
+    kafka: dict[str, dict[str, str]] = {}
+    pybroker: dict[str, dict[str, str]] = {}
     for row in rows[2:]:
         fields = [f.strip() for f in row.strip().strip("|").split("|")]
         if len(fields) != len(columns) + 1:
@@ -60,9 +62,18 @@ def parse_pybroker_cells(text: str) -> dict[tuple[str, str], str]:
         for column, cell in zip(columns, fields[1:], strict=True):
             if cell == MISSING:
                 continue
-            _kafka, sep, pybroker = cell.partition(" / ")
+            kafka_outcome, sep, pybroker_outcome = cell.partition(" / ")
             if not sep:
                 raise ValueError(f"malformed cell {cell!r} in row {scenario}")
-            if pybroker != MISSING:
-                cells[(scenario, column)] = pybroker
-    return cells
+            for half, outcome in ((kafka, kafka_outcome), (pybroker, pybroker_outcome)):
+                if outcome != MISSING:
+                    half.setdefault(scenario, {})[column] = outcome
+    return kafka, pybroker
+
+
+def parse_pybroker_cells(text: str) -> dict[tuple[str, str], str]:
+    """(scenario, client) -> pybroker outcome, from the scenario table; ValueError when malformed."""
+    _kafka, pybroker = parse_cells(text)
+    return {
+        (scenario, client): outcome for scenario, row in pybroker.items() for client, outcome in row.items()
+    }
