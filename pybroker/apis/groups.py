@@ -56,7 +56,9 @@ def _client_id(ctx: RequestContext) -> str:
 # -- FindCoordinator ----------------------------------------------------------------------------------
 def _find_one(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
     b = ctx.broker
-    if key_type == KEY_TYPE_GROUP and _coordinator(ctx) is not None:
+    coordinator = _coordinator(ctx)
+    if key_type == KEY_TYPE_GROUP and coordinator is not None:
+        coordinator.ensure_offsets_topic()  # as Kafka's FindCoordinator, should it have been deleted
         return {
             "key": key,
             "node_id": b.node_id,

@@ -67,6 +67,9 @@ class OffsetsTopic:
         if not entries:
             return None
         p = self.broker.partition(TOPIC, self.partition_for(group_id))
+        if p is None and self.broker.topic(TOPIC) is None:
+            self.ensure_topic()  # deleted by an admin: groups keep working on a new one
+            p = self.broker.partition(TOPIC, self.partition_for(group_id))
         if p is None:
             raise RuntimeError(f"{TOPIC} partition for group {group_id} is not open")
         now_ms = int(time.time() * 1000)
