@@ -82,7 +82,7 @@ def _ctx(broker: _Broker, version: int) -> RequestContext:
     header = RequestHeader(
         api_key=3, api_version=version, correlation_id=1, client_id="test", body_offset=0, complete=True
     )
-    return RequestContext(broker, header, "peer")  # type: ignore[arg-type]
+    return RequestContext(broker, header, "peer", None)  # type: ignore[arg-type]  # Metadata counts nothing
 
 
 def _all_topics(version: int) -> dict:
