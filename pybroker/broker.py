@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pybroker import config as broker_config
 from pybroker.apis import load_all
 from pybroker.apis.fetch_session import FetchSessions
+from pybroker.apis.metadata import TopicMetadataCache
 from pybroker.coordinator.coordinator import GroupCoordinator
 from pybroker.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
 from pybroker.metadata.store import InvalidTopicName, MetadataStore, TopicRecord, validate_topic_name
@@ -145,6 +146,7 @@ class Broker:
         self.memory_waiters.pool = self.memory_pool
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.metadata = MetadataStore(self.log_dirs[0])
+        self.metadata_cache = TopicMetadataCache()  # encoded Metadata topic entries
         self.log_manager: LogManager | None = None
         self.cluster_id = ""
         self.host, self.port = config.listener_host_port()
@@ -309,6 +311,8 @@ class Broker:
 
     def _new_partition(self, rec: TopicRecord, index: int, lg, min_isr: int | None = None) -> Partition:
         p = Partition(rec.name, index, rec.topic_id, lg, self.node_id)
+        p.state_listener = self.metadata_cache.partition_changed
+        self.metadata_cache.invalidate(rec.name)  # a partition (re)registered
         p.min_insync_replicas = self._min_insync_replicas(rec) if min_isr is None else min_isr
         return p
 
@@ -440,6 +444,7 @@ class Broker:
             self.metadata.remove_topic(rec.name)
         except StorageError:
             log.error("topic %s could not be created and its record could not be removed", rec.name)
+        self.metadata_cache.invalidate(rec.name)
 
     def _register_partitions(self, rec: TopicRecord, logs: list) -> None:
         assert self.log_manager is not None
@@ -482,6 +487,7 @@ class Broker:
             raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
         with storage_errors_as_kafka_errors(f"deleting topic {name}"):
             self.metadata.remove_topic(name)
+        self.metadata_cache.invalidate(name)
         self.metrics.forget_topic(name)
         for i in range(rec.partitions):
             p = self.partitions.pop((name, i), None)
