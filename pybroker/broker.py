@@ -172,6 +172,7 @@ class Broker:
         log_manager = LogManager(self.log_dirs)
         log_manager.lock_dirs()
         self.log_manager = log_manager
+        raise_open_file_limit()  # as Kafka's launch scripts advise: one fd per connection and segment file
         self.cluster_id = broker_config.ensure_meta_properties(self.config)
         self.metadata.load()
         self.metadata.ensure_reserve()
@@ -620,7 +621,6 @@ class Broker:
 
 def run(config: BrokerConfig) -> int:
     """Run the broker until SIGTERM/SIGINT; returns the process exit code."""
-    raise_open_file_limit()
     if getattr(config, "event_loop", "uvloop") == "uvloop":
         import uvloop
 
