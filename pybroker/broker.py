@@ -18,6 +18,8 @@ from pybroker import config as broker_config
 from pybroker.apis import load_all
 from pybroker.apis.fetch_session import FetchSessions
 from pybroker.coordinator.coordinator import GroupCoordinator
+from pybroker.coordinator.transaction.coordinator import TransactionCoordinator
+from pybroker.coordinator.transaction.service import start_transaction_coordinator
 from pybroker.metadata.store import InvalidTopicName, MetadataStore, TopicRecord, validate_topic_name
 from pybroker.protocol.api import REQUESTS
 from pybroker.protocol.errors import ErrorCode, KafkaError
@@ -77,6 +79,7 @@ class Broker:
         self._tasks: list[asyncio.Task] = []
         self._creating: set[str] = set()  # topics whose partitions are being created right now
         self.group_coordinator: GroupCoordinator | None = None
+        self.transaction_coordinator: TransactionCoordinator | None = None
         self.fetch_sessions = FetchSessions(config.max_incremental_fetch_session_cache_slots)
         self.started = False
 
@@ -102,6 +105,7 @@ class Broker:
             raise SystemExit("listeners must name a port")
         self.group_coordinator = GroupCoordinator(self)
         await self.group_coordinator.start()
+        self.transaction_coordinator = await start_transaction_coordinator(self)
         self._server = await serve(self, self.host, self.port)
         self._tasks = [
             asyncio.ensure_future(self._every(interval, fn))
@@ -124,6 +128,8 @@ class Broker:
             conn.close("broker shutting down")
         for t in self._tasks:
             t.cancel()
+        if self.transaction_coordinator is not None:
+            await self.transaction_coordinator.stop()
         if self.group_coordinator is not None:
             await self.group_coordinator.stop()
         for p in self.partitions.values():

@@ -56,7 +56,10 @@ def _client_id(ctx: RequestContext) -> str:
 # -- FindCoordinator ----------------------------------------------------------------------------------
 def _find_one(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
     b = ctx.broker
-    if key_type == KEY_TYPE_GROUP and _coordinator(ctx) is not None:
+    txn = getattr(b, "transaction_coordinator", None)
+    if (key_type == KEY_TYPE_GROUP and _coordinator(ctx) is not None) or (
+        key_type == KEY_TYPE_TRANSACTION and txn is not None and txn.started
+    ):
         return {
             "key": key,
             "node_id": b.node_id,

@@ -15,6 +15,7 @@ from pybroker.protocol.errors import ErrorCode
 from pybroker.records.batch import CorruptRecordError, InvalidRecordError, validate_produce_batches
 from pybroker.storage.errors import (
     InvalidProducerEpochError,
+    InvalidTxnStateError,
     OutOfOrderSequenceError,
     RecordTooLargeError,
     StorageError,
@@ -46,8 +47,36 @@ def _result(
     }
 
 
+def _check_transactional(
+    ctx: RequestContext, transactional_id: str | None, topic: str, index: int, batch
+) -> tuple[ErrorCode, str] | None:
+    """Kafka's checks of a transactional producer's batch: no control batch from a client, and the
+    partition must be in the producer's ongoing transaction (AddPartitionsToTxn first)."""
+    if batch.is_control:
+        return ErrorCode.INVALID_RECORD, "Clients are not allowed to write control records"
+    if transactional_id is None or not batch.is_transactional:
+        return None
+    coordinator = getattr(ctx.broker, "transaction_coordinator", None)
+    if coordinator is None or not coordinator.started:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the transaction coordinator is not available"
+    code = coordinator.verify_partitions(
+        transactional_id, batch.producer_id, batch.producer_epoch, [(topic, index)]
+    )[(topic, index)]
+    if code == ErrorCode.NONE:
+        return None
+    if code == ErrorCode.PRODUCER_FENCED:
+        code = ErrorCode.INVALID_PRODUCER_EPOCH
+    return code, f"{topic}-{index} is not part of an ongoing transaction of {transactional_id!r}"
+
+
 def _append_one(
-    ctx: RequestContext, topic: str, index: int, records, now_ms: int, acks: int
+    ctx: RequestContext,
+    topic: str,
+    index: int,
+    records,
+    now_ms: int,
+    acks: int,
+    transactional_id: str | None = None,
 ) -> tuple[dict, object]:
     """Returns (partition response, partition-or-None to wait on for acks=all)."""
     p = ctx.broker.partition(topic, index)
@@ -70,6 +99,9 @@ def _append_one(
                 ErrorCode.INVALID_RECORD,
                 "Produce requests with version 3 or later must contain exactly one record batch per partition",
             ), None
+        refused = _check_transactional(ctx, transactional_id, topic, index, batches[0])
+        if refused is not None:
+            return _result(index, *refused), None
         buf = bytearray(records)
         info = p.append_as_leader(buf, batches, now_ms)
     except CorruptRecordError as e:
@@ -82,6 +114,8 @@ def _append_one(
         return _result(index, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, str(e)), None
     except InvalidProducerEpochError as e:
         return _result(index, ErrorCode.INVALID_PRODUCER_EPOCH, str(e)), None
+    except InvalidTxnStateError as e:
+        return _result(index, ErrorCode.INVALID_TXN_STATE, str(e)), None
     except StorageError as e:
         log.error("append to %s-%d failed: %s", topic, index, e)
         return _result(index, ErrorCode.KAFKA_STORAGE_ERROR, str(e)), None
@@ -101,8 +135,6 @@ def handle_produce(ctx: RequestContext, request: dict):
         error = (ErrorCode.UNSUPPORTED_VERSION, "Produce v0-2 (message format v0/v1) is not supported")
     elif acks not in (0, 1, -1):
         error = (ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} is not one of 0, 1, -1")
-    elif request.get("transactional_id") is not None:
-        error = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported yet")
     else:
         error = None
     for topic_data in request["topic_data"]:
@@ -112,7 +144,9 @@ def handle_produce(ctx: RequestContext, request: dict):
             if error is not None:
                 parts.append(_result(pd["index"], *error))
                 continue
-            resp, wait = _append_one(ctx, name, pd["index"], pd["records"], now_ms, acks)
+            resp, wait = _append_one(
+                ctx, name, pd["index"], pd["records"], now_ms, acks, request.get("transactional_id")
+            )
             parts.append(resp)
             if wait is not None and acks == -1:
                 waits.append((resp, *wait))
