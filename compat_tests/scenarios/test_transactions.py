@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from compat_tests.clients.base import NotSupportedByClient, Record
 
-from .support import expressible
+from .support import expressible, wait_for
 
 TIMEOUT_S = 30.0
 
@@ -122,7 +122,9 @@ def test_open_transaction_holds_back_read_committed(bootstrap, make_topic) -> No
     assert _read(bootstrap, topic, "read_committed", 1, timeout_s=3) == []
     assert _read(bootstrap, topic, "read_uncommitted", 1) == [b"pending"]
     producer.commit_transaction(TIMEOUT_S)
-    assert (latest("committed"), latest("uncommitted")) == (2, 2)  # record + COMMIT marker
+    # Kafka answers EndTxn once PrepareCommit is durable and writes the markers after: wait for them.
+    wait_for(lambda: latest("committed") == 2, 15, "the LSO to pass the COMMIT marker")
+    assert latest("uncommitted") == 2  # record + COMMIT marker
     assert _read(bootstrap, topic, "read_committed", 1) == [b"pending"]
 
 
