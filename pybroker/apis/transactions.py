@@ -186,3 +186,117 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: dict) -> dict:
     if wait is not None:
         await wait
     return _commit_response(request, errors)
+
+
+# -- DescribeTransactions / ListTransactions / DescribeProducers (KIP-664) ---------------------------------
+@handles(65, 0, 0)
+def handle_describe_transactions(ctx: RequestContext, request: dict) -> dict:
+    coordinator = _txn(ctx)
+    states = []
+    for txn_id in request["transactional_ids"]:
+        md = coordinator.describe(txn_id) if coordinator is not None else None
+        if md is None:
+            code = ErrorCode.COORDINATOR_NOT_AVAILABLE if coordinator is None else ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+            states.append(
+                {
+                    "error_code": code,
+                    "transactional_id": txn_id,
+                    "transaction_state": "",
+                    "transaction_timeout_ms": 0,
+                    "transaction_start_time_ms": -1,
+                    "producer_id": -1,
+                    "producer_epoch": -1,
+                    "topics": [],
+                }
+            )
+            continue
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(md.partitions):
+            by_topic.setdefault(topic, []).append(partition)
+        states.append(
+            {
+                "error_code": ErrorCode.NONE,
+                "transactional_id": txn_id,
+                "transaction_state": md.state.kafka_name,
+                "transaction_timeout_ms": md.timeout_ms,
+                "transaction_start_time_ms": md.start_timestamp_ms,
+                "producer_id": md.producer_id,
+                "producer_epoch": md.producer_epoch,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
+            }
+        )
+    return {"throttle_time_ms": 0, "transaction_states": states}
+
+
+@handles(66, 0, 1)
+def handle_list_transactions(ctx: RequestContext, request: dict) -> dict:
+    from pybroker.coordinator.transaction.metadata import TransactionState
+
+    coordinator = _txn(ctx)
+    if coordinator is None:
+        return {
+            "throttle_time_ms": 0,
+            "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            "unknown_state_filters": [],
+            "transaction_states": [],
+        }
+    known = {s.kafka_name for s in TransactionState}
+    state_filters = set(request["state_filters"])
+    pid_filters = set(request["producer_id_filters"])
+    duration = request.get("duration_filter", -1) if ctx.version >= 1 else -1
+    now = coordinator.clock.now_ms()
+    out = []
+    for txn_id, md in sorted(coordinator.transactions.items()):
+        if state_filters and md.state.kafka_name not in state_filters:
+            continue
+        if pid_filters and md.producer_id not in pid_filters:
+            continue
+        if md.state == TransactionState.DEAD:
+            continue
+        # KIP-994: only transactions running longer than the duration.
+        if duration >= 0 and now - md.start_timestamp_ms < duration:
+            continue
+        out.append(
+            {"transactional_id": txn_id, "producer_id": md.producer_id, "transaction_state": md.state.kafka_name}
+        )
+    return {
+        "throttle_time_ms": 0,
+        "error_code": ErrorCode.NONE,
+        "unknown_state_filters": sorted(state_filters - known),
+        "transaction_states": out,
+    }
+
+
+@handles(61, 0, 0)
+def handle_describe_producers(ctx: RequestContext, request: dict) -> dict:
+    topics = []
+    for t in request["topics"]:
+        parts = []
+        for index in t["partition_indexes"]:
+            p = ctx.broker.partition(t["name"], index)
+            if p is None:
+                parts.append(
+                    {
+                        "partition_index": index,
+                        "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        "error_message": None,
+                        "active_producers": [],
+                    }
+                )
+                continue
+            producers = [
+                {
+                    "producer_id": e.producer_id,
+                    "producer_epoch": e.epoch,
+                    "last_sequence": e.last_sequence,
+                    "last_timestamp": e.last_timestamp,
+                    "coordinator_epoch": -1,
+                    "current_txn_start_offset": e.current_txn_first_offset,
+                }
+                for e in p.log.producer_state.producers.values()
+            ]
+            parts.append(
+                {"partition_index": index, "error_code": ErrorCode.NONE, "error_message": None, "active_producers": producers}
+            )
+        topics.append({"name": t["name"], "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics}
