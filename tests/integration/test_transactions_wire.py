@@ -1,0 +1,142 @@
+"""The transaction APIs request by request over a raw socket: the error codes of Kafka's
+TransactionCoordinator and of a transactional Produce, and what DescribeTransactions,
+ListTransactions and DescribeProducers report.
+
+Broker-agnostic: ``INTEGRATION_BROKER=kafka`` runs the same checks against Apache Kafka.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from pybroker.protocol.errors import ErrorCode
+from pybroker.records import SimpleRecord, build_batch
+from tests.wire import WireClient
+
+PRODUCE, FIND_COORDINATOR, INIT_PRODUCER_ID = 0, 10, 22
+ADD_PARTITIONS, END_TXN = 24, 26
+DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
+
+
+def make_topic(bootstrap: str) -> str:
+    topic = f"txw-{uuid.uuid4().hex[:10]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    return topic
+
+
+def retry(call, retriable=(ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                           ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NOT_COORDINATOR)):  # noqa: ANN001, ANN201
+    """Kafka loads __transaction_state on first use and writes markers after answering EndTxn:
+    clients retry these codes, so does the test (with a deadline)."""
+    deadline = time.monotonic() + 30
+    while True:
+        response, code = call()
+        if code not in retriable or time.monotonic() > deadline:
+            return response, code
+        time.sleep(0.2)
+
+
+def produce(wire: WireClient, txn_id: str, topic: str, partition: int, pid: int, epoch: int, seq: int) -> int:
+    records = build_batch(
+        [SimpleRecord(b"k", b"v%d" % seq)], producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+        is_transactional=True,
+    )
+    response = wire.request(
+        PRODUCE,
+        9,
+        {
+            "transactional_id": txn_id,
+            "acks": -1,
+            "timeout_ms": 10_000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}],
+        },
+    )
+    return response["responses"][0]["partition_responses"][0]["error_code"]
+
+
+def add_partitions(wire: WireClient, txn_id: str, pid: int, epoch: int, topic: str, parts: list[int]):  # noqa: ANN201
+    def call():  # noqa: ANN202
+        r = wire.request(
+            ADD_PARTITIONS,
+            3,
+            {
+                "v3_and_below_transactional_id": txn_id,
+                "v3_and_below_producer_id": pid,
+                "v3_and_below_producer_epoch": epoch,
+                "v3_and_below_topics": [{"name": topic, "partitions": parts}],
+            },
+        )
+        codes = {p["partition_index"]: p["partition_error_code"]
+                 for t in r["results_by_topic_v3_and_below"] for p in t["results_by_partition"]}
+        return codes, next(iter(codes.values()))
+
+    return retry(call)[0]
+
+
+def test_transaction_apis_over_the_wire(shared_broker) -> None:
+    bootstrap = shared_broker.bootstrap
+    topic = make_topic(bootstrap)
+    txn_id = f"wire-{uuid.uuid4().hex[:8]}"
+    with WireClient(bootstrap) as wire:
+        found, code = retry(
+            lambda: (r := wire.request(FIND_COORDINATOR, 4, {"key_type": 1, "coordinator_keys": [txn_id]}),
+                     r["coordinators"][0]["error_code"])
+        )
+        assert code == ErrorCode.NONE and found["coordinators"][0]["node_id"] >= 0
+
+        def init(timeout_ms: int, pid: int = -1, epoch: int = -1):  # noqa: ANN202
+            return retry(lambda: (r := wire.request(INIT_PRODUCER_ID, 4, {
+                "transactional_id": txn_id, "transaction_timeout_ms": timeout_ms,
+                "producer_id": pid, "producer_epoch": epoch}), r["error_code"]))[0]
+
+        assert init(900_001)["error_code"] == ErrorCode.INVALID_TRANSACTION_TIMEOUT
+        first = init(60_000)
+        assert first["error_code"] == ErrorCode.NONE
+        pid, epoch = first["producer_id"], first["producer_epoch"]
+
+        # A transactional batch to a partition not in the transaction is refused, nothing written.
+        assert produce(wire, txn_id, topic, 1, pid, epoch, 0) == ErrorCode.INVALID_TXN_STATE
+        assert add_partitions(wire, txn_id, pid, epoch, topic, [0]) == {0: ErrorCode.NONE}
+        unknown = add_partitions(wire, txn_id, pid, epoch, "no-such-topic-" + txn_id, [0])
+        assert unknown == {0: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+        assert add_partitions(wire, txn_id, pid + 1, epoch, topic, [0]) == {0: ErrorCode.INVALID_PRODUCER_ID_MAPPING}
+        assert produce(wire, txn_id, topic, 0, pid, epoch, 0) == ErrorCode.NONE
+        assert produce(wire, txn_id, topic, 0, pid, epoch, 1) == ErrorCode.NONE
+
+        described = wire.request(DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [txn_id, "nobody-" + txn_id]})
+        mine, nobody = described["transaction_states"]
+        assert (mine["error_code"], mine["transaction_state"], mine["producer_id"]) == (
+            ErrorCode.NONE, "Ongoing", pid)
+        assert mine["topics"] == [{"topic": topic, "partitions": [0]}]
+        assert nobody["error_code"] == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+        listed = wire.request(LIST_TRANSACTIONS, 1, {
+            "state_filters": ["Ongoing", "NoSuchState"], "producer_id_filters": [pid], "duration_filter": -1})
+        assert listed["unknown_state_filters"] == ["NoSuchState"]
+        assert [(t["transactional_id"], t["transaction_state"]) for t in listed["transaction_states"]] == [
+            (txn_id, "Ongoing")]
+        producers = wire.request(DESCRIBE_PRODUCERS, 0, {"topics": [{"name": topic, "partition_indexes": [0]}]})
+        (state,) = producers["topics"][0]["partitions"][0]["active_producers"]
+        assert (state["producer_id"], state["producer_epoch"], state["last_sequence"],
+                state["current_txn_start_offset"]) == (pid, epoch, 1, 0)
+
+        def end(e: int, commit: bool):  # noqa: ANN202
+            return wire.request(END_TXN, 3, {"transactional_id": txn_id, "producer_id": pid,
+                                            "producer_epoch": e, "committed": commit})["error_code"]
+
+        assert end(epoch, True) == ErrorCode.NONE
+        state_now, _ = retry(lambda: (
+            s := wire.request(DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [txn_id]})["transaction_states"][0],
+            ErrorCode.CONCURRENT_TRANSACTIONS if s["transaction_state"] == "PrepareCommit" else ErrorCode.NONE))
+        assert (state_now["transaction_state"], state_now["topics"]) == ("CompleteCommit", [])
+        assert end(epoch, True) == ErrorCode.NONE  # a retried commit
+        assert end(epoch, False) == ErrorCode.INVALID_TXN_STATE
+        # A new instance bumps the epoch; the old one is fenced.
+        again = init(60_000)
+        assert (again["producer_id"], again["producer_epoch"]) == (pid, epoch + 1)
+        assert end(epoch, True) == ErrorCode.PRODUCER_FENCED
+        # KIP-360 with a stranger's producer id: fenced.
+        assert init(60_000, pid + 1000, 0)["error_code"] == ErrorCode.PRODUCER_FENCED
