@@ -123,5 +123,5 @@ class TransactionalOffsets:
         if not groups:
             del self.pending[producer_id]
 
-    def has_pending(self, group_id: str) -> bool:
-        return any(group_id in groups for groups in self.pending.values())
+    def is_pending(self, group_id: str, tp: tuple[str, int]) -> bool:
+        return any(tp in groups.get(group_id, ()) for groups in self.pending.values())

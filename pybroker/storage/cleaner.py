@@ -8,7 +8,8 @@ One pass over a log (Kafka's LogCleaner, scaled down to one node and one thread)
    tombstones (null value) are kept as long as they are younger than ``delete.retention.ms``, so
    a consumer reading the topic sees the deletion before it disappears.  Records keep their
    offsets (a rewritten batch keeps its base offset and offset span), control and transactional
-   batches are kept as they are, records without a key are kept.
+   batches are kept as they are, records without a key are kept.  A transactional record enters
+   the offset map only when its transaction committed.
 3. swap the cleaned segment in: the new ``.log`` is written beside the old one as
    ``<base>.log.cleaned``, the old indexes are removed, then it replaces the old file with one
    atomic rename and its indexes are rebuilt.  A crash at any point leaves either the old or the
@@ -30,6 +31,7 @@ from pathlib import Path
 from pybroker.records.batch import HEADER_STRUCT, LOG_OVERHEAD, BatchHeader, rewrite_crc
 from pybroker.records.builder import SimpleRecord, encode_record
 from pybroker.records.compression import compress
+from pybroker.records.control import COMMIT, control_type
 from pybroker.records.reader import Record, decode_batch_records
 from pybroker.storage.file_slice import FileSlice, SegmentFile
 from pybroker.storage.log import Log
@@ -81,13 +83,24 @@ def snapshot_segments(log: Log) -> list[SegmentSnapshot]:
 
 
 def build_offset_map(snapshots: list[SegmentSnapshot]) -> dict[bytes, int]:
+    """key -> offset of its latest record.  A transactional record counts only once its COMMIT
+    marker is met: an aborted or still open transaction's record must never make the cleaner drop
+    the committed record it would supersede (Kafka leaves aborted records out of the map too)."""
     latest: dict[bytes, int] = {}
+    pending: dict[int, list[tuple[bytes, int]]] = {}
     for snap in snapshots:
         for header in snap.headers():
             if header.is_control:
+                entries = pending.pop(header.producer_id, [])
+                if control_type(snap.read_batch(header)) == COMMIT:
+                    latest.update(entries)
                 continue
             for record in decode_batch_records(snap.read_batch(header), header):
-                if record.key is not None:
+                if record.key is None:
+                    continue
+                if header.is_transactional:
+                    pending.setdefault(header.producer_id, []).append((record.key, record.offset))
+                else:
                     latest[record.key] = record.offset
     return latest
 

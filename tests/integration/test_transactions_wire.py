@@ -140,3 +140,58 @@ def test_transaction_apis_over_the_wire(shared_broker) -> None:
         assert end(epoch, True) == ErrorCode.PRODUCER_FENCED
         # KIP-360 with a stranger's producer id: fenced.
         assert init(60_000, pid + 1000, 0)["error_code"] == ErrorCode.PRODUCER_FENCED
+
+
+ADD_OFFSETS, TXN_OFFSET_COMMIT, OFFSET_FETCH = 25, 28, 9
+
+
+def test_txn_offsets_are_pending_until_the_commit(shared_broker) -> None:
+    bootstrap = shared_broker.bootstrap
+    topic = make_topic(bootstrap)
+    txn_id = f"offs-{uuid.uuid4().hex[:8]}"
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    with WireClient(bootstrap) as wire:
+        retry(lambda: (r := wire.request(FIND_COORDINATOR, 4, {"key_type": 1, "coordinator_keys": [txn_id]}),
+                       r["coordinators"][0]["error_code"]))
+        retry(lambda: (r := wire.request(FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": [group]}),
+                       r["coordinators"][0]["error_code"]))
+        init, _ = retry(lambda: (r := wire.request(INIT_PRODUCER_ID, 4, {
+            "transactional_id": txn_id, "transaction_timeout_ms": 60_000, "producer_id": -1,
+            "producer_epoch": -1}), r["error_code"]))
+        pid, epoch = init["producer_id"], init["producer_epoch"]
+
+        def commit_offset(offset: int) -> int:
+            r = wire.request(TXN_OFFSET_COMMIT, 3, {
+                "transactional_id": txn_id, "group_id": group, "producer_id": pid, "producer_epoch": epoch,
+                "generation_id": -1, "member_id": "", "group_instance_id": None,
+                "topics": [{"name": topic, "partitions": [
+                    {"partition_index": 0, "committed_offset": offset, "committed_leader_epoch": -1,
+                     "committed_metadata": ""}]}]})
+            return r["topics"][0]["partitions"][0]["error_code"]
+
+        def fetch(stable: bool) -> tuple[int, int]:
+            r = wire.request(OFFSET_FETCH, 7, {"group_id": group, "require_stable": stable,
+                                               "topics": [{"name": topic, "partition_indexes": [0]}]})
+            p = r["topics"][0]["partitions"][0]
+            return p["error_code"], p["committed_offset"]
+
+        added, _ = retry(lambda: (r := wire.request(ADD_OFFSETS, 3, {
+            "transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch, "group_id": group}),
+            r["error_code"]))
+        assert added["error_code"] == ErrorCode.NONE
+        assert commit_offset(5) == ErrorCode.NONE
+        assert fetch(True) == (ErrorCode.UNSTABLE_OFFSET_COMMIT, -1)
+        assert fetch(False) == (ErrorCode.NONE, -1)  # not visible before the commit
+        assert wire.request(END_TXN, 3, {"transactional_id": txn_id, "producer_id": pid,
+                                         "producer_epoch": epoch, "committed": True})["error_code"] == 0
+        got, _ = retry(lambda: (f := fetch(True), ErrorCode.CONCURRENT_TRANSACTIONS if f[0] else ErrorCode.NONE))
+        assert got == (ErrorCode.NONE, 5)
+        # An aborted transaction's offsets never show.
+        retry(lambda: (r := wire.request(ADD_OFFSETS, 3, {
+            "transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch, "group_id": group}),
+            r["error_code"]))
+        assert commit_offset(9) == ErrorCode.NONE
+        assert wire.request(END_TXN, 3, {"transactional_id": txn_id, "producer_id": pid,
+                                         "producer_epoch": epoch, "committed": False})["error_code"] == 0
+        got, _ = retry(lambda: (f := fetch(True), ErrorCode.CONCURRENT_TRANSACTIONS if f[0] else ErrorCode.NONE))
+        assert got == (ErrorCode.NONE, 5)

@@ -118,3 +118,22 @@ def test_producer_with_open_transaction_does_not_expire(log_dir):
     append(log, make_request(1, producer_id=10, producer_epoch=0, base_sequence=0))
     assert log.remove_expired_producers(10**13, 1) == 1
     assert 9 in log.producer_state.producers
+
+
+def test_compaction_never_lets_an_aborted_or_open_transaction_supersede_a_committed_record(log_dir):
+    from pybroker.records import SimpleRecord, build_batch
+    from pybroker.storage.cleaner import build_offset_map, snapshot_segments
+
+    log = Log.create(log_dir, "topic", 0, LogConfig(), 0)
+
+    def keyed(value, **kw):
+        return bytearray(build_batch([SimpleRecord(b"key", value)], **kw))
+
+    append(log, keyed(b"plain"))  # 0
+    append(log, keyed(b"aborted", producer_id=1, producer_epoch=0, base_sequence=0, is_transactional=True))  # 1
+    marker(log, 1, commit=False)  # 2
+    assert build_offset_map(snapshot_segments(log)) == {b"key": 0}
+    append(log, keyed(b"open", producer_id=2, producer_epoch=0, base_sequence=0, is_transactional=True))  # 3
+    assert build_offset_map(snapshot_segments(log)) == {b"key": 0}
+    marker(log, 2, commit=True)  # 4
+    assert build_offset_map(snapshot_segments(log)) == {b"key": 3}
