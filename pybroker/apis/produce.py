@@ -66,6 +66,8 @@ def _check_transactional(
         return None
     if code == ErrorCode.PRODUCER_FENCED:
         code = ErrorCode.INVALID_PRODUCER_EPOCH
+    elif code == ErrorCode.TRANSACTION_ABORTABLE and ctx.version < 11:
+        code = ErrorCode.INVALID_TXN_STATE  # as Kafka answers Produce v3-10 (TRANSACTION_ABORTABLE from v11)
     return code, f"{topic}-{index} is not part of an ongoing transaction of {transactional_id!r}"
 
 

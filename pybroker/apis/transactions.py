@@ -171,6 +171,8 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: dict) -> dict:
     if check != ErrorCode.NONE:
         if check == ErrorCode.PRODUCER_FENCED and ctx.version < 2:
             check = ErrorCode.INVALID_PRODUCER_EPOCH
+        elif check == ErrorCode.TRANSACTION_ABORTABLE:
+            check = ErrorCode.INVALID_TXN_STATE
         return _commit_response(request, {(t, p): check for t, p, *_ in wanted})
     b = ctx.broker
     errors, wait = gc.txn_offsets.commit(

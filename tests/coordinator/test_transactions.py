@@ -87,7 +87,7 @@ def test_commit_flow_and_epoch_bump_on_reinit():
         assert await h.c.add_partitions("tx", pid, 0, [("t", 0), ("t", 1)]) == ErrorCode.NONE
         assert h.c.verify_partitions("tx", pid, 0, [("t", 0), ("t", 2)]) == {
             ("t", 0): ErrorCode.NONE,
-            ("t", 2): ErrorCode.INVALID_TXN_STATE,
+            ("t", 2): ErrorCode.TRANSACTION_ABORTABLE,
         }
         assert await h.c.end_transaction("tx", pid, 0, True) == ErrorCode.NONE
         assert h.markers == [(pid, 0, True, [("t", 0), ("t", 1)])]

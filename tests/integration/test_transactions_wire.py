@@ -40,14 +40,16 @@ def retry(call, retriable=(ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDI
         time.sleep(0.2)
 
 
-def produce(wire: WireClient, txn_id: str, topic: str, partition: int, pid: int, epoch: int, seq: int) -> int:
+def produce(
+    wire: WireClient, txn_id: str, topic: str, partition: int, pid: int, epoch: int, seq: int, version: int = 9
+) -> int:
     records = build_batch(
         [SimpleRecord(b"k", b"v%d" % seq)], producer_id=pid, producer_epoch=epoch, base_sequence=seq,
         is_transactional=True,
     )
     response = wire.request(
         PRODUCE,
-        9,
+        version,
         {
             "transactional_id": txn_id,
             "acks": -1,
@@ -98,14 +100,28 @@ def test_transaction_apis_over_the_wire(shared_broker) -> None:
         assert first["error_code"] == ErrorCode.NONE
         pid, epoch = first["producer_id"], first["producer_epoch"]
 
-        # A transactional batch to a partition not in the transaction is refused, nothing written.
+        # A transactional batch to a partition not in the transaction is refused, nothing written
+        # (Produce v3-10: INVALID_TXN_STATE, v11: TRANSACTION_ABORTABLE).
         assert produce(wire, txn_id, topic, 1, pid, epoch, 0) == ErrorCode.INVALID_TXN_STATE
+        assert produce(wire, txn_id, topic, 1, pid, epoch, 0, version=11) == ErrorCode.TRANSACTION_ABORTABLE
         assert add_partitions(wire, txn_id, pid, epoch, topic, [0]) == {0: ErrorCode.NONE}
         unknown = add_partitions(wire, txn_id, pid, epoch, "no-such-topic-" + txn_id, [0])
         assert unknown == {0: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
         assert add_partitions(wire, txn_id, pid + 1, epoch, topic, [0]) == {0: ErrorCode.INVALID_PRODUCER_ID_MAPPING}
         assert produce(wire, txn_id, topic, 0, pid, epoch, 0) == ErrorCode.NONE
         assert produce(wire, txn_id, topic, 0, pid, epoch, 1) == ErrorCode.NONE
+        # KIP-890 verification (AddPartitionsToTxn v4, verify_only): is each partition in the transaction?
+        verified = wire.request(ADD_PARTITIONS, 4, {"transactions": [
+            {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch, "verify_only": True,
+             "topics": [{"name": topic, "partitions": [0, 1]}]}]})
+        codes = {p["partition_index"]: p["partition_error_code"]
+                 for p in verified["results_by_transaction"][0]["topic_results"][0]["results_by_partition"]}
+        assert codes == {0: ErrorCode.NONE, 1: ErrorCode.TRANSACTION_ABORTABLE}
+        fenced = wire.request(ADD_PARTITIONS, 4, {"transactions": [
+            {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch + 5, "verify_only": True,
+             "topics": [{"name": topic, "partitions": [0]}]}]})
+        assert fenced["results_by_transaction"][0]["topic_results"][0]["results_by_partition"][0][
+            "partition_error_code"] == ErrorCode.PRODUCER_FENCED
 
         described = wire.request(DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [txn_id, "nobody-" + txn_id]})
         mine, nobody = described["transaction_states"]
@@ -161,6 +177,10 @@ def test_txn_offsets_are_pending_until_the_commit(shared_broker) -> None:
         pid, epoch = init["producer_id"], init["producer_epoch"]
 
         def commit_offset(offset: int) -> int:
+            # Kafka may still be loading the group's __consumer_offsets partition: retried.
+            return retry(lambda: (c := commit_offset_once(offset), c))[1]
+
+        def commit_offset_once(offset: int) -> int:
             r = wire.request(TXN_OFFSET_COMMIT, 3, {
                 "transactional_id": txn_id, "group_id": group, "producer_id": pid, "producer_epoch": epoch,
                 "generation_id": -1, "member_id": "", "group_instance_id": None,

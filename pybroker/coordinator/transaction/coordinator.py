@@ -261,7 +261,9 @@ class TransactionCoordinator:
             elif md.state == S.ONGOING and tp in md.partitions:
                 out[tp] = ErrorCode.NONE
             else:
-                out[tp] = ErrorCode.INVALID_TXN_STATE
+                # What Kafka's coordinator answers a verification (KIP-890); callers of older
+                # request versions turn it into INVALID_TXN_STATE.
+                out[tp] = ErrorCode.TRANSACTION_ABORTABLE
         return out
 
     # -- EndTxn ------------------------------------------------------------------------------------------
