@@ -292,7 +292,7 @@ def handle_describe_producers(ctx: RequestContext, request: dict) -> dict:
                     "producer_epoch": e.epoch,
                     "last_sequence": e.last_sequence,
                     "last_timestamp": e.last_timestamp,
-                    "coordinator_epoch": -1,
+                    "coordinator_epoch": e.coordinator_epoch,
                     "current_txn_start_offset": e.current_txn_first_offset,
                 }
                 for e in p.log.producer_state.producers.values()

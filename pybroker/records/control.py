@@ -38,6 +38,12 @@ def build_marker_batch(
 
 def control_type(batch: bytes | bytearray | memoryview) -> int | None:
     """ABORT / COMMIT of an uncompressed control batch (its first record's key); None if unreadable."""
+    marker = parse_marker(batch)
+    return None if marker is None else marker[0]
+
+
+def parse_marker(batch: bytes | bytearray | memoryview) -> tuple[int, int] | None:
+    """(ABORT/COMMIT, coordinator epoch) of a control batch; None if unreadable."""
     try:
         pos = _RECORDS_OFFSET
         _, pos = read_varint(batch, pos)  # record length
@@ -48,6 +54,9 @@ def control_type(batch: bytes | bytearray | memoryview) -> int | None:
         if key_len < 4:
             return None
         _, kind = _KEY.unpack_from(batch, pos)
-        return kind
+        pos += key_len
+        value_len, pos = read_varint(batch, pos)
+        coordinator_epoch = _VALUE.unpack_from(batch, pos)[1] if value_len >= _VALUE.size else -1
+        return kind, coordinator_epoch
     except (IndexError, struct.error, ValueError, CorruptRecordError):
         return None

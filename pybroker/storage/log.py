@@ -17,7 +17,7 @@ from pybroker.records.batch import (
     stamp_log_append_time,
     stamp_partition_leader_epoch,
 )
-from pybroker.records.control import build_marker_batch, control_type
+from pybroker.records.control import build_marker_batch, parse_marker
 from pybroker.records.recompress import needs_recompression, recompress_batches
 from pybroker.storage.config import LogConfig
 from pybroker.storage.errors import OffsetOutOfRangeError, RecordTooLargeError, StorageError
@@ -144,11 +144,11 @@ class Log:
         # ``start`` come back from the replay (a crash may have lost or torn them).
         for segment in self.segments[max(0, self._segment_index(start)) :]:
             segment.txn_index.truncate_to(start)
-        self.producer_state.replay(self.iter_headers(start), self._stored_control_type, self._record_completed)
+        self.producer_state.replay(self.iter_headers(start), self._stored_marker, self._record_completed)
 
-    def _stored_control_type(self, header: BatchHeader) -> int | None:
+    def _stored_marker(self, header: BatchHeader) -> tuple[int, int] | None:
         segment = self.segments[max(0, self._segment_index(header.base_offset))]
-        return control_type(segment.read_batch(header))
+        return parse_marker(segment.read_batch(header))
 
     def _record_completed(self, completed: CompletedTxn) -> None:
         if completed.aborted:
@@ -253,7 +253,9 @@ class Log:
         buf = bytearray(build_marker_batch(producer_id, producer_epoch, commit, coordinator_epoch, now_ms))
         batches = list(iter_batch_headers(buf))
         offset = self.log_end_offset
-        plan = self.producer_state.prepare_marker(producer_id, producer_epoch, offset, 1 if commit else 0)
+        plan = self.producer_state.prepare_marker(
+            producer_id, producer_epoch, offset, 1 if commit else 0, coordinator_epoch
+        )
         stamp_base_offset(buf, 0, offset)
         stamp_partition_leader_epoch(buf, 0, leader_epoch)
         self.leader_epochs.assign(leader_epoch, offset)
@@ -290,7 +292,7 @@ class Log:
         self._write(buf, batches, infos, now_ms)
         view = memoryview(buf)
         self.producer_state.replay(
-            batches, lambda b: control_type(view[b.position : b.end_position]), self._record_completed
+            batches, lambda b: parse_marker(view[b.position : b.end_position]), self._record_completed
         )
         self._maybe_flush_after_append(now_ms)
 

@@ -48,6 +48,7 @@ class ProducerEntry:
     batches: list[BatchMetadata] = field(default_factory=list)
     last_timestamp: int = -1
     current_txn_first_offset: int = -1  # -1: no ongoing transaction
+    coordinator_epoch: int = -1  # of the last transaction marker
 
     @property
     def last_sequence(self) -> int:
@@ -63,7 +64,12 @@ class ProducerEntry:
 
     def copy(self) -> ProducerEntry:
         return ProducerEntry(
-            self.producer_id, self.epoch, list(self.batches), self.last_timestamp, self.current_txn_first_offset
+            self.producer_id,
+            self.epoch,
+            list(self.batches),
+            self.last_timestamp,
+            self.current_txn_first_offset,
+            self.coordinator_epoch,
         )
 
     def add_batch(self, epoch: int, metadata: BatchMetadata) -> None:
@@ -203,7 +209,9 @@ class ProducerStateManager:
 
     # ---- transaction markers -------------------------------------------------------------------
 
-    def prepare_marker(self, producer_id: int, epoch: int, marker_offset: int, kind: int) -> MarkerPlan:
+    def prepare_marker(
+        self, producer_id: int, epoch: int, marker_offset: int, kind: int, coordinator_epoch: int = -1
+    ) -> MarkerPlan:
         """Validate an end-of-transaction marker (Kafka's appendEndTxnMarker); raises
         InvalidProducerEpochError for a marker of an older epoch than the producer's."""
         known = self.producers.get(producer_id)
@@ -217,6 +225,7 @@ class ProducerStateManager:
             entry.batches = []
         first = entry.current_txn_first_offset if entry.current_txn_first_offset >= 0 else marker_offset
         entry.current_txn_first_offset = -1
+        entry.coordinator_epoch = coordinator_epoch
         others = [o for pid, o in self.ongoing.items() if pid != producer_id]
         lso = min(others) if others else marker_offset + 1
         return MarkerPlan(entry, CompletedTxn(producer_id, first, marker_offset, kind == ABORT, lso))
@@ -243,22 +252,24 @@ class ProducerStateManager:
     def replay(
         self,
         batches: Iterable[BatchHeader],
-        control_type: Callable[[BatchHeader], int | None] | None = None,
+        read_marker: Callable[[BatchHeader], tuple[int, int] | None] | None = None,
         on_completed: Callable[[CompletedTxn], None] | None = None,
     ) -> None:
         """Rebuild state from batches already in the log (stored offsets; no validation, like Kafka).
 
-        ``control_type`` reads a control batch's marker type (its record); ``on_completed`` is told
+        ``read_marker`` reads a control batch's (marker type, coordinator epoch) from its record; ``on_completed`` is told
         of every transaction a marker ends (the log rebuilds its transaction index from them)."""
         for batch in batches:
             if batch.producer_id < 0:
                 continue
             if batch.is_control:
-                kind = control_type(batch) if control_type is not None else None
-                if kind is None:
+                marker = read_marker(batch) if read_marker is not None else None
+                if marker is None:
                     continue
                 try:
-                    plan = self.prepare_marker(batch.producer_id, batch.producer_epoch, batch.base_offset, kind)
+                    plan = self.prepare_marker(
+                        batch.producer_id, batch.producer_epoch, batch.base_offset, marker[0], marker[1]
+                    )
                 except InvalidProducerEpochError:
                     continue
                 self.commit_marker(plan)
@@ -311,6 +322,7 @@ class ProducerStateManager:
                     e.last_timestamp,
                     [list(vars(b).values()) for b in e.batches],
                     e.current_txn_first_offset,
+                    e.coordinator_epoch,
                 ]
                 for e in self.producers.values()
             ],
@@ -341,7 +353,7 @@ class ProducerStateManager:
             producers = {}
             for producer_id, epoch, last_timestamp, batches, *rest in document["producers"]:
                 producers[producer_id] = ProducerEntry(
-                    producer_id, epoch, [BatchMetadata(*b) for b in batches], last_timestamp, *rest[:1]
+                    producer_id, epoch, [BatchMetadata(*b) for b in batches], last_timestamp, *rest[:2]
                 )
         except (OSError, ValueError, KeyError, TypeError) as exc:
             logger.warning("ignoring producer snapshot %s: %s", self.snapshot_path(offset), exc)

@@ -148,6 +148,10 @@ def test_transaction_apis_over_the_wire(shared_broker) -> None:
             s := wire.request(DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [txn_id]})["transaction_states"][0],
             ErrorCode.CONCURRENT_TRANSACTIONS if s["transaction_state"] == "PrepareCommit" else ErrorCode.NONE))
         assert (state_now["transaction_state"], state_now["topics"]) == ("CompleteCommit", [])
+        producers = wire.request(DESCRIBE_PRODUCERS, 0, {"topics": [{"name": topic, "partition_indexes": [0]}]})
+        (state,) = producers["topics"][0]["partitions"][0]["active_producers"]
+        # the COMMIT marker ended the transaction; it carried the coordinator's epoch
+        assert (state["current_txn_start_offset"], state["coordinator_epoch"]) == (-1, 0)
         assert end(epoch, True) == ErrorCode.NONE  # a retried commit
         assert end(epoch, False) == ErrorCode.INVALID_TXN_STATE
         # A new instance bumps the epoch; the old one is fenced.

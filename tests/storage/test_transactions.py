@@ -95,6 +95,7 @@ def test_recovery_rebuilds_ongoing_transactions_and_txn_index(log_dir, clean):
         log.producer_state.delete_snapshots(above=-1)
     reopened = Log.open(log_dir, "topic", 0, cfg, 0, clean_shutdown=clean)
     assert reopened.first_unstable_offset() == open_at
+    assert reopened.producer_state.producers[1].coordinator_epoch == 0  # from the marker's value
     assert reopened.collect_aborted_transactions(0, reopened.log_end_offset) == [AbortedTxn(1, 0, 2, 3)]
     marker(reopened, 2, commit=True)
     assert reopened.first_unstable_offset() is None
