@@ -345,7 +345,7 @@ _BROKER_CONFIG_LIST = [
     _key("transaction.abort.timed.out.transaction.cleanup.interval.ms", _T.INT, 10000, at_least(1), _L,
          "How often the transaction coordinator aborts transactions open past their timeout."),
     _key("transaction.remove.expired.transaction.cleanup.interval.ms", _T.INT, 3600000, at_least(1), _L,
-         "How often the transaction coordinator removes transactional ids past transactional.id.expiration.ms."),
+         "How often transactional ids idle past transactional.id.expiration.ms are removed."),
     _key("producer.id.expiration.ms", _T.INT, 86400000, at_least(1), _L,
          "How long producer state of an idle producer id is kept."),
     _key("producer.id.expiration.check.interval.ms", _T.INT, 600000, at_least(1), _L,

@@ -146,7 +146,13 @@ class AiokafkaClient:
     ) -> list[ConsumedRecord]:
         """``consume`` with isolation_level=read_committed."""
         return self.consume(
-            bootstrap, topic, partition, start=start, count=count, timeout_s=timeout_s, isolation="read_committed"
+            bootstrap,
+            topic,
+            partition,
+            start=start,
+            count=count,
+            timeout_s=timeout_s,
+            isolation="read_committed",
         )
 
     def consume(
@@ -162,7 +168,10 @@ class AiokafkaClient:
     ) -> list[ConsumedRecord]:
         async def run() -> list[ConsumedRecord]:
             consumer = AIOKafkaConsumer(
-                bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, isolation_level=isolation
+                bootstrap_servers=bootstrap,
+                group_id=None,
+                enable_auto_commit=False,
+                isolation_level=isolation,
             )
             await consumer.start()
             try:

@@ -175,7 +175,11 @@ class ConfluentClient:
                     return on_delivery
 
                 for index, record in enumerate(records):
-                    kwargs: dict = {"value": record.value, "key": record.key, "on_delivery": on_delivery_for(index)}
+                    kwargs: dict = {
+                        "value": record.value,
+                        "key": record.key,
+                        "on_delivery": on_delivery_for(index),
+                    }
                     if record.headers:
                         kwargs["headers"] = list(record.headers)
                     if record.partition is not None:
@@ -198,8 +202,15 @@ class ConfluentClient:
         self, bootstrap: str, topic: str, partition: int, *, start: Start, count: int, timeout_s: float = 30.0
     ) -> list[ConsumedRecord]:
         """``consume`` with isolation.level=read_committed."""
-        return self.consume(bootstrap, topic, partition, start=start, count=count, timeout_s=timeout_s,
-                            isolation="read_committed")
+        return self.consume(
+            bootstrap,
+            topic,
+            partition,
+            start=start,
+            count=count,
+            timeout_s=timeout_s,
+            isolation="read_committed",
+        )
 
     def _consumer(self, bootstrap: str, isolation: str = "read_uncommitted") -> Consumer:
         return Consumer(

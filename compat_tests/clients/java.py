@@ -242,7 +242,8 @@ class JavaClient:
         options = ["--topic", topic, "--transactional-id", transactional_id]
         out = self._run("transactions", bootstrap, options, stdin="\n".join(lines) + "\n")
         return [
-            [Delivery(d["partition"], d["offset"], d["timestamp"]) for d in item["deliveries"]] for item in out
+            [Delivery(d["partition"], d["offset"], d["timestamp"]) for d in item["deliveries"]]
+            for item in out
         ]
 
     def consume_committed(

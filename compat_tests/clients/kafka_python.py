@@ -142,7 +142,13 @@ class KafkaPythonClient:
     ) -> list[ConsumedRecord]:
         """``consume`` with isolation_level=read_committed."""
         return self.consume(
-            bootstrap, topic, partition, start=start, count=count, timeout_s=timeout_s, isolation="read_committed"
+            bootstrap,
+            topic,
+            partition,
+            start=start,
+            count=count,
+            timeout_s=timeout_s,
+            isolation="read_committed",
         )
 
     def _consumer(self, bootstrap: str, isolation: str = "read_uncommitted") -> KafkaConsumer:

@@ -23,13 +23,14 @@ def _txn(ctx: RequestContext):  # noqa: ANN202
     return c if c is not None and c.started else None
 
 
-# -- AddPartitionsToTxn -----------------------------------------------------------------------------------
+# -- AddPartitionsToTxn --------------------------------------------------------------------------------------
 def _topic_results(topics: list[dict], errors: dict[tuple[str, int], ErrorCode]) -> list[dict]:
     return [
         {
             "name": t["name"],
             "results_by_partition": [
-                {"partition_index": p, "partition_error_code": errors[(t["name"], p)]} for p in t["partitions"]
+                {"partition_index": p, "partition_error_code": errors[(t["name"], p)]}
+                for p in t["partitions"]
             ],
         }
         for t in topics
@@ -72,11 +73,13 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, request: dict) -> di
         errors = await _add_one(
             ctx, t["transactional_id"], t["producer_id"], t["producer_epoch"], t["topics"], t["verify_only"]
         )
-        results.append({"transactional_id": t["transactional_id"], "topic_results": _topic_results(t["topics"], errors)})
+        results.append(
+            {"transactional_id": t["transactional_id"], "topic_results": _topic_results(t["topics"], errors)}
+        )
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results_by_transaction": results}
 
 
-# -- AddOffsetsToTxn ----------------------------------------------------------------------------------------
+# -- AddOffsetsToTxn -----------------------------------------------------------------------------------------
 @handles(25, 0, 4)
 async def handle_add_offsets_to_txn(ctx: RequestContext, request: dict) -> dict:
     coordinator = _txn(ctx)
@@ -92,7 +95,7 @@ async def handle_add_offsets_to_txn(ctx: RequestContext, request: dict) -> dict:
     return {"throttle_time_ms": 0, "error_code": error}
 
 
-# -- EndTxn ---------------------------------------------------------------------------------------------------
+# -- EndTxn --------------------------------------------------------------------------------------------------
 # v5 is transaction version 2 (KIP-890 part 2, epoch bump per transaction): not advertised, as Kafka
 # 4.3.1 marks it unstable.
 @handles(26, 0, 4)
@@ -108,14 +111,16 @@ async def handle_end_txn(ctx: RequestContext, request: dict) -> dict:
     return {"throttle_time_ms": 0, "error_code": error}
 
 
-# -- WriteTxnMarkers ------------------------------------------------------------------------------------------
+# -- WriteTxnMarkers -----------------------------------------------------------------------------------------
 @handles(27, 0, 1)
 def handle_write_txn_markers(ctx: RequestContext, request: dict) -> dict:
     write = marker_writer(ctx.broker)
     out = []
     for m in request["markers"]:
         wanted = [(t["name"], p) for t in m["topics"] for p in t["partition_indexes"]]
-        errors = write(m["producer_id"], m["producer_epoch"], m["transaction_result"], m["coordinator_epoch"], wanted)
+        errors = write(
+            m["producer_id"], m["producer_epoch"], m["transaction_result"], m["coordinator_epoch"], wanted
+        )
         out.append(
             {
                 "producer_id": m["producer_id"],
@@ -134,7 +139,7 @@ def handle_write_txn_markers(ctx: RequestContext, request: dict) -> dict:
     return {"markers": out}
 
 
-# -- TxnOffsetCommit --------------------------------------------------------------------------------------------
+# -- TxnOffsetCommit -----------------------------------------------------------------------------------------
 def _commit_response(request: dict, errors: dict[tuple[str, int], ErrorCode]) -> dict[str, Any]:
     return {
         "throttle_time_ms": 0,
@@ -142,7 +147,10 @@ def _commit_response(request: dict, errors: dict[tuple[str, int], ErrorCode]) ->
             {
                 "name": t["name"],
                 "partitions": [
-                    {"partition_index": p["partition_index"], "error_code": errors[(t["name"], p["partition_index"])]}
+                    {
+                        "partition_index": p["partition_index"],
+                        "error_code": errors[(t["name"], p["partition_index"])],
+                    }
                     for p in t["partitions"]
                 ],
             }
@@ -154,7 +162,13 @@ def _commit_response(request: dict, errors: dict[tuple[str, int], ErrorCode]) ->
 @handles(28, 0, 4)
 async def handle_txn_offset_commit(ctx: RequestContext, request: dict) -> dict:
     wanted = [
-        (t["name"], p["partition_index"], p["committed_offset"], p.get("committed_leader_epoch", -1), p["committed_metadata"])
+        (
+            t["name"],
+            p["partition_index"],
+            p["committed_offset"],
+            p.get("committed_leader_epoch", -1),
+            p["committed_metadata"],
+        )
         for t in request["topics"]
         for p in t["partitions"]
     ]
@@ -198,7 +212,11 @@ def handle_describe_transactions(ctx: RequestContext, request: dict) -> dict:
     for txn_id in request["transactional_ids"]:
         md = coordinator.describe(txn_id) if coordinator is not None else None
         if md is None:
-            code = ErrorCode.COORDINATOR_NOT_AVAILABLE if coordinator is None else ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+            code = (
+                ErrorCode.COORDINATOR_NOT_AVAILABLE
+                if coordinator is None
+                else ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+            )
             states.append(
                 {
                     "error_code": code,
@@ -259,7 +277,11 @@ def handle_list_transactions(ctx: RequestContext, request: dict) -> dict:
         if duration >= 0 and now - md.start_timestamp_ms < duration:
             continue
         out.append(
-            {"transactional_id": txn_id, "producer_id": md.producer_id, "transaction_state": md.state.kafka_name}
+            {
+                "transactional_id": txn_id,
+                "producer_id": md.producer_id,
+                "transaction_state": md.state.kafka_name,
+            }
         )
     return {
         "throttle_time_ms": 0,
@@ -298,7 +320,12 @@ def handle_describe_producers(ctx: RequestContext, request: dict) -> dict:
                 for e in p.log.producer_state.producers.values()
             ]
             parts.append(
-                {"partition_index": index, "error_code": ErrorCode.NONE, "error_message": None, "active_producers": producers}
+                {
+                    "partition_index": index,
+                    "error_code": ErrorCode.NONE,
+                    "error_message": None,
+                    "active_producers": producers,
+                }
             )
         topics.append({"name": t["name"], "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}

@@ -76,7 +76,10 @@ class TransactionalOffsets:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             entries.append(
-                (records.offset_key(group_id, topic, partition), records.offset_value(offset, leader_epoch, text, now))
+                (
+                    records.offset_key(group_id, topic, partition),
+                    records.offset_value(offset, leader_epoch, text, now),
+                )
             )
             accepted[tp] = OffsetAndMetadata(offset, leader_epoch, text, now)
             errors[tp] = ErrorCode.NONE
@@ -94,8 +97,12 @@ class TransactionalOffsets:
                 if not isinstance(key, records.OffsetKey) or value is None:
                     continue
                 v = records.decode_offset_value(value)
-                om = OffsetAndMetadata(v["offset"], v.get("leader_epoch", -1), v["metadata"], v["commit_timestamp"])
-                self.pending.setdefault(producer_id, {}).setdefault(key.group, {})[(key.topic, key.partition)] = om
+                om = OffsetAndMetadata(
+                    v["offset"], v.get("leader_epoch", -1), v["metadata"], v["commit_timestamp"]
+                )
+                self.pending.setdefault(producer_id, {}).setdefault(key.group, {})[
+                    (key.topic, key.partition)
+                ] = om
 
     def complete(self, producer_id: int, commit: bool, partition: int | None = None) -> None:
         """A marker for ``producer_id`` reached ``__consumer_offsets`` partition ``partition``

@@ -100,7 +100,12 @@ class Partition:
     ):
         """Write a transaction marker (WriteTxnMarkers); readers of the LSO are woken."""
         info = self.log.append_marker(
-            producer_id, producer_epoch, commit, coordinator_epoch, leader_epoch=self.leader_epoch, now_ms=now_ms
+            producer_id,
+            producer_epoch,
+            commit,
+            coordinator_epoch,
+            leader_epoch=self.leader_epoch,
+            now_ms=now_ms,
         )
         self._maybe_advance_high_watermark()
         self.notify_data()

@@ -3,8 +3,9 @@
 Per producer id: its epoch and the metadata of its last five batches, enough to answer a retried batch
 with its original offsets and to reject gaps in the sequence, and the first offset of its ongoing
 transaction.  The earliest ongoing transaction's first offset bounds the last stable offset; a
-transaction ends with a control batch (COMMIT/ABORT marker) from the coordinator. Snapshots are written at segment roll and
-clean close as `<offset>.snapshot` (a checksummed JSON document) and replayed from on open.
+transaction ends with a control batch (COMMIT/ABORT marker) from the coordinator.  Snapshots are
+written at segment roll and clean close as `<offset>.snapshot` (a checksummed JSON document) and
+replayed from on open.
 """
 
 from __future__ import annotations
@@ -257,8 +258,9 @@ class ProducerStateManager:
     ) -> None:
         """Rebuild state from batches already in the log (stored offsets; no validation, like Kafka).
 
-        ``read_marker`` reads a control batch's (marker type, coordinator epoch) from its record; ``on_completed`` is told
-        of every transaction a marker ends (the log rebuilds its transaction index from them)."""
+        ``read_marker`` reads a control batch's (marker type, coordinator epoch) from its record;
+        ``on_completed`` is told of every transaction a marker ends (the log rebuilds its transaction
+        index from them)."""
         for batch in batches:
             if batch.producer_id < 0:
                 continue

@@ -59,7 +59,11 @@ class TransactionIndex:
             raise ValueError(f"{self.path}: aborted txn at {txn.last_offset} is not after the last entry")
         self.entries.append(txn)
         with open(self.path, "ab") as f:
-            f.write(ENTRY.pack(VERSION, txn.producer_id, txn.first_offset, txn.last_offset, txn.last_stable_offset))
+            f.write(
+                ENTRY.pack(
+                    VERSION, txn.producer_id, txn.first_offset, txn.last_offset, txn.last_stable_offset
+                )
+            )
 
     def truncate_to(self, offset: int) -> None:
         """Drop entries whose marker is at or after ``offset``."""
@@ -75,7 +79,9 @@ class TransactionIndex:
         tmp = self.path.with_name(self.path.name + ".tmp")
         with open(tmp, "wb") as f:
             for e in self.entries:
-                f.write(ENTRY.pack(VERSION, e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset))
+                f.write(
+                    ENTRY.pack(VERSION, e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset)
+                )
         os.replace(tmp, self.path)
 
     def collect(self, fetch_offset: int, upper_bound: int) -> tuple[list[AbortedTxn], bool]:

@@ -66,10 +66,18 @@ def test_records_round_trip_kafkas_layout():
     value = records.value(md.to_value())
     assert value[:2] == b"\x00\x00"  # value version 0
     back = TransactionMetadata.from_value("tx", records.decode_value(value))
-    assert (back.producer_id, back.producer_epoch, back.state, back.partitions) == (5, 2, S.ONGOING, md.partitions)
-    assert records.decode_value(records.value(TransactionMetadata("tx", 5, 2, 1, S.EMPTY).to_value()))[
-        "transaction_partitions"
-    ] is None
+    assert (back.producer_id, back.producer_epoch, back.state, back.partitions) == (
+        5,
+        2,
+        S.ONGOING,
+        md.partitions,
+    )
+    assert (
+        records.decode_value(records.value(TransactionMetadata("tx", 5, 2, 1, S.EMPTY).to_value()))[
+            "transaction_partitions"
+        ]
+        is None
+    )
 
 
 def test_illegal_transition_is_refused():

@@ -97,7 +97,9 @@ def test_kill9_mid_transaction_is_never_half_visible_and_times_out(tmp_path: Pat
             "the broker to abort the timed-out transaction",
         )
         assert read_all(bootstrap, topic, "read_committed") == committed
-        assert read_all(bootstrap, topic, "read_uncommitted") == committed + [b"open-%d" % i for i in range(5)]
+        assert read_all(bootstrap, topic, "read_uncommitted") == committed + [
+            b"open-%d" % i for i in range(5)
+        ]
 
         # The old producer instance was fenced by the abort; a new one continues the transactional id.
         again = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id})

@@ -28,8 +28,15 @@ def make_topic(bootstrap: str) -> str:
     return topic
 
 
-def retry(call, retriable=(ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-                           ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NOT_COORDINATOR)):  # noqa: ANN001, ANN201
+def retry(
+    call,
+    retriable=(
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.CONCURRENT_TRANSACTIONS,
+        ErrorCode.NOT_COORDINATOR,
+    ),
+):  # noqa: ANN001, ANN201
     """Kafka loads __transaction_state on first use and writes markers after answering EndTxn:
     clients retry these codes, so does the test (with a deadline)."""
     deadline = time.monotonic() + 30
@@ -41,10 +48,20 @@ def retry(call, retriable=(ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDI
 
 
 def produce(
-    wire: WireClient, txn_id: str, topic: str, partition: int, pid: int, epoch: int, seq: int, version: int = 9
+    wire: WireClient,
+    txn_id: str,
+    topic: str,
+    partition: int,
+    pid: int,
+    epoch: int,
+    seq: int,
+    version: int = 9,
 ) -> int:
     records = build_batch(
-        [SimpleRecord(b"k", b"v%d" % seq)], producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+        [SimpleRecord(b"k", b"v%d" % seq)],
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=seq,
         is_transactional=True,
     )
     response = wire.request(
@@ -60,7 +77,9 @@ def produce(
     return response["responses"][0]["partition_responses"][0]["error_code"]
 
 
-def add_partitions(wire: WireClient, txn_id: str, pid: int, epoch: int, topic: str, parts: list[int]):  # noqa: ANN201
+def add_partitions(  # noqa: ANN201
+    wire: WireClient, txn_id: str, pid: int, epoch: int, topic: str, parts: list[int]
+):
     def call():  # noqa: ANN202
         r = wire.request(
             ADD_PARTITIONS,
@@ -72,8 +91,11 @@ def add_partitions(wire: WireClient, txn_id: str, pid: int, epoch: int, topic: s
                 "v3_and_below_topics": [{"name": topic, "partitions": parts}],
             },
         )
-        codes = {p["partition_index"]: p["partition_error_code"]
-                 for t in r["results_by_topic_v3_and_below"] for p in t["results_by_partition"]}
+        codes = {
+            p["partition_index"]: p["partition_error_code"]
+            for t in r["results_by_topic_v3_and_below"]
+            for p in t["results_by_partition"]
+        }
         return codes, next(iter(codes.values()))
 
     return retry(call)[0]
@@ -85,15 +107,29 @@ def test_transaction_apis_over_the_wire(shared_broker) -> None:
     txn_id = f"wire-{uuid.uuid4().hex[:8]}"
     with WireClient(bootstrap) as wire:
         found, code = retry(
-            lambda: (r := wire.request(FIND_COORDINATOR, 4, {"key_type": 1, "coordinator_keys": [txn_id]}),
-                     r["coordinators"][0]["error_code"])
+            lambda: (
+                r := wire.request(FIND_COORDINATOR, 4, {"key_type": 1, "coordinator_keys": [txn_id]}),
+                r["coordinators"][0]["error_code"],
+            )
         )
         assert code == ErrorCode.NONE and found["coordinators"][0]["node_id"] >= 0
 
         def init(timeout_ms: int, pid: int = -1, epoch: int = -1):  # noqa: ANN202
-            return retry(lambda: (r := wire.request(INIT_PRODUCER_ID, 4, {
-                "transactional_id": txn_id, "transaction_timeout_ms": timeout_ms,
-                "producer_id": pid, "producer_epoch": epoch}), r["error_code"]))[0]
+            return retry(
+                lambda: (
+                    r := wire.request(
+                        INIT_PRODUCER_ID,
+                        4,
+                        {
+                            "transactional_id": txn_id,
+                            "transaction_timeout_ms": timeout_ms,
+                            "producer_id": pid,
+                            "producer_epoch": epoch,
+                        },
+                    ),
+                    r["error_code"],
+                )
+            )[0]
 
         assert init(900_001)["error_code"] == ErrorCode.INVALID_TRANSACTION_TIMEOUT
         first = init(60_000)
@@ -107,48 +143,111 @@ def test_transaction_apis_over_the_wire(shared_broker) -> None:
         assert add_partitions(wire, txn_id, pid, epoch, topic, [0]) == {0: ErrorCode.NONE}
         unknown = add_partitions(wire, txn_id, pid, epoch, "no-such-topic-" + txn_id, [0])
         assert unknown == {0: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
-        assert add_partitions(wire, txn_id, pid + 1, epoch, topic, [0]) == {0: ErrorCode.INVALID_PRODUCER_ID_MAPPING}
+        assert add_partitions(wire, txn_id, pid + 1, epoch, topic, [0]) == {
+            0: ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        }
         assert produce(wire, txn_id, topic, 0, pid, epoch, 0) == ErrorCode.NONE
         assert produce(wire, txn_id, topic, 0, pid, epoch, 1) == ErrorCode.NONE
         # KIP-890 verification (AddPartitionsToTxn v4, verify_only): is each partition in the transaction?
-        verified = wire.request(ADD_PARTITIONS, 4, {"transactions": [
-            {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch, "verify_only": True,
-             "topics": [{"name": topic, "partitions": [0, 1]}]}]})
-        codes = {p["partition_index"]: p["partition_error_code"]
-                 for p in verified["results_by_transaction"][0]["topic_results"][0]["results_by_partition"]}
+        verified = wire.request(
+            ADD_PARTITIONS,
+            4,
+            {
+                "transactions": [
+                    {
+                        "transactional_id": txn_id,
+                        "producer_id": pid,
+                        "producer_epoch": epoch,
+                        "verify_only": True,
+                        "topics": [{"name": topic, "partitions": [0, 1]}],
+                    }
+                ]
+            },
+        )
+        codes = {
+            p["partition_index"]: p["partition_error_code"]
+            for p in verified["results_by_transaction"][0]["topic_results"][0]["results_by_partition"]
+        }
         assert codes == {0: ErrorCode.NONE, 1: ErrorCode.TRANSACTION_ABORTABLE}
-        fenced = wire.request(ADD_PARTITIONS, 4, {"transactions": [
-            {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch + 5, "verify_only": True,
-             "topics": [{"name": topic, "partitions": [0]}]}]})
-        assert fenced["results_by_transaction"][0]["topic_results"][0]["results_by_partition"][0][
-            "partition_error_code"] == ErrorCode.PRODUCER_FENCED
+        fenced = wire.request(
+            ADD_PARTITIONS,
+            4,
+            {
+                "transactions": [
+                    {
+                        "transactional_id": txn_id,
+                        "producer_id": pid,
+                        "producer_epoch": epoch + 5,
+                        "verify_only": True,
+                        "topics": [{"name": topic, "partitions": [0]}],
+                    }
+                ]
+            },
+        )
+        assert (
+            fenced["results_by_transaction"][0]["topic_results"][0]["results_by_partition"][0][
+                "partition_error_code"
+            ]
+            == ErrorCode.PRODUCER_FENCED
+        )
 
-        described = wire.request(DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [txn_id, "nobody-" + txn_id]})
+        described = wire.request(
+            DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [txn_id, "nobody-" + txn_id]}
+        )
         mine, nobody = described["transaction_states"]
         assert (mine["error_code"], mine["transaction_state"], mine["producer_id"]) == (
-            ErrorCode.NONE, "Ongoing", pid)
+            ErrorCode.NONE,
+            "Ongoing",
+            pid,
+        )
         assert mine["topics"] == [{"topic": topic, "partitions": [0]}]
         assert nobody["error_code"] == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
-        listed = wire.request(LIST_TRANSACTIONS, 1, {
-            "state_filters": ["Ongoing", "NoSuchState"], "producer_id_filters": [pid], "duration_filter": -1})
+        listed = wire.request(
+            LIST_TRANSACTIONS,
+            1,
+            {
+                "state_filters": ["Ongoing", "NoSuchState"],
+                "producer_id_filters": [pid],
+                "duration_filter": -1,
+            },
+        )
         assert listed["unknown_state_filters"] == ["NoSuchState"]
         assert [(t["transactional_id"], t["transaction_state"]) for t in listed["transaction_states"]] == [
-            (txn_id, "Ongoing")]
-        producers = wire.request(DESCRIBE_PRODUCERS, 0, {"topics": [{"name": topic, "partition_indexes": [0]}]})
+            (txn_id, "Ongoing")
+        ]
+        producers = wire.request(
+            DESCRIBE_PRODUCERS, 0, {"topics": [{"name": topic, "partition_indexes": [0]}]}
+        )
         (state,) = producers["topics"][0]["partitions"][0]["active_producers"]
-        assert (state["producer_id"], state["producer_epoch"], state["last_sequence"],
-                state["current_txn_start_offset"]) == (pid, epoch, 1, 0)
+        assert (
+            state["producer_id"],
+            state["producer_epoch"],
+            state["last_sequence"],
+            state["current_txn_start_offset"],
+        ) == (pid, epoch, 1, 0)
 
         def end(e: int, commit: bool):  # noqa: ANN202
-            return wire.request(END_TXN, 3, {"transactional_id": txn_id, "producer_id": pid,
-                                            "producer_epoch": e, "committed": commit})["error_code"]
+            return wire.request(
+                END_TXN,
+                3,
+                {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": e, "committed": commit},
+            )["error_code"]
 
         assert end(epoch, True) == ErrorCode.NONE
-        state_now, _ = retry(lambda: (
-            s := wire.request(DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [txn_id]})["transaction_states"][0],
-            ErrorCode.CONCURRENT_TRANSACTIONS if s["transaction_state"] == "PrepareCommit" else ErrorCode.NONE))
+        state_now, _ = retry(
+            lambda: (
+                s := wire.request(DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [txn_id]})[
+                    "transaction_states"
+                ][0],
+                ErrorCode.CONCURRENT_TRANSACTIONS
+                if s["transaction_state"] == "PrepareCommit"
+                else ErrorCode.NONE,
+            )
+        )
         assert (state_now["transaction_state"], state_now["topics"]) == ("CompleteCommit", [])
-        producers = wire.request(DESCRIBE_PRODUCERS, 0, {"topics": [{"name": topic, "partition_indexes": [0]}]})
+        producers = wire.request(
+            DESCRIBE_PRODUCERS, 0, {"topics": [{"name": topic, "partition_indexes": [0]}]}
+        )
         (state,) = producers["topics"][0]["partitions"][0]["active_producers"]
         # the COMMIT marker ended the transaction; it carried the coordinator's epoch
         assert (state["current_txn_start_offset"], state["coordinator_epoch"]) == (-1, 0)
@@ -171,13 +270,33 @@ def test_txn_offsets_are_pending_until_the_commit(shared_broker) -> None:
     txn_id = f"offs-{uuid.uuid4().hex[:8]}"
     group = f"g-{uuid.uuid4().hex[:8]}"
     with WireClient(bootstrap) as wire:
-        retry(lambda: (r := wire.request(FIND_COORDINATOR, 4, {"key_type": 1, "coordinator_keys": [txn_id]}),
-                       r["coordinators"][0]["error_code"]))
-        retry(lambda: (r := wire.request(FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": [group]}),
-                       r["coordinators"][0]["error_code"]))
-        init, _ = retry(lambda: (r := wire.request(INIT_PRODUCER_ID, 4, {
-            "transactional_id": txn_id, "transaction_timeout_ms": 60_000, "producer_id": -1,
-            "producer_epoch": -1}), r["error_code"]))
+        retry(
+            lambda: (
+                r := wire.request(FIND_COORDINATOR, 4, {"key_type": 1, "coordinator_keys": [txn_id]}),
+                r["coordinators"][0]["error_code"],
+            )
+        )
+        retry(
+            lambda: (
+                r := wire.request(FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": [group]}),
+                r["coordinators"][0]["error_code"],
+            )
+        )
+        init, _ = retry(
+            lambda: (
+                r := wire.request(
+                    INIT_PRODUCER_ID,
+                    4,
+                    {
+                        "transactional_id": txn_id,
+                        "transaction_timeout_ms": 60_000,
+                        "producer_id": -1,
+                        "producer_epoch": -1,
+                    },
+                ),
+                r["error_code"],
+            )
+        )
         pid, epoch = init["producer_id"], init["producer_epoch"]
 
         def commit_offset(offset: int) -> int:
@@ -185,37 +304,104 @@ def test_txn_offsets_are_pending_until_the_commit(shared_broker) -> None:
             return retry(lambda: (c := commit_offset_once(offset), c))[1]
 
         def commit_offset_once(offset: int) -> int:
-            r = wire.request(TXN_OFFSET_COMMIT, 3, {
-                "transactional_id": txn_id, "group_id": group, "producer_id": pid, "producer_epoch": epoch,
-                "generation_id": -1, "member_id": "", "group_instance_id": None,
-                "topics": [{"name": topic, "partitions": [
-                    {"partition_index": 0, "committed_offset": offset, "committed_leader_epoch": -1,
-                     "committed_metadata": ""}]}]})
+            r = wire.request(
+                TXN_OFFSET_COMMIT,
+                3,
+                {
+                    "transactional_id": txn_id,
+                    "group_id": group,
+                    "producer_id": pid,
+                    "producer_epoch": epoch,
+                    "generation_id": -1,
+                    "member_id": "",
+                    "group_instance_id": None,
+                    "topics": [
+                        {
+                            "name": topic,
+                            "partitions": [
+                                {
+                                    "partition_index": 0,
+                                    "committed_offset": offset,
+                                    "committed_leader_epoch": -1,
+                                    "committed_metadata": "",
+                                }
+                            ],
+                        }
+                    ],
+                },
+            )
             return r["topics"][0]["partitions"][0]["error_code"]
 
         def fetch(stable: bool) -> tuple[int, int]:
-            r = wire.request(OFFSET_FETCH, 7, {"group_id": group, "require_stable": stable,
-                                               "topics": [{"name": topic, "partition_indexes": [0]}]})
+            r = wire.request(
+                OFFSET_FETCH,
+                7,
+                {
+                    "group_id": group,
+                    "require_stable": stable,
+                    "topics": [{"name": topic, "partition_indexes": [0]}],
+                },
+            )
             p = r["topics"][0]["partitions"][0]
             return p["error_code"], p["committed_offset"]
 
-        added, _ = retry(lambda: (r := wire.request(ADD_OFFSETS, 3, {
-            "transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch, "group_id": group}),
-            r["error_code"]))
+        added, _ = retry(
+            lambda: (
+                r := wire.request(
+                    ADD_OFFSETS,
+                    3,
+                    {
+                        "transactional_id": txn_id,
+                        "producer_id": pid,
+                        "producer_epoch": epoch,
+                        "group_id": group,
+                    },
+                ),
+                r["error_code"],
+            )
+        )
         assert added["error_code"] == ErrorCode.NONE
         assert commit_offset(5) == ErrorCode.NONE
         assert fetch(True) == (ErrorCode.UNSTABLE_OFFSET_COMMIT, -1)
         assert fetch(False) == (ErrorCode.NONE, -1)  # not visible before the commit
-        assert wire.request(END_TXN, 3, {"transactional_id": txn_id, "producer_id": pid,
-                                         "producer_epoch": epoch, "committed": True})["error_code"] == 0
-        got, _ = retry(lambda: (f := fetch(True), ErrorCode.CONCURRENT_TRANSACTIONS if f[0] else ErrorCode.NONE))
+        assert (
+            wire.request(
+                END_TXN,
+                3,
+                {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch, "committed": True},
+            )["error_code"]
+            == 0
+        )
+        got, _ = retry(
+            lambda: (f := fetch(True), ErrorCode.CONCURRENT_TRANSACTIONS if f[0] else ErrorCode.NONE)
+        )
         assert got == (ErrorCode.NONE, 5)
         # An aborted transaction's offsets never show.
-        retry(lambda: (r := wire.request(ADD_OFFSETS, 3, {
-            "transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch, "group_id": group}),
-            r["error_code"]))
+        retry(
+            lambda: (
+                r := wire.request(
+                    ADD_OFFSETS,
+                    3,
+                    {
+                        "transactional_id": txn_id,
+                        "producer_id": pid,
+                        "producer_epoch": epoch,
+                        "group_id": group,
+                    },
+                ),
+                r["error_code"],
+            )
+        )
         assert commit_offset(9) == ErrorCode.NONE
-        assert wire.request(END_TXN, 3, {"transactional_id": txn_id, "producer_id": pid,
-                                         "producer_epoch": epoch, "committed": False})["error_code"] == 0
-        got, _ = retry(lambda: (f := fetch(True), ErrorCode.CONCURRENT_TRANSACTIONS if f[0] else ErrorCode.NONE))
+        assert (
+            wire.request(
+                END_TXN,
+                3,
+                {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch, "committed": False},
+            )["error_code"]
+            == 0
+        )
+        got, _ = retry(
+            lambda: (f := fetch(True), ErrorCode.CONCURRENT_TRANSACTIONS if f[0] else ErrorCode.NONE)
+        )
         assert got == (ErrorCode.NONE, 5)

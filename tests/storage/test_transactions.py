@@ -16,7 +16,9 @@ from pybroker.storage.txn_index import ENTRY_SIZE, AbortedTxn, TransactionIndex
 
 
 def txn(pid, seq, epoch=0, count=2):
-    return make_request(count, producer_id=pid, producer_epoch=epoch, base_sequence=seq, is_transactional=True)
+    return make_request(
+        count, producer_id=pid, producer_epoch=epoch, base_sequence=seq, is_transactional=True
+    )
 
 
 def marker(log, pid, commit, epoch=0):
@@ -131,7 +133,9 @@ def test_compaction_never_lets_an_aborted_or_open_transaction_supersede_a_commit
         return bytearray(build_batch([SimpleRecord(b"key", value)], **kw))
 
     append(log, keyed(b"plain"))  # 0
-    append(log, keyed(b"aborted", producer_id=1, producer_epoch=0, base_sequence=0, is_transactional=True))  # 1
+    append(
+        log, keyed(b"aborted", producer_id=1, producer_epoch=0, base_sequence=0, is_transactional=True)
+    )  # 1
     marker(log, 1, commit=False)  # 2
     assert build_offset_map(snapshot_segments(log)) == {b"key": 0}
     append(log, keyed(b"open", producer_id=2, producer_epoch=0, base_sequence=0, is_transactional=True))  # 3

@@ -98,7 +98,9 @@ class TransactionCoordinator:
             if value is None:
                 self.transactions.pop(txn_id, None)
             else:
-                self.transactions[txn_id] = TransactionMetadata.from_value(txn_id, records.decode_value(value))
+                self.transactions[txn_id] = TransactionMetadata.from_value(
+                    txn_id, records.decode_value(value)
+                )
         log.info("loaded %d transactional ids", len(self.transactions))
 
     async def start(self) -> None:
@@ -150,7 +152,9 @@ class TransactionCoordinator:
             if wait is not None:
                 await wait
         except Exception as e:  # a failed append or replication wait: the state did not change
-            log.warning("transactional id %s: writing %s failed: %s", md.transactional_id, state.kafka_name, e)
+            log.warning(
+                "transactional id %s: writing %s failed: %s", md.transactional_id, state.kafka_name, e
+            )
             raise StoreError(str(e)) from e
         finally:
             md.pending_state = None
@@ -168,7 +172,9 @@ class TransactionCoordinator:
             return ErrorCode.INVALID_TRANSACTION_TIMEOUT, -1, -1
         md = self.transactions.get(transactional_id)
         if md is None or md.state == S.DEAD:
-            md = TransactionMetadata(transactional_id, self.allocate_producer_id(), NO_PRODUCER_EPOCH, timeout_ms)
+            md = TransactionMetadata(
+                transactional_id, self.allocate_producer_id(), NO_PRODUCER_EPOCH, timeout_ms
+            )
             md.last_update_timestamp_ms = self.clock.now_ms()
             self.transactions[transactional_id] = md
         if md.pending_state is not None:
@@ -196,8 +202,13 @@ class TransactionCoordinator:
             ):
                 return ErrorCode.NONE, md.producer_id, md.producer_epoch  # a retried request: already bumped
             if md.producer_epoch >= MAX_EPOCH - 1:
-                await self._persist(md, S.EMPTY, producer_id=self.allocate_producer_id(), producer_epoch=0,
-                                    timeout_ms=timeout_ms)
+                await self._persist(
+                    md,
+                    S.EMPTY,
+                    producer_id=self.allocate_producer_id(),
+                    producer_epoch=0,
+                    timeout_ms=timeout_ms,
+                )
                 md.last_producer_epoch = NO_PRODUCER_EPOCH
             else:
                 await self._persist(md, S.EMPTY, producer_epoch=md.producer_epoch + 1, timeout_ms=timeout_ms)
@@ -206,13 +217,18 @@ class TransactionCoordinator:
         except IllegalTransition as e:
             log.warning("%s", e)
             return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
-        log.debug("transactional id %s: producer id %d epoch %d", transactional_id, md.producer_id, md.producer_epoch)
+        log.debug(
+            "transactional id %s: producer id %d epoch %d",
+            transactional_id,
+            md.producer_id,
+            md.producer_epoch,
+        )
         return ErrorCode.NONE, md.producer_id, md.producer_epoch
 
     # -- AddPartitionsToTxn / AddOffsetsToTxn ----------------------------------------------------------
-    def _check_producer(self, transactional_id: str, producer_id: int, producer_epoch: int) -> tuple[
-        ErrorCode, TransactionMetadata | None
-    ]:
+    def _check_producer(
+        self, transactional_id: str, producer_id: int, producer_epoch: int
+    ) -> tuple[ErrorCode, TransactionMetadata | None]:
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST, None
         md = self.transactions.get(transactional_id)
@@ -227,7 +243,11 @@ class TransactionCoordinator:
         return ErrorCode.NONE, md
 
     async def add_partitions(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition]
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
     ) -> ErrorCode:
         error, md = self._check_producer(transactional_id, producer_id, producer_epoch)
         if md is None:
@@ -248,7 +268,11 @@ class TransactionCoordinator:
         return ErrorCode.NONE
 
     def verify_partitions(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition]
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
     ) -> dict[TopicPartition, ErrorCode]:
         """KIP-890 verification: is each partition part of this producer's ongoing transaction?"""
         error, md = self._check_producer(transactional_id, producer_id, producer_epoch)
@@ -294,7 +318,9 @@ class TransactionCoordinator:
         return ErrorCode.INVALID_TXN_STATE  # Empty: nothing to end
 
     async def _send_markers_and_complete(self, md: TransactionMetadata, commit: bool) -> None:
-        errors = self.write_markers(md.producer_id, md.producer_epoch, commit, COORDINATOR_EPOCH, md.partitions)
+        errors = self.write_markers(
+            md.producer_id, md.producer_epoch, commit, COORDINATOR_EPOCH, md.partitions
+        )
         for tp, code in errors.items():
             if code not in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
                 # Kafka retries until it succeeds; a local write that fails is a storage failure.
@@ -315,9 +341,16 @@ class TransactionCoordinator:
     async def _abort_timed_out(self) -> None:
         now = self.clock.now_ms()
         for md in list(self.transactions.values()):
-            if md.state == S.ONGOING and md.pending_state is None and md.start_timestamp_ms + md.timeout_ms < now:
-                log.info("transactional id %s: aborting a transaction open past its timeout of %d ms",
-                         md.transactional_id, md.timeout_ms)
+            if (
+                md.state == S.ONGOING
+                and md.pending_state is None
+                and md.start_timestamp_ms + md.timeout_ms < now
+            ):
+                log.info(
+                    "transactional id %s: aborting a transaction open past its timeout of %d ms",
+                    md.transactional_id,
+                    md.timeout_ms,
+                )
                 try:
                     await self._abort(md, bump_epoch=True)
                 except StoreError:
