@@ -185,3 +185,93 @@ def test_consume_transform_produce_commits_offsets_in_the_transaction(bootstrap,
     finally:
         consumer.close()
     assert _read(bootstrap, sink, "read_committed", 11) == [b"out-%d" % i for i in range(10)]
+
+
+def test_consume_transform_produce_is_exactly_once_through_a_rebalance(bootstrap, make_topic) -> None:
+    """Two copies of a transactional consume-transform-produce loop share a group; the second joins
+    while the first is working, so partitions move between them.  Every input record appears in the
+    output exactly once (a transaction whose offsets commit fails after the move is aborted and the
+    new owner redoes the work from the committed position)."""
+    import threading
+
+    source, sink = make_topic("-in", partitions=2), make_topic("-out")
+    group = f"eos-{uuid.uuid4().hex[:8]}"
+    seed = Producer({"bootstrap.servers": bootstrap})
+    expected = []
+    for p in range(2):
+        for i in range(20):
+            value = b"p%d-%02d" % (p, i)
+            expected.append(value)
+            seed.produce(source, value=value, partition=p)
+    seed.flush(TIMEOUT_S)
+    stop = threading.Event()
+    processed: dict[str, int] = {"a": 0, "b": 0}
+    assigned: dict[str, list[int]] = {"a": [], "b": []}
+    errors: list[BaseException] = []
+
+    def worker(name: str) -> None:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "isolation.level": "read_committed",
+                "session.timeout.ms": 6000,
+            }
+        )
+        producer = _producer(bootstrap, f"{group}-{name}")
+        try:
+            producer.init_transactions(TIMEOUT_S)
+            consumer.subscribe(
+                [source], on_assign=lambda _c, parts: assigned[name].extend(p.partition for p in parts)
+            )
+            while not stop.is_set():
+                msgs = [m for m in consumer.consume(num_messages=4, timeout=0.5) if not m.error()]
+                if not msgs:
+                    continue
+                producer.begin_transaction()
+                for m in msgs:
+                    producer.produce(sink, value=m.value())
+                positions = consumer.position(consumer.assignment())
+                try:
+                    producer.send_offsets_to_transaction(
+                        positions, consumer.consumer_group_metadata(), TIMEOUT_S
+                    )
+                    producer.commit_transaction(TIMEOUT_S)
+                    processed[name] += len(msgs)
+                except KafkaException as exc:
+                    if not exc.args[0].txn_requires_abort():
+                        raise
+                    producer.abort_transaction(TIMEOUT_S)
+                    # Rewind to the committed position: the work is redone (by whoever owns it now).
+                    for tp in consumer.committed(consumer.assignment(), TIMEOUT_S):
+                        consumer.seek(TopicPartition(tp.topic, tp.partition, max(tp.offset, 0)))
+                time.sleep(0.1)  # pace the loop so the second member joins while work remains
+        except BaseException as exc:  # reported by the test thread
+            errors.append(exc)
+        finally:
+            consumer.close()
+
+    first = threading.Thread(target=worker, args=("a",), daemon=True)
+    first.start()
+    deadline = time.monotonic() + 60
+    while processed["a"] < 8 and time.monotonic() < deadline and not errors:
+        time.sleep(0.1)
+    second = threading.Thread(target=worker, args=("b",), daemon=True)
+    second.start()
+    try:
+        got: list[bytes] = []
+        while time.monotonic() < deadline and not errors:
+            got = _read(bootstrap, sink, "read_committed", len(expected) + 1, timeout_s=3)
+            if len(got) >= len(expected) and assigned["b"]:
+                break
+    finally:
+        stop.set()
+        first.join(TIMEOUT_S)
+        second.join(TIMEOUT_S)
+    assert not errors, errors
+    assert assigned["b"], "the second member never got a partition: no rebalance happened"
+    # Settled: nothing more arrives, and each input is in the output exactly once.
+    got = _read(bootstrap, sink, "read_committed", len(expected) + 1, timeout_s=3)
+    assert sorted(got) == sorted(expected)
