@@ -187,11 +187,15 @@ def test_consume_transform_produce_commits_offsets_in_the_transaction(bootstrap,
     assert _read(bootstrap, sink, "read_committed", 11) == [b"out-%d" % i for i in range(10)]
 
 
-def test_consume_transform_produce_is_exactly_once_through_a_rebalance(bootstrap, make_topic) -> None:
+@pytest.mark.parametrize("group_protocol", ["classic", "consumer"])
+def test_consume_transform_produce_is_exactly_once_through_a_rebalance(
+    bootstrap, make_topic, group_protocol
+) -> None:
     """Two copies of a transactional consume-transform-produce loop share a group; the second joins
     while the first is working, so partitions move between them.  Every input record appears in the
     output exactly once (a transaction whose offsets commit fails after the move is aborted and the
-    new owner redoes the work from the committed position)."""
+    new owner redoes the work from the committed position).  With the classic protocol and with
+    KIP-848's (``group.protocol=consumer``, member epochs checked by TxnOffsetCommit)."""
     import threading
 
     source, sink = make_topic("-in", partitions=2), make_topic("-out")
@@ -217,7 +221,11 @@ def test_consume_transform_produce_is_exactly_once_through_a_rebalance(bootstrap
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",
                 "isolation.level": "read_committed",
-                "session.timeout.ms": 6000,
+                **(
+                    {"session.timeout.ms": 6000}
+                    if group_protocol == "classic"
+                    else {"group.protocol": "consumer"}
+                ),
             }
         )
         producer = _producer(bootstrap, f"{group}-{name}")

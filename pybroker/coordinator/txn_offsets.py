@@ -51,8 +51,16 @@ class TransactionalOffsets:
 
         if not group_id:
             return all_(ErrorCode.INVALID_GROUP_ID)
+        check = None
+        cgroup = c.consumer.groups.get(group_id)
+        if cgroup is not None:
+            # A KIP-848 group: the generation is the member epoch, checked as for OffsetCommit (a
+            # transactional commit is not bound to OffsetCommit v9+, hence no api version).
+            error, check = c.consumer.validate_offset_commit(cgroup, member_id, generation_id, None)
+            if error != ErrorCode.NONE:
+                return all_(error)
         group = c.groups.get(group_id)
-        if group is not None and group_id not in c.consumer.groups:
+        if group is not None and cgroup is None:
             if group.is_(GroupState.DEAD):
                 return all_(ErrorCode.COORDINATOR_NOT_AVAILABLE)
             if group.is_static_member_fenced(group_instance_id, member_id):
@@ -74,6 +82,10 @@ class TransactionalOffsets:
                 continue
             if topic_exists is not None and not topic_exists(topic, partition):
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            refused = check(topic, partition) if check is not None else ErrorCode.NONE
+            if refused != ErrorCode.NONE:
+                errors[tp] = refused
                 continue
             entries.append(
                 (
