@@ -193,3 +193,33 @@ def test_replay_completes_a_prepared_commit():
         await fresh.stop()
 
     run(go())
+
+
+def test_a_failed_marker_is_retried_and_the_commit_still_answered():
+    h = Harness()
+    failing = {("t", 1)}
+
+    def flaky(pid, epoch, commit, coordinator_epoch, partitions):
+        h.markers.append((pid, epoch, commit, sorted(partitions)))
+        return {tp: ErrorCode.KAFKA_STORAGE_ERROR if tp in failing else ErrorCode.NONE for tp in partitions}
+
+    h.c.write_markers = flaky
+
+    async def go():
+        await h.c.start()
+        _, pid, _ = await h.c.init_producer_id("tx", 60000)
+        await h.c.add_partitions("tx", pid, 0, [("t", 0), ("t", 1)])
+        # The decision is durable in PrepareCommit: the client gets its answer.
+        assert await h.c.end_transaction("tx", pid, 0, True) == ErrorCode.NONE
+        assert h.c.transactions["tx"].state == S.PREPARE_COMMIT
+        assert (await h.c.init_producer_id("tx", 60000))[0] == ErrorCode.CONCURRENT_TRANSACTIONS
+        failing.clear()
+        h.clock.advance(1000)
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert h.c.transactions["tx"].state == S.COMPLETE_COMMIT
+        # only the partition whose marker failed got it again
+        assert h.markers == [(pid, 0, True, [("t", 0), ("t", 1)]), (pid, 0, True, [("t", 1)])]
+        await h.c.stop()
+
+    run(go())

@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 
 S = TransactionState
 COORDINATOR_EPOCH = 0  # one broker: the __transaction_state partitions never change leader
+RETRY_BACKOFF_MS = 1000  # before writing markers / the Complete record again after a failure
 TopicPartition = tuple[str, int]
 
 
@@ -85,6 +86,7 @@ class TransactionCoordinator:
         self.clock: Clock = clock or LoopClock()
         self.transactions: dict[str, TransactionMetadata] = {}
         self._timers: list[Any] = []
+        self._retries: dict[str, Any] = {}  # transactional id -> timer completing it again
         self._tasks: set[asyncio.Future] = set()
         self.started = False
 
@@ -117,9 +119,10 @@ class TransactionCoordinator:
 
     async def stop(self) -> None:
         self.started = False
-        for t in self._timers:
+        for t in [*self._timers, *self._retries.values()]:
             t.cancel()
         self._timers.clear()
+        self._retries.clear()
         for task in list(self._tasks):
             task.cancel()
 
@@ -317,16 +320,44 @@ class TransactionCoordinator:
             return ErrorCode.PRODUCER_FENCED
         return ErrorCode.INVALID_TXN_STATE  # Empty: nothing to end
 
-    async def _send_markers_and_complete(self, md: TransactionMetadata, commit: bool) -> None:
-        errors = self.write_markers(
-            md.producer_id, md.producer_epoch, commit, COORDINATOR_EPOCH, md.partitions
-        )
-        for tp, code in errors.items():
-            if code not in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
-                # Kafka retries until it succeeds; a local write that fails is a storage failure.
-                log.error("transaction marker for %s-%d failed: %s", tp[0], tp[1], code.name)
-        await self._persist(md, S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT)
-        log.debug("transactional id %s: %s", md.transactional_id, "committed" if commit else "aborted")
+    async def _send_markers_and_complete(
+        self, md: TransactionMetadata, commit: bool, partitions: Iterable[TopicPartition] | None = None
+    ) -> bool:
+        """Write the markers, then CompleteCommit/CompleteAbort.  The outcome is already durable in
+        the Prepare record, so a failure is retried later for what is left (Kafka's marker channel
+        retries until it succeeds); meanwhile the id answers CONCURRENT_TRANSACTIONS.  Returns
+        whether the transaction is complete."""
+        remaining = set(md.partitions if partitions is None else partitions)
+        errors = self.write_markers(md.producer_id, md.producer_epoch, commit, COORDINATOR_EPOCH, remaining)
+        # Gone, or fenced by a newer epoch there: not retried (as Kafka's marker handler).
+        done = (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_PRODUCER_EPOCH)
+        failed = {tp for tp, code in errors.items() if code not in done}
+        for tp in sorted(failed):
+            log.error("transaction marker for %s-%d failed (%s): retrying", tp[0], tp[1], errors[tp].name)
+        if not failed:
+            try:
+                await self._persist(md, S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT)
+                log.debug(
+                    "transactional id %s: %s", md.transactional_id, "committed" if commit else "aborted"
+                )
+                return True
+            except StoreError:
+                pass
+        self._retry_completion(md, commit, failed)
+        return False
+
+    def _retry_completion(
+        self, md: TransactionMetadata, commit: bool, partitions: set[TopicPartition]
+    ) -> None:
+        def run() -> None:
+            self._retries.pop(md.transactional_id, None)
+            if not self.started or self.transactions.get(md.transactional_id) is not md:
+                return
+            task = asyncio.ensure_future(self._send_markers_and_complete(md, commit, partitions))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+        self._retries[md.transactional_id] = self.clock.call_later(RETRY_BACKOFF_MS, run)
 
     async def _abort(self, md: TransactionMetadata, bump_epoch: bool) -> None:
         """Abort the ongoing transaction of ``md`` (a fencing producer or a timeout); with
