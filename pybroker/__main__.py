@@ -1,5 +1,6 @@
 """The command line: `pybroker serve [server.properties] [--override key=value ...]`, shaped like
-`kafka-server-start.sh`, and `pybroker configs` to list the accepted configuration keys."""
+`kafka-server-start.sh`, `pybroker configs` to list the accepted configuration keys, and the client
+commands of `pybroker.cli` (topic, group, config, cluster, produce, consume)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,16 @@ import platform
 import sys
 from collections.abc import Sequence
 
-from pybroker.config import BROKER_CONFIGS, EVENT_LOOPS, TOPIC_CONFIGS, BrokerConfig, ConfigError, ConfigKey
+from pybroker import __version__
+from pybroker.config import (
+    BROKER_CONFIGS,
+    EVENT_LOOPS,
+    TOPIC_CONFIGS,
+    BrokerConfig,
+    ConfigError,
+    ConfigErrors,
+    ConfigKey,
+)
 from pybroker.topic_config import format_value
 
 log = logging.getLogger(__name__)
@@ -43,6 +53,7 @@ A configuration error is printed on stderr and the exit status is 1.
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pybroker", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"pybroker {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
 
@@ -85,6 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
     configs.add_argument(
         "--topic", action="store_true", help="list topic-level configs instead of broker configs"
     )
+    from pybroker import cli  # the client commands: topic, group, config, cluster, produce, consume
+
+    cli.add_commands(commands)
     return parser
 
 
@@ -93,6 +107,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "configs":
         return _print_configs(topic=args.topic)
+    if hasattr(args, "run"):
+        from pybroker import cli
+
+        return cli.run(args)
     return _serve(args, reexec_allowed=argv is None)
 
 
@@ -100,7 +118,7 @@ def _serve(args: argparse.Namespace, *, reexec_allowed: bool) -> int:
     try:
         config = BrokerConfig.load(args.properties, args.override, event_loop=args.event_loop)
     except ConfigError as e:
-        print(f"pybroker: configuration error: {e}", file=sys.stderr)
+        print(_config_error_text(e), file=sys.stderr)
         return 1
     # Only when this process is the command itself: re-exec'ing from main([...]) called inside
     # another program (a test, say) would replace that program.
@@ -122,6 +140,12 @@ def _serve(args: argparse.Namespace, *, reexec_allowed: bool) -> int:
     except ConfigError as e:  # e.g. a meta.properties that belongs to another node
         log.error("configuration error: %s", e)
         return 1
+
+
+def _config_error_text(e: ConfigError) -> str:
+    if isinstance(e, ConfigErrors):
+        return f"pybroker: {len(e.errors)} configuration errors:\n" + "\n".join(f"  {x.message}" for x in e.errors)
+    return f"pybroker: configuration error: {e}"
 
 
 def _reexec_with_malloc_tuning() -> None:

@@ -18,14 +18,17 @@ from pybroker import config as broker_config
 from pybroker.apis import load_all
 from pybroker.apis.fetch_session import FetchSessions
 from pybroker.coordinator.coordinator import GroupCoordinator
+from pybroker.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
 from pybroker.coordinator.transaction.coordinator import TransactionCoordinator
 from pybroker.coordinator.transaction.service import start_transaction_coordinator
 from pybroker.metadata.store import InvalidTopicName, MetadataStore, TopicRecord, validate_topic_name
+from pybroker.metrics.recorder import BrokerMetrics
 from pybroker.protocol.api import REQUESTS
 from pybroker.protocol.errors import ErrorCode, KafkaError
 from pybroker.replication.partition import Partition
 from pybroker.server import serve
 from pybroker.storage import LogConfig, LogManager
+from pybroker.storage.errors import LogDirLockedError
 
 if TYPE_CHECKING:
     from pybroker.config import BrokerConfig
@@ -81,16 +84,25 @@ class Broker:
         self.group_coordinator: GroupCoordinator | None = None
         self.transaction_coordinator: TransactionCoordinator | None = None
         self.fetch_sessions = FetchSessions(config.max_incremental_fetch_session_cache_slots)
+        # Byte and message totals are counted always (plain ints: the console shows them too); request
+        # latency only when metrics.listener serves it.
+        self.metrics = BrokerMetrics(timed=bool(config.get("metrics.listener")))
+        self._http: Any = None  # the metrics endpoint and web console, when configured
         self.started = False
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
-        for d in self.log_dirs:
-            d.mkdir(parents=True, exist_ok=True)
+        for warning in self.config.warnings:
+            log.warning("%s", warning)
+        # The log dir locks come first: a directory in use by another process stops start-up here,
+        # before meta.properties, metadata or __consumer_offsets are touched.
+        log_manager = LogManager(self.log_dirs)
+        log_manager.lock_dirs()
+        self.log_manager = log_manager
         self.cluster_id = broker_config.ensure_meta_properties(self.config)
         self.metadata.load()
+        self._load_dynamic_configs()
         t0 = time.monotonic()
-        self.log_manager = LogManager(self.log_dirs)
         # One LogConfig per topic, not per partition (computing it is most of a partition's cost).
         config_of = functools.lru_cache(maxsize=None)(self._log_config_for)
         await asyncio.get_running_loop().run_in_executor(None, self.log_manager.startup, config_of)
@@ -106,6 +118,11 @@ class Broker:
         self.group_coordinator = GroupCoordinator(self)
         await self.group_coordinator.start()
         self.transaction_coordinator = await start_transaction_coordinator(self)
+        if self.config.get("metrics.listener") or self.config.get("console.listener"):
+            from pybroker.metrics.http import HttpEndpoints  # imports aiohttp: only when asked for
+
+            self._http = HttpEndpoints.from_config(self, self.metrics)
+            await self._http.start()
         self._server = await serve(self, self.host, self.port)
         self._tasks = [
             asyncio.ensure_future(self._every(interval, fn))
@@ -130,12 +147,18 @@ class Broker:
             t.cancel()
         if self.transaction_coordinator is not None:
             await self.transaction_coordinator.stop()
+        if self._http is not None:
+            await self._http.stop()
         if self.group_coordinator is not None:
             await self.group_coordinator.stop()
         for p in self.partitions.values():
             p.close()
-        if self.log_manager is not None:
-            await asyncio.get_running_loop().run_in_executor(None, self.log_manager.shutdown)
+        if self.log_manager is None:
+            return  # never got the log dirs: nothing of ours to save
+        loaded = self.log_manager.loaded
+        await asyncio.get_running_loop().run_in_executor(None, self.log_manager.shutdown)
+        if not loaded:
+            return  # start-up stopped before the logs (and perhaps the metadata) were loaded: save nothing
         self.metadata.save()
         log.info("shut down cleanly")
 
@@ -317,6 +340,10 @@ class Broker:
     def auto_create_topic(self, name: str) -> TopicRecord | None:
         if not self.config.auto_create_topics_enable:
             return None
+        if name == OFFSETS_TOPIC and self.group_coordinator is not None:
+            # Kafka's AutoTopicCreationManager gives it the coordinator's partitions and configs.
+            self.group_coordinator.ensure_offsets_topic()
+            return self.metadata.topics.get(name)
         try:
             return self.create_topic(name, self.config.num_partitions, {})
         except KafkaError:
@@ -332,12 +359,15 @@ class Broker:
         if not self.config.delete_topic_enable:
             raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
         self.metadata.remove_topic(name)
+        self.metrics.forget_topic(name)
         for i in range(rec.partitions):
             p = self.partitions.pop((name, i), None)
             if p is not None:
                 p.close()
             self.log_manager.delete_log(name, i)
         log.info("deleted topic %s", name)
+        if self.group_coordinator is not None:  # its committed offsets go too (Kafka: onTopicsDeleted)
+            self.group_coordinator.on_topics_deleted([name])
 
     async def add_partitions(self, name: str, total: int, *, validate_only: bool = False) -> None:
         rec = self.metadata.topics.get(name)
@@ -377,6 +407,53 @@ class Broker:
                 p.log.update_config(cfg)
                 p.min_insync_replicas = min_isr
 
+    # -- dynamic broker configs ----------------------------------------------------------------
+    def dynamic_config_level(self, resource_name: str) -> broker_config.ConfigSource:
+        """The level a BROKER resource name addresses: "" the cluster default, the node id this broker."""
+        if resource_name == "":
+            return broker_config.ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+        return broker_config.ConfigSource.DYNAMIC_BROKER_CONFIG
+
+    def set_dynamic_broker_configs(self, resource_name: str, configs: dict[str, str]) -> None:
+        """Replace the dynamic configs of the cluster default ("") or of this broker (its node id):
+        validated (ConfigError), persisted, then applied to every topic that does not override them."""
+        self.config.set_dynamic(self.dynamic_config_level(resource_name), configs)
+        self.metadata.set_broker_configs(resource_name, configs)
+        log.info(
+            "dynamic broker configs of %s now %s",
+            "the cluster default" if resource_name == "" else f"broker {resource_name}",
+            configs,
+        )
+        self._apply_topic_defaults()
+
+    def _load_dynamic_configs(self) -> None:
+        for resource_name in ("", str(self.node_id)):
+            stored = self.metadata.broker_configs.get(resource_name)
+            if not stored:
+                continue
+            level = self.dynamic_config_level(resource_name)
+            kept = dict(stored)
+            for key in list(stored):
+                try:
+                    self.config.validate_dynamic(level, {key: stored[key]})
+                except broker_config.ConfigError as e:
+                    log.warning("ignoring stored dynamic config %s of %r: %s", key, resource_name, e)
+                    kept.pop(key)
+            self.config.set_dynamic(level, kept)
+            log.info("dynamic broker configs of %r: %s", resource_name, kept)
+
+    def _apply_topic_defaults(self) -> None:
+        """New broker defaults reach every open log and partition (topic overrides still win)."""
+        for rec in self.metadata.topics.values():
+            cfg = self.log_config(rec)
+            min_isr = self._min_insync_replicas(rec)
+            for i in range(rec.partitions):
+                p = self.partitions.get((rec.name, i))
+                if p is not None:
+                    if p.log.config != cfg:
+                        p.log.update_config(cfg)
+                    p.min_insync_replicas = min_isr
+
     def new_topic_id(self) -> uuid.UUID:
         return uuid.uuid4()
 
@@ -400,6 +477,9 @@ async def _main(config: BrokerConfig) -> int:
         loop.add_signal_handler(sig, stop.set)
     try:
         await broker.start()
+    except LogDirLockedError as e:
+        log.error("%s", e)
+        return 1
     except OSError as e:
         log.error("cannot start: %s", e)
         return 1

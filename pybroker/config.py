@@ -9,13 +9,14 @@ and the DescribeConfigs view of both live in `pybroker.topic_config` and are re-
 from __future__ import annotations
 
 import base64
+import contextlib
 import logging
 import os
 import re
 import socket
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -57,12 +58,15 @@ __all__ = [
     "BrokerConfig",
     "ConfigEntry",
     "ConfigError",
+    "ConfigErrors",
     "ConfigKey",
     "ConfigSource",
     "ConfigType",
     "Endpoint",
     "TopicConfigDef",
+    "DYNAMIC_BROKER_CONFIGS",
     "describe_broker_config",
+    "describe_broker_default_config",
     "describe_topic_config",
     "effective_topic_config",
     "effective_topic_config_str",
@@ -193,6 +197,29 @@ def _key(
     return ConfigKey(name, config_type, default, validator, importance, doc)
 
 
+class HttpListener:
+    """An `http://host:port` address for pybroker's HTTP endpoints; empty means off."""
+
+    _PATTERN = re.compile(r"^http://(?P<host>\[[0-9A-Fa-f:.]*\]|[^:\[\]/]*):(?P<port>\d{1,5})/?$")
+
+    def __call__(self, key: str, value: Any) -> None:
+        if value and self.parse(value) is None:
+            raise ConfigError(
+                key, f"Invalid value {value} for configuration {key}: expected http://host:port", value
+            )
+
+    def describe(self) -> str:
+        return "http://host:port, or empty"
+
+    @classmethod
+    def parse(cls, value: str) -> tuple[str, int] | None:
+        """(host, port) of an `http://host:port` value; None if it is malformed."""
+        m = cls._PATTERN.match(value.strip())
+        if m is None or int(m["port"]) > 65535:
+            return None
+        return m["host"].strip("[]"), int(m["port"])
+
+
 # fmt: off
 _BROKER_CONFIG_LIST = [
     # identity and listeners
@@ -274,7 +301,7 @@ _BROKER_CONFIG_LIST = [
          "Whether record timestamps are the producer's CreateTime or the broker's LogAppendTime."),
     _key("log.message.timestamp.before.max.ms", _T.LONG, LONG_MAX, at_least(0), _M,
          "How far in the past of the broker's clock a CreateTime timestamp may lie."),
-    _key("log.message.timestamp.after.max.ms", _T.LONG, LONG_MAX, at_least(0), _M,
+    _key("log.message.timestamp.after.max.ms", _T.LONG, 3_600_000, at_least(0), _M,
          "How far in the future of the broker's clock a CreateTime timestamp may lie."),
     _key("log.cleaner.delete.retention.ms", _T.LONG, 24 * MS_PER_HOUR, at_least(0), _M,
          "The default delete.retention.ms of topics: how long tombstones are kept on compacted topics."),
@@ -350,23 +377,80 @@ _BROKER_CONFIG_LIST = [
          "How long producer state of an idle producer id is kept."),
     _key("producer.id.expiration.check.interval.ms", _T.INT, 600000, at_least(1), _L,
          "How often producer ids idle for longer than producer.id.expiration.ms are removed."),
+    # pybroker's own HTTP endpoints (not Kafka keys): off unless a listener is given
+    _key("metrics.listener", _T.STRING, "", HttpListener(), _M,
+         "pybroker: serve Prometheus metrics at http://host:port/metrics, e.g. http://127.0.0.1:9644 "
+         "(empty: off)."),
+    _key("console.listener", _T.STRING, "", HttpListener(), _M,
+         "pybroker: serve the web console at this address, e.g. http://127.0.0.1:8080 (empty: off)."),
+    _key("console.admin", _T.BOOLEAN, False, None, _M,
+         "pybroker: let the web console create and delete topics (read-only when false)."),
+    _key("console.lag.sample.interval.ms", _T.INT, 5000, at_least(100), _L,
+         "pybroker: how often the web console samples each group's lag for its lag chart."),
 ]
 # fmt: on
 
 BROKER_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in _BROKER_CONFIG_LIST}
 
-# Kafka keys pybroker deliberately does not accept, with the reason shown to the user.
-NOT_APPLICABLE: dict[str, str] = {
-    "num.network.threads": "pybroker runs its network I/O on one event loop, there is no network thread pool",
-    "num.io.threads": "pybroker handles requests on one event loop, there is no request handler thread pool",
-    "num.recovery.threads.per.data.dir": "pybroker recovers logs sequentially in one worker",
-    "zookeeper.connect": "pybroker keeps its own metadata and needs no ZooKeeper",
-    "process.roles": "pybroker is always a single combined broker and controller",
-    "controller.quorum.voters": "pybroker is a single node with no controller quorum",
-    "controller.quorum.bootstrap.servers": "pybroker is a single node with no controller quorum",
-    "controller.listener.names": "pybroker has no separate controller listener",
+# Apache Kafka broker keys pybroker accepts and does not use, with the reason: a server.properties written
+# for Kafka starts pybroker with one warning per such key (Kafka itself warns about keys it does not use).
+# Exact names only, so that a misspelt key is still refused.
+_NO_THREAD_POOLS = "pybroker serves every connection on one event loop, it has no such thread pool"
+_SINGLE_NODE = "pybroker is a single combined broker and controller, there is no controller quorum"
+_NO_REPLICAS = "pybroker is a single node and has no replica fetchers"
+_NO_SHARE_GROUPS = "pybroker does not implement share groups (KIP-932)"
+_NO_SECURITY = "pybroker serves PLAINTEXT listeners only"
+UNUSED_KAFKA_KEYS: dict[str, str] = {
+    "num.network.threads": _NO_THREAD_POOLS,
+    "num.io.threads": _NO_THREAD_POOLS,
+    "background.threads": _NO_THREAD_POOLS,
+    "queued.max.requests": _NO_THREAD_POOLS,
+    "num.recovery.threads.per.data.dir": "pybroker recovers and closes logs on its own worker threads",
+    "log.cleaner.threads": "pybroker compacts on its own worker",
+    "log.cleaner.enable": "pybroker's log cleaner is always on for compacted topics",
+    "process.roles": _SINGLE_NODE,
+    "controller.quorum.voters": _SINGLE_NODE,
+    "controller.quorum.bootstrap.servers": _SINGLE_NODE,
+    "controller.quorum.election.timeout.ms": _SINGLE_NODE,
+    "controller.quorum.fetch.timeout.ms": _SINGLE_NODE,
+    "controller.listener.names": "pybroker has no controller listener; the listeners it names are not opened",
     "inter.broker.listener.name": "pybroker is a single node with no inter-broker traffic",
+    "inter.broker.protocol.version": "pybroker is a single node with no inter-broker traffic",
+    "metadata.log.dir": "pybroker keeps its metadata in the first log dir",
+    "metadata.log.segment.bytes": "pybroker keeps its metadata in the first log dir",
+    "metadata.max.retention.bytes": "pybroker keeps its metadata in the first log dir",
+    "metadata.max.retention.ms": "pybroker keeps its metadata in the first log dir",
     "cluster.id": "the cluster id is generated once and kept in <log.dir>/meta.properties",
+    "zookeeper.connect": "pybroker keeps its own metadata and needs no ZooKeeper",
+    "zookeeper.connection.timeout.ms": "pybroker keeps its own metadata and needs no ZooKeeper",
+    "zookeeper.session.timeout.ms": "pybroker keeps its own metadata and needs no ZooKeeper",
+    "num.replica.fetchers": _NO_REPLICAS,
+    "replica.lag.time.max.ms": _NO_REPLICAS,
+    "replica.fetch.max.bytes": _NO_REPLICAS,
+    "replica.fetch.wait.max.ms": _NO_REPLICAS,
+    "replica.socket.timeout.ms": _NO_REPLICAS,
+    "auto.leader.rebalance.enable": _NO_REPLICAS,
+    "offsets.topic.min.isr": "a single node always has one in-sync replica",
+    "share.coordinator.state.topic.replication.factor": _NO_SHARE_GROUPS,
+    "share.coordinator.state.topic.min.isr": _NO_SHARE_GROUPS,
+    "share.coordinator.state.topic.num.partitions": _NO_SHARE_GROUPS,
+    "group.share.enable": _NO_SHARE_GROUPS,
+    "group.coordinator.rebalance.protocols": "pybroker always serves the classic and consumer group protocols",
+    "sasl.enabled.mechanisms": _NO_SECURITY,
+    "sasl.mechanism.inter.broker.protocol": _NO_SECURITY,
+    "sasl.mechanism.controller.protocol": _NO_SECURITY,
+    "ssl.keystore.location": _NO_SECURITY,
+    "ssl.keystore.password": _NO_SECURITY,
+    "ssl.key.password": _NO_SECURITY,
+    "ssl.truststore.location": _NO_SECURITY,
+    "ssl.truststore.password": _NO_SECURITY,
+    "ssl.client.auth": _NO_SECURITY,
+    "authorizer.class.name": "pybroker has no authorizer: every client may do everything",
+    "super.users": "pybroker has no authorizer: every client may do everything",
+    "allow.everyone.if.no.acl.found": "pybroker has no authorizer: every client may do everything",
+    "log.cleaner.dedupe.buffer.size": "pybroker's compactor sizes its own map",
+    "log.cleaner.io.buffer.size": "pybroker's compactor sizes its own buffers",
+    "remote.log.storage.system.enable": "pybroker does not implement tiered storage",
 }
 
 # Kafka's broker-level synonym groups (DynamicBrokerConfig.brokerConfigSynonyms), highest precedence first.
@@ -377,6 +461,17 @@ _BROKER_SYNONYM_GROUPS = [
     ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
 ]
 _BROKER_SYNONYMS = {name: group for group in _BROKER_SYNONYM_GROUPS for name in group}
+
+# The keys Kafka lets IncrementalAlterConfigs change on a running broker that pybroker has: the broker
+# default of every topic config (Kafka's DynamicLogConfig.ReconfigurableConfigs, i.e. the first broker
+# synonym of each topic config: log.retention.ms, not log.retention.hours) and producer.id.expiration.ms
+# (DynamicProducerStateManagerConfig). Everything else is read-only, as in Kafka.
+DYNAMIC_BROKER_CONFIGS: frozenset[str] = frozenset(
+    {d.synonyms[0].name for d in TOPIC_CONFIGS.values() if d.synonyms and d.synonyms[0].name in BROKER_CONFIGS}
+    | {"producer.id.expiration.ms"}
+)
+# Resolved values that follow a dynamic key (log.retention.ms is recomputed from the dynamic layers).
+_SECONDARY_OF_DYNAMIC = frozenset({"log.roll.ms", "log.roll.jitter.ms", "log.retention.ms", "log.flush.interval.ms"})
 
 EVENT_LOOPS = ("uvloop", "asyncio")
 
@@ -414,7 +509,9 @@ def _parse_protocol_map(text: str) -> dict[str, str]:
     return result
 
 
-def _parse_listeners(key: str, text: str, protocols: Mapping[str, str]) -> list[Endpoint]:
+def _parse_listeners(
+    key: str, text: str, protocols: Mapping[str, str], skip: set[str] | frozenset[str] = frozenset()
+) -> list[Endpoint]:
     endpoints: list[Endpoint] = []
     for item in filter(None, (p.strip() for p in text.split(","))):
         m = _LISTENER.match(item)
@@ -423,6 +520,8 @@ def _parse_listeners(key: str, text: str, protocols: Mapping[str, str]) -> list[
                 key, f"Invalid value {text} for configuration {key}: {item!r} is not NAME://host:port", text
             )
         name, host, port = m["name"].upper(), m["host"].strip("[]"), int(m["port"])
+        if name in skip:
+            continue
         if port > 65535:
             raise ConfigError(
                 key, f"Invalid value {text} for configuration {key}: port {port} is out of range", text
@@ -504,24 +603,45 @@ class BrokerConfig:
 
     listener_endpoints: list[Endpoint]
     advertised_endpoints: list[Endpoint]
+    # One line per Kafka key given that pybroker does not use (logged as warnings at start-up).
+    warnings: list[str]
 
     def __init__(self, props: Mapping[str, object] | None = None, *, event_loop: str = "uvloop") -> None:
         originals = dict(props or {})
         explicit: dict[str, Any] = {}
+        # Every problem of the configuration is reported at once (ConfigErrors), not one per start.
+        problems = _Problems()
+        warnings: list[str] = []
         for name, raw in originals.items():
             key = BROKER_CONFIGS.get(name)
             if key is None:
-                raise _unknown_broker_key(name, raw)
-            explicit[name] = key.parse(raw)
+                if name in UNUSED_KAFKA_KEYS:
+                    warnings.append(
+                        f"ignoring {name}={format_value(raw)}: {UNUSED_KAFKA_KEYS[name]} (an Apache Kafka setting "
+                        "pybroker does not use)"
+                    )
+                else:
+                    problems.add(_unknown_broker_key(name, raw))
+                continue
+            with problems.collect():
+                explicit[name] = key.parse(raw)
         if event_loop not in EVENT_LOOPS:
-            raise ConfigError(
-                "event_loop", f"Invalid event loop {event_loop!r}: must be one of {', '.join(EVENT_LOOPS)}"
+            problems.add(
+                ConfigError(
+                    "event_loop", f"Invalid event loop {event_loop!r}: must be one of {', '.join(EVENT_LOOPS)}"
+                )
             )
 
         values = {name: explicit.get(name, key.default) for name, key in BROKER_CONFIGS.items()}
         self._set("_originals", {k: str(v) if not isinstance(v, str) else v for k, v in originals.items()})
         self._set("_explicit", explicit)
-        values.update(_resolve(explicit, values))
+        # Dynamic broker configs (IncrementalAlterConfigs on the BROKER resource), typed, by level:
+        # this broker's own ("<node id>") over the cluster default (""), both over the static settings.
+        self._set("_dynamic", {ConfigSource.DYNAMIC_BROKER_CONFIG: {}, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG: {}})
+        self._set("_custom", {ConfigSource.DYNAMIC_BROKER_CONFIG: {}, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG: {}})
+        self._set("warnings", warnings)
+        with problems.collect():
+            values.update(_resolve(explicit, values))
         self._set("_values", values)
         for name, value in values.items():
             self._set(_attr(name), value)
@@ -529,24 +649,11 @@ class BrokerConfig:
         self._set("log_dirs", values["log.dirs"])
         self._set("event_loop", event_loop)
 
-        protocols = _parse_protocol_map(values["listener.security.protocol.map"])
-        listeners = _parse_listeners("listeners", values["listeners"], protocols)
-        if len(listeners) > 1:
-            raise ConfigError(
-                "listeners",
-                f"Invalid value {values['listeners']} for configuration listeners: pybroker serves exactly one "
-                "listener for now",
-                values["listeners"],
-            )
-        advertised = _parse_listeners("advertised.listeners", values["advertised.listeners"], protocols)
-        _check_advertised(
-            listeners,
-            advertised,
-            values["advertised.listeners"],
-            derived="advertised.listeners" not in explicit,
-        )
-        self._set("listener_endpoints", listeners)
-        self._set("advertised_endpoints", advertised)
+        with problems.collect():
+            listeners, advertised = _listeners(values, explicit, originals, warnings)
+            self._set("listener_endpoints", listeners)
+            self._set("advertised_endpoints", advertised)
+        problems.raise_if_any()
 
     # -- construction --------------------------------------------------------------------------------
     @classmethod
@@ -584,8 +691,60 @@ class BrokerConfig:
         return self._values[key]
 
     def explicit(self, key: str) -> Any:
+        """The typed value `key` is set to (a dynamic config, else the file/overrides), or None if it is not set."""
+        found = self.configured_at(key)
+        return found[0][1] if found else None
+
+    def static(self, key: str) -> Any:
         """The typed value of `key` as given in the file/overrides, or None if it was not set."""
         return self._explicit.get(key)
+
+    def configured_at(self, key: str) -> list[tuple[ConfigSource, Any]]:
+        """Where `key` is set, highest precedence first: this broker's dynamic config, the cluster-wide
+        dynamic default, the static file/overrides (Kafka's DynamicBrokerConfig order)."""
+        found = [(source, layer[key]) for source, layer in self._dynamic.items() if key in layer]
+        if key in self._explicit:
+            found.append((ConfigSource.STATIC_BROKER_CONFIG, self._explicit[key]))
+        return found
+
+    def dynamic_configs(self, source: ConfigSource) -> dict[str, str]:
+        """The dynamic configs of one level as strings, including keys pybroker does not know."""
+        defs = BROKER_CONFIGS
+        known = {k: format_value(v) for k, v in self._dynamic[source].items() if k in defs}
+        return {**known, **self._custom[source]}
+
+    def validate_dynamic(self, source: ConfigSource, configs: Mapping[str, str]) -> dict[str, Any]:
+        """The typed values of level `source`'s new dynamic configs; ConfigError with Kafka's message for a
+        key that cannot change at runtime or a bad value. Keys pybroker does not know are kept as given
+        (Kafka keeps such custom configs too)."""
+        read_only = [k for k in configs if k in BROKER_CONFIGS and k not in DYNAMIC_BROKER_CONFIGS]
+        if read_only:
+            raise ConfigError(read_only[0], f"Cannot update these configs dynamically: [{', '.join(read_only)}]")
+        typed = {key: BROKER_CONFIGS[key].parse(raw) if key in BROKER_CONFIGS else raw for key, raw in configs.items()}
+        self._resolved(self._merged({**self._dynamic, source: typed}))  # cross-key checks raise ConfigError
+        return typed
+
+    def set_dynamic(self, source: ConfigSource, configs: Mapping[str, str]) -> None:
+        """Replace the dynamic configs of level `source` (validated as `validate_dynamic` does) and
+        recompute the effective values; whoever holds this config sees the new values at once."""
+        typed = self.validate_dynamic(source, configs)
+        self._dynamic[source] = {k: v for k, v in typed.items() if k in BROKER_CONFIGS}
+        self._custom[source] = {k: v for k, v in typed.items() if k not in BROKER_CONFIGS}
+        values = self._resolved(self._merged(self._dynamic))
+        self._values.update(values)
+        for name in DYNAMIC_BROKER_CONFIGS | _SECONDARY_OF_DYNAMIC:
+            self._set(_attr(name), values[name])
+
+    def _merged(self, dynamic: Mapping[ConfigSource, Mapping[str, Any]]) -> dict[str, Any]:
+        merged = dict(self._explicit)
+        for level in (ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, ConfigSource.DYNAMIC_BROKER_CONFIG):
+            merged.update({k: v for k, v in dynamic.get(level, {}).items() if k in BROKER_CONFIGS})
+        return merged
+
+    def _resolved(self, explicit: Mapping[str, Any]) -> dict[str, Any]:
+        values = {name: explicit.get(name, key.default) for name, key in BROKER_CONFIGS.items()}
+        values.update(_resolve(explicit, values))
+        return values
 
     def default_of(self, key: str) -> Any:
         definition = BROKER_CONFIGS.get(key)
@@ -609,12 +768,94 @@ class BrokerConfig:
         return endpoint.host or socket.getfqdn(), endpoint.port
 
 
-def _unknown_broker_key(name: str, raw: object) -> ConfigError:
-    reason = NOT_APPLICABLE.get(name)
-    if reason is not None:
-        return ConfigError(
-            name, f"Unsupported configuration {name} (value {format_value(raw)}): {reason}. Remove it.", raw
+class ConfigErrors(ConfigError):
+    """Several problems of one configuration; `str()` lists them one per line."""
+
+    def __init__(self, errors: list[ConfigError]) -> None:
+        lines = "\n".join(f"  {e.message}" for e in errors)
+        super().__init__(errors[0].key, f"{len(errors)} problems in the configuration:\n{lines}", errors[0].value)
+        self.errors = errors
+
+
+class _Problems:
+    def __init__(self) -> None:
+        self.errors: list[ConfigError] = []
+
+    def add(self, error: ConfigError) -> None:
+        # A key already reported is not reported again by a check derived from it.
+        if not any(e.key == error.key and e.key for e in self.errors):
+            self.errors.append(error)
+
+    @contextlib.contextmanager
+    def collect(self) -> Iterator[None]:
+        try:
+            yield
+        except ConfigErrors as e:
+            for error in e.errors:
+                self.add(error)
+        except ConfigError as e:
+            self.add(e)
+
+    def raise_if_any(self) -> None:
+        if len(self.errors) == 1:
+            raise self.errors[0]
+        if self.errors:
+            raise ConfigErrors(self.errors)
+
+
+def _listeners(
+    values: Mapping[str, Any], explicit: Mapping[str, Any], originals: Mapping[str, object], warnings: list[str]
+) -> tuple[list[Endpoint], list[Endpoint]]:
+    """The one listener pybroker serves and its advertised address. Listeners named by Kafka's
+    controller.listener.names (a KRaft controller's) are left out with a warning."""
+    problems = _Problems()
+    protocols: dict[str, str] = {}
+    with problems.collect():
+        protocols = _parse_protocol_map(values["listener.security.protocol.map"])
+    controller_names = {
+        n.strip().upper() for n in str(originals.get("controller.listener.names") or "").split(",") if n.strip()
+    }
+    # Kafka maps a controller listener missing from the protocol map to PLAINTEXT.
+    for name in controller_names:
+        protocols.setdefault(name, "PLAINTEXT")
+    listeners: list[Endpoint] = []
+    advertised: list[Endpoint] = []
+    with problems.collect():
+        listeners = _parse_listeners("listeners", values["listeners"], protocols, skip=controller_names)
+    # advertised.listeners defaults to listeners: if those are bad, that is already reported.
+    if "advertised.listeners" in explicit or listeners:
+        with problems.collect():
+            advertised = _parse_listeners(
+                "advertised.listeners",
+                values["advertised.listeners"] or values["listeners"],
+                protocols,
+                skip=controller_names,
+            )
+    for name in sorted(controller_names):
+        if re.search(rf"(^|,)\s*{re.escape(name)}://", values["listeners"], re.IGNORECASE):
+            warnings.append(f"not opening listener {name}: it is a controller listener (controller.listener.names)")
+    if len(listeners) > 1:
+        problems.add(
+            ConfigError(
+                "listeners",
+                f"Invalid value {values['listeners']} for configuration listeners: pybroker serves exactly one "
+                "listener for now",
+                values["listeners"],
+            )
         )
+    if listeners and advertised:
+        with problems.collect():
+            _check_advertised(
+                listeners,
+                advertised,
+                values["advertised.listeners"] or values["listeners"],
+                derived="advertised.listeners" not in explicit,
+            )
+    problems.raise_if_any()
+    return listeners, advertised
+
+
+def _unknown_broker_key(name: str, raw: object) -> ConfigError:
     if name in TOPIC_CONFIGS and name not in BROKER_CONFIGS:
         synonyms = [s.name for s in TOPIC_CONFIGS[name].synonyms]
         hint = f" The broker-wide default is {synonyms[0]}." if synonyms else ""
@@ -729,17 +970,23 @@ def _check_advertised(
 
 
 def describe_broker_config(broker: BrokerConfig) -> list[ConfigEntry]:
-    """DescribeConfigs rows for this broker: every key, its value as set (or Kafka's default, None when it
-    has none), STATIC_BROKER_CONFIG or DEFAULT_CONFIG, read-only since nothing here is dynamic."""
+    """DescribeConfigs rows for this broker (resource name = its node id), the way Kafka builds them:
+    every key with its effective value and source, synonyms by source (this broker's dynamic config, the
+    dynamic cluster default, the static settings, Kafka's default), keys that cannot change at runtime
+    read-only."""
     entries = []
     for name, key in sorted(BROKER_CONFIGS.items()):
         group = _BROKER_SYNONYMS.get(name, (name,))
         synonyms: list[tuple[str, str | None, int]] = []
-        for syn in group:
-            if broker.explicit(syn) is not None:
-                synonyms.append(
-                    (syn, value_to_wire(key, broker.explicit(syn)), int(ConfigSource.STATIC_BROKER_CONFIG))
-                )
+        for source in (
+            ConfigSource.DYNAMIC_BROKER_CONFIG,
+            ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+            ConfigSource.STATIC_BROKER_CONFIG,
+        ):
+            for syn in group:
+                for where, value in broker.configured_at(syn):
+                    if where == source:
+                        synonyms.append((syn, value_to_wire(BROKER_CONFIGS[syn], value), int(source)))
         for syn in group:
             default = BROKER_CONFIGS[syn].default
             if default is not None:
@@ -756,12 +1003,36 @@ def describe_broker_config(broker: BrokerConfig) -> list[ConfigEntry]:
                 name=name,
                 value=value_to_wire(key, value),
                 source=source,
-                read_only=True,
+                read_only=name not in DYNAMIC_BROKER_CONFIGS,
                 is_default=source == ConfigSource.DEFAULT_CONFIG,
                 sensitive=key.sensitive,
                 config_type=int(key.type),
                 synonyms=synonyms,
                 documentation=key.doc,
+            )
+        )
+    return entries
+
+
+def describe_broker_default_config(broker: BrokerConfig) -> list[ConfigEntry]:
+    """DescribeConfigs rows for the cluster default (resource name ""): only the dynamic defaults that are
+    set, each its own only synonym, as Kafka answers."""
+    source = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+    entries = []
+    for name, text in sorted(broker.dynamic_configs(source).items()):
+        key = BROKER_CONFIGS.get(name)
+        value = text if key is None else value_to_wire(key, key.parse(text))
+        entries.append(
+            ConfigEntry(
+                name=name,
+                value=value,
+                source=int(source),
+                read_only=False,
+                is_default=False,
+                sensitive=key is not None and key.sensitive,
+                config_type=int(key.type) if key is not None else int(ConfigType.UNKNOWN),
+                synonyms=[(name, value, int(source))],
+                documentation=key.doc if key is not None else None,
             )
         )
     return entries

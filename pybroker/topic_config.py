@@ -318,7 +318,10 @@ class BrokerSettings(Protocol):
     """What topic-config resolution needs from the broker config (implemented by `BrokerConfig`)."""
 
     def explicit(self, key: str) -> Any:
-        """The typed value of `key` if set in the file/overrides, else None."""
+        """The typed value `key` is set to (dynamically or in the file/overrides), else None."""
+
+    def configured_at(self, key: str) -> list[tuple[ConfigSource, Any]]:
+        """(source, typed value) of every level `key` is set at, highest precedence first."""
 
     def default_of(self, key: str) -> Any:
         """The typed default of broker key `key` (None when it has none)."""
@@ -416,7 +419,7 @@ _TOPIC_CONFIG_LIST = [
     _topic("max.message.bytes", _T.INT, DEFAULT_MAX_MESSAGE_BYTES, at_least(0),
            "Largest record batch size allowed by Kafka (after compression).",
            "message.max.bytes"),
-    _topic("message.timestamp.after.max.ms", _T.LONG, LONG_MAX, at_least(0),
+    _topic("message.timestamp.after.max.ms", _T.LONG, 3_600_000, at_least(0),
            "How far a CreateTime timestamp may lie in the future of the broker's clock.",
            "log.message.timestamp.after.max.ms"),
     _topic("message.timestamp.before.max.ms", _T.LONG, LONG_MAX, at_least(0),
@@ -557,10 +560,16 @@ def describe_topic_config(broker: BrokerSettings, overrides: Mapping[str, str | 
             synonyms.append((name, value_to_wire(key, value), ConfigSource.DYNAMIC_TOPIC_CONFIG))
         else:
             value = broker_value_for(broker, definition)
-        for syn in definition.synonyms:
-            set_value = broker.explicit(syn.name)
-            if set_value is not None:
-                synonyms.append((syn.name, value_to_wire(key, set_value), ConfigSource.STATIC_BROKER_CONFIG))
+        # Kafka's order: by source (this broker's dynamic config, the dynamic default, static), then by name.
+        for level in (
+            ConfigSource.DYNAMIC_BROKER_CONFIG,
+            ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+            ConfigSource.STATIC_BROKER_CONFIG,
+        ):
+            for syn in definition.synonyms:
+                for where, set_value in broker.configured_at(syn.name):
+                    if where == level:
+                        synonyms.append((syn.name, value_to_wire(key, set_value), level))
         for syn in definition.synonyms:
             default = broker.default_of(syn.name)
             if default is not None:
@@ -594,6 +603,8 @@ def log_config_kwargs(effective: Mapping[str, Any]) -> dict[str, Any]:
         "segment_index_bytes": effective["segment.index.bytes"],
         "max_message_bytes": effective["max.message.bytes"],
         "message_timestamp_type": effective["message.timestamp.type"],
+        "message_timestamp_before_max_ms": effective["message.timestamp.before.max.ms"],
+        "message_timestamp_after_max_ms": effective["message.timestamp.after.max.ms"],
         # storage keeps Kafka's comma-separated spelling ("compact,delete")
         "cleanup_policy": ",".join(p.lower() for p in effective["cleanup.policy"]),
         "flush_messages": effective["flush.messages"],

@@ -10,7 +10,8 @@
 #        kafka-tools jars for bench/compare.py),
 #        go-client (apt golang-go if there is no go; build compat_tests/go into .cache/go-bin/compat-go,
 #        modules from the Go module proxy cached in .cache/gomod; an older go fetches the go.mod toolchain),
-#        spark (pip install '.[spark]' and resolve the Spark kafka connector into .cache/ivy).
+#        spark (pip install '.[spark]' and resolve the Spark kafka connector into .cache/ivy),
+#        browser (apt: Debian's chromium and chromium-driver, for the web console's browser tests).
 # Maven resolves into the project-local repository .cache/m2 (override with PYBROKER_MAVEN_REPO).
 set -euo pipefail
 
@@ -21,24 +22,39 @@ MAVEN_REPO="${PYBROKER_MAVEN_REPO:-$ROOT/.cache/m2}"
 
 log() { printf '[install-deps] %s\n' "$*"; }
 
+# Each step runs with its output captured: on success it prints one line (its last `note`, if any, and
+# its time); on failure the captured output (colour escapes removed) and the exit status, then stops.
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+note() { printf '%s\n' "$*" >"$WORK/note"; }
+
 run_step() {
-  local name="$1" started ended
+  local name="$1" started status=0
   started=$(date +%s)
-  log "step $name ..."
-  "step_${name//-/_}"
-  ended=$(date +%s)
-  log "step $name done in $((ended - started))s"
+  : >"$WORK/note"
+  set +e
+  ( set -e; "step_${name//-/_}" ) >"$WORK/output" 2>&1 </dev/null
+  status=$?
+  set -e
+  local elapsed=$(($(date +%s) - started)) summary
+  summary="$(cat "$WORK/note")"
+  if [ "$status" -ne 0 ]; then
+    log "step $name FAILED (exit $status after ${elapsed}s); its output:"
+    sed -e 's/\x1b\[[0-9;?]*[A-Za-z]//g' "$WORK/output" >&2
+    exit "$status"
+  fi
+  log "$name: ${summary:-done} (${elapsed}s)"
 }
 
-apt_updated=0
 apt_install() {
   if [ "$(id -u)" -ne 0 ]; then
     log "not root: please install these packages yourself: $*"
     return 1
   fi
-  if [ "$apt_updated" -eq 0 ]; then
+  # Steps run in subshells, so "apt-get update already ran" is a file, not a variable.
+  if [ ! -e "$WORK/apt-updated" ]; then
     DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    apt_updated=1
+    touch "$WORK/apt-updated"
   fi
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
@@ -55,10 +71,10 @@ step_system() {
   fi
   command -v mvn >/dev/null 2>&1 || missing+=(maven)
   if [ "${#missing[@]}" -gt 0 ]; then
-    log "apt-get install ${missing[*]}"
     apt_install "${missing[@]}"
+    note "installed ${missing[*]}"
   else
-    log "kcat, java $(java_major_version), mvn already installed"
+    note "kcat, java $(java_major_version), mvn already installed"
   fi
 }
 
@@ -70,31 +86,34 @@ step_python() {
     extra+=(--break-system-packages)
   fi
   "$PYTHON" -m pip install -q "${extra[@]}" -e '.[test]'
+  note "pip install -e '.[test]'"
 }
 
 step_java_client() {
   local jar=compat_tests/java/target/compat-client.jar
   if [ -f "$jar" ] && [ -z "$(find compat_tests/java/pom.xml compat_tests/java/src -newer "$jar" -print -quit)" ]; then
-    log "$jar is up to date"
+    note "$jar is up to date"
     return
   fi
   (cd compat_tests/java && mvn -B -q -Dstyle.color=never -Dmaven.repo.local="$MAVEN_REPO" package -DskipTests)
   test -f "$jar"
-  log "built $jar"
+  note "built $jar"
 }
 
 step_apache_kafka() {
   "$PYTHON" -m compat_tests.reference.apache_kafka install
   # Kafka's own load tools (ProducerPerformance, ...) for python -m bench.compare.
   "$PYTHON" -m bench.kafka_tools install
+  note "Apache Kafka reference and kafka-tools jars resolved"
 }
 
 step_go_client() {
   if ! command -v go >/dev/null 2>&1; then
-    log "apt-get install golang-go"
     apt_install golang-go ca-certificates
   fi
-  GOTOOLCHAIN="${GOTOOLCHAIN:-auto}" "$PYTHON" -c 'from compat_tests.go.adapter import ensure_binary; print(ensure_binary())'
+  local binary
+  binary="$(GOTOOLCHAIN="${GOTOOLCHAIN:-auto}" "$PYTHON" -c 'from compat_tests.go.adapter import ensure_binary; print(ensure_binary())')"
+  note "Go compat client ready: ${binary##*$'\n'}"
 }
 
 step_spark() {
@@ -106,17 +125,27 @@ step_spark() {
   "$PYTHON" -m pip install -q "${extra[@]}" -e '.[spark]'
   # Resolves spark-sql-kafka-0-10 into the Ivy cache .cache/ivy (offline on the next run).
   "$PYTHON" -m spark_examples.common
+  note "pyspark installed, Spark kafka connector resolved"
+}
+
+step_browser() {
+  if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then
+    note "chromium and chromedriver already installed"
+    return
+  fi
+  apt_install chromium chromium-driver
+  note "installed chromium chromium-driver"
 }
 
 main() {
   local steps=("$@")
   if [ "${#steps[@]}" -eq 0 ]; then
-    steps=(system python java-client apache-kafka go-client spark)
+    steps=(system python java-client apache-kafka go-client spark browser)
   fi
   for step in "${steps[@]}"; do
     case "$step" in
-      system | python | java-client | apache-kafka | go-client | spark) run_step "$step" ;;
-      *) log "unknown step: $step"; exit 2 ;;
+      system | python | java-client | apache-kafka | go-client | spark | browser) run_step "$step" ;;
+      *) log "unknown step: $step (steps: system python java-client apache-kafka go-client spark browser)"; exit 2 ;;
     esac
   done
 }

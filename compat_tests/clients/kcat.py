@@ -36,6 +36,7 @@ _FAILED = re.compile(rb"Delivery failed for message: (.*)")
 _ERROR_TEXTS = {
     b"Broker: Message size too large": "MESSAGE_TOO_LARGE",
     b"Broker: Unknown topic or partition": "UNKNOWN_TOPIC_OR_PARTITION",
+    b"Broker: Invalid topic": "INVALID_TOPIC_EXCEPTION",
     b"Local: Unknown topic": "UNKNOWN_TOPIC_OR_PARTITION",
     b"Local: Unknown partition": "UNKNOWN_TOPIC_OR_PARTITION",
 }

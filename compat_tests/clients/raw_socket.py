@@ -84,3 +84,115 @@ class RawConnection:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+# ---- Produce by hand: record batches a client library would never send ------------------------------
+
+PRODUCE_KEY = 0
+CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+_BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
+
+
+def zigzag_varint(value: int) -> bytes:
+    """A zig-zag varint as inside v2 records."""
+    encoded = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
+    out = bytearray()
+    while encoded >= 0x80:
+        out.append((encoded & 0x7F) | 0x80)
+        encoded >>= 7
+    out.append(encoded)
+    return bytes(out)
+
+
+def encode_record(
+    key: bytes | None, value: bytes | None, offset_delta: int, timestamp_delta: int = 0
+) -> bytes:
+    """One v2 record (length-prefixed), no headers."""
+    body = b"\x00" + zigzag_varint(timestamp_delta) + zigzag_varint(offset_delta)
+    for field in (key, value):
+        body += zigzag_varint(-1) if field is None else zigzag_varint(len(field)) + field
+    body += zigzag_varint(0)
+    return zigzag_varint(len(body)) + body
+
+
+def record_batch(
+    payload: bytes, *, count: int, codec: int = 0, base_timestamp: int = 0, max_timestamp: int | None = None
+) -> bytes:
+    """A v2 batch around an already encoded (and, for ``codec``, already compressed) records section,
+    with a valid CRC-32C: the bytes inside are whatever the caller made them."""
+    from crc32c import crc32c
+
+    max_ts = base_timestamp if max_timestamp is None else max_timestamp
+    batch = bytearray(_BATCH_HEADER.size) + payload
+    _BATCH_HEADER.pack_into(
+        batch, 0, 0, len(batch) - 12, -1, 2, 0, codec, count - 1, base_timestamp, max_ts, -1, -1, -1, count
+    )
+    struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
+    return bytes(batch)
+
+
+def _string(value: str) -> bytes:
+    raw = value.encode()
+    return struct.pack(">h", len(raw)) + raw
+
+
+def produce_request(version: int, correlation_id: int, topic: str, records: bytes, acks: int = -1) -> bytes:
+    """A size-prefixed Produce request (v3-v8, the non-flexible versions) for partition 0 of ``topic``."""
+    if not 3 <= version <= 8:
+        raise ValueError("raw Produce is encoded for v3-v8 only")
+    body = struct.pack(">hhi", -1, acks, 30_000)  # null transactional id, acks, timeout
+    body += struct.pack(">i", 1) + _string(topic) + struct.pack(">i", 1)
+    body += struct.pack(">ii", 0, len(records)) + records
+    return encode_request(PRODUCE_KEY, version, correlation_id, body, client_id=b"compat-raw-socket")
+
+
+@dataclass(frozen=True)
+class PartitionProduceResponse:
+    error_code: int
+    base_offset: int
+    record_errors: tuple[tuple[int, str | None], ...]  # (batch index, message), Produce v8+
+    error_message: str | None  # Produce v8+
+
+
+def parse_produce_response(frame: bytes, version: int) -> PartitionProduceResponse:
+    """The one partition's answer in a Produce v3-v8 response frame (without its size prefix)."""
+    position = 4  # correlation id
+    (topics,) = struct.unpack_from(">i", frame, position)
+    position += 4
+    if topics != 1:
+        raise ValueError(f"{topics} topics in the response")
+    (name_length,) = struct.unpack_from(">h", frame, position)
+    position += 2 + name_length + 4
+    _index, error_code, base_offset, _append_time = struct.unpack_from(">ihqq", frame, position)
+    position += 22
+    if version >= 5:
+        position += 8  # log start offset
+    record_errors: list[tuple[int, str | None]] = []
+    error_message = None
+    if version >= 8:
+        (count,) = struct.unpack_from(">i", frame, position)
+        position += 4
+        for _ in range(max(count, 0)):
+            (batch_index,) = struct.unpack_from(">i", frame, position)
+            message, position = _nullable_string(frame, position + 4)
+            record_errors.append((batch_index, message))
+        error_message, position = _nullable_string(frame, position)
+    return PartitionProduceResponse(error_code, base_offset, tuple(record_errors), error_message)
+
+
+def _nullable_string(frame: bytes, position: int) -> tuple[str | None, int]:
+    (length,) = struct.unpack_from(">h", frame, position)
+    position += 2
+    if length < 0:
+        return None, position
+    return frame[position : position + length].decode(errors="replace"), position + length
+
+
+def produce_raw(bootstrap: str, version: int, topic: str, records: bytes, timeout_s: float = 60.0):
+    """Send one Produce on a fresh connection; the partition's answer, or raise if none came."""
+    with RawConnection(bootstrap, timeout_s=timeout_s) as conn:
+        conn.send(produce_request(version, 77, topic, records))
+        seen = conn.observe(wait_s=timeout_s)
+        if seen.kind != "answered":
+            raise ConnectionError(f"Produce v{version} not answered: {seen.describe()}")
+        return parse_produce_response(seen.frame, version)

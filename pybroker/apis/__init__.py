@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pybroker.broker import Broker
+    from pybroker.metrics.recorder import BrokerMetrics
     from pybroker.protocol.codec import RequestHeader
 
 Response = dict[str, Any] | None
@@ -23,6 +24,7 @@ class RequestContext:
     broker: Broker
     header: RequestHeader
     peer: str
+    metrics: BrokerMetrics  # running totals the handlers bump (bytes and messages per topic)
 
     @property
     def version(self) -> int:
@@ -61,6 +63,7 @@ def load_all() -> dict[int, ApiHandler]:
         consumer_groups,
         fetch,
         groups,
+        log_dirs,
         metadata,
         offsets,
         produce,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from pybroker import config as broker_config
-from pybroker.apis import RequestContext, handles
+from pybroker.apis import RequestContext, broker_loggers, handles
 from pybroker.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -34,8 +34,33 @@ def _entry(e, version: int, include_synonyms: bool, include_docs: bool) -> dict:
     return entry
 
 
-def _broker_resource_ok(ctx: RequestContext, name: str) -> bool:
-    return name == "" or name == str(ctx.broker.node_id)
+def _describe_broker_name_error(ctx: RequestContext, name: str) -> str | None:
+    """Kafka's answers (INVALID_REQUEST) for a BROKER resource name that is not "" or this node's id."""
+    if name == "":
+        return None
+    if not _is_int(name):
+        return f"Broker id must be an integer, but it is: {name}"
+    if int(name) != ctx.broker.node_id:
+        return f"Unexpected broker id, expected {ctx.broker.node_id} or empty string, but received {name}"
+    return None
+
+
+def _alter_node_name_error(ctx: RequestContext, name: str, allow_default: bool) -> str | None:
+    if name == "" and allow_default:
+        return None
+    if not _is_int(name):
+        return f"Node id must be an integer, but it is: {name}"
+    if int(name) != ctx.broker.node_id:
+        return f"Unexpected broker id, expected {ctx.broker.node_id}, but received {name}"
+    return None
+
+
+def _is_int(text: str) -> bool:
+    try:
+        int(text)
+    except ValueError:
+        return False
+    return True
 
 
 @handles(32, 0, 4)
@@ -63,8 +88,22 @@ def handle_describe_configs(ctx: RequestContext, request: dict) -> dict:
                 results.append(out)
                 continue
             entries = broker_config.describe_topic_config(b.config, rec.configs)
-        elif rtype == BROKER and _broker_resource_ok(ctx, rname):
-            entries = broker_config.describe_broker_config(b.config)
+        elif rtype in (BROKER, BROKER_LOGGER):
+            error = (
+                _describe_broker_name_error(ctx, rname)
+                if rtype == BROKER
+                else _alter_node_name_error(ctx, rname, allow_default=False)
+            )
+            if error is not None:
+                out.update(error_code=ErrorCode.INVALID_REQUEST, error_message=error)
+                results.append(out)
+                continue
+            if rtype == BROKER_LOGGER:
+                entries = broker_loggers.describe(keys)
+            elif rname == "":
+                entries = broker_config.describe_broker_default_config(b.config)
+            else:
+                entries = broker_config.describe_broker_config(b.config)
         else:
             out.update(
                 error_code=ErrorCode.INVALID_REQUEST,
@@ -105,6 +144,8 @@ def _alter(ctx: RequestContext, request: dict, incremental: bool) -> dict:
             rec = b.topic(rname)
             if rec is None:
                 code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{rname}' does not exist."
+            elif incremental and (problem := _incremental_ops_problem(r["configs"])) is not None:
+                code, message = ErrorCode.INVALID_REQUEST, problem
             else:
                 new = dict(rec.configs) if incremental else {}
                 try:
@@ -114,14 +155,109 @@ def _alter(ctx: RequestContext, request: dict, incremental: bool) -> dict:
                     code, message = ErrorCode.INVALID_CONFIG, str(e)
                 else:
                     code, message = _apply_topic_configs(ctx, rname, new, validate_only)
-        elif rtype in (BROKER, BROKER_LOGGER):
-            code, message = ErrorCode.INVALID_REQUEST, "dynamic broker configuration is not supported yet"
+        elif rtype == BROKER:
+            code, message = _alter_broker(ctx, rname, r["configs"], incremental, validate_only)
+        elif rtype == BROKER_LOGGER:
+            code, message = _alter_loggers(ctx, rname, r["configs"], incremental, validate_only)
         else:
             code, message = ErrorCode.INVALID_REQUEST, f"unsupported resource type {rtype}"
         responses.append(
             {"error_code": code, "error_message": message, "resource_type": rtype, "resource_name": rname}
         )
     return {"throttle_time_ms": 0, "responses": responses}
+
+
+def _alter_broker(
+    ctx: RequestContext, name: str, ops: list[dict], incremental: bool, validate_only: bool
+) -> tuple[ErrorCode, str | None]:
+    """Dynamic broker configs of the cluster default ("") or this broker (its node id), as Kafka's
+    ConfigAdminManager and DynamicBrokerConfig do: every problem is INVALID_REQUEST with Kafka's message."""
+    b = ctx.broker
+    error = _alter_node_name_error(ctx, name, allow_default=True)
+    if error is not None:
+        return ErrorCode.INVALID_REQUEST, error
+    if incremental:
+        problem = _incremental_ops_problem(ops)
+        if problem is not None:
+            return ErrorCode.INVALID_REQUEST, problem
+    level = b.dynamic_config_level(name)
+    new = b.config.dynamic_configs(level) if incremental else {}
+    for c in ops:
+        key, value = c["name"], c["value"]
+        op = c.get("config_operation", SET) if incremental else SET
+        if op == SET:
+            if value is None:
+                new.pop(key, None)
+            else:
+                new[key] = value
+        elif op == DELETE:
+            new.pop(key, None)
+        elif op in (APPEND, SUBTRACT):
+            definition = broker_config.BROKER_CONFIGS.get(key)
+            if definition is None or definition.type != broker_config.ConfigType.LIST:
+                verb = "append" if op == APPEND else "subtract"
+                return ErrorCode.INVALID_CONFIG, f"Config value {verb} is not allowed for config key: {key}"
+            current = new.get(key)
+            if current is None:
+                current = broker_config.format_value(b.config.get(key))
+            new[key] = _list_op(current, value, op)
+        else:
+            return ErrorCode.INVALID_REQUEST, f"Unknown config operation {op}"
+    try:
+        b.config.validate_dynamic(level, new)
+    except broker_config.ConfigError as e:
+        return ErrorCode.INVALID_REQUEST, str(e)
+    if not validate_only:
+        b.set_dynamic_broker_configs(name, new)
+    return ErrorCode.NONE, None
+
+
+def _alter_loggers(
+    ctx: RequestContext, name: str, ops: list[dict], incremental: bool, validate_only: bool
+) -> tuple[ErrorCode, str | None]:
+    error = _alter_node_name_error(ctx, name, allow_default=False)
+    if error is not None:
+        return ErrorCode.INVALID_REQUEST, error
+    if not incremental:  # Kafka: loggers only through IncrementalAlterConfigs
+        return ErrorCode.INVALID_REQUEST, f"Unknown resource type {BROKER_LOGGER}"
+    problem = _incremental_ops_problem(ops)
+    if problem is not None:
+        return ErrorCode.INVALID_REQUEST, problem
+    for c in ops:
+        if c.get("config_operation", SET) in (APPEND, SUBTRACT):
+            verb = "APPEND" if c["config_operation"] == APPEND else "SUBTRACT"
+            return ErrorCode.INVALID_REQUEST, f"{verb} operation is not allowed for the BROKER_LOGGER resource"
+    changes = [(c["name"], c.get("config_operation", SET), c["value"]) for c in ops]
+    try:
+        broker_loggers.validate(changes)
+    except broker_loggers.LoggerConfigError as e:
+        return e.code, str(e)
+    if not validate_only:
+        broker_loggers.apply(changes)
+    return ErrorCode.NONE, None
+
+
+def _incremental_ops_problem(ops: list[dict]) -> str | None:
+    """Kafka's ConfigAdminManager checks of one resource's IncrementalAlterConfigs entries."""
+    names = [c["name"] for c in ops]
+    if len(set(names)) != len(names):
+        return "Error due to duplicate config keys"
+    for c in ops:
+        if c.get("config_operation", SET) != DELETE and c["value"] is None:
+            return f"Null value not supported for : {c['name']}"
+    return None
+
+
+def _list_op(current: str, value: str | None, op: int) -> str:
+    items = [x for x in current.split(",") if x]
+    for v in (value or "").split(","):
+        if not v:
+            continue
+        if op == APPEND and v not in items:
+            items.append(v)
+        elif op == SUBTRACT and v in items:
+            items.remove(v)
+    return ",".join(items)
 
 
 def _apply_op(configs: dict[str, str], c: dict, incremental: bool, broker) -> None:

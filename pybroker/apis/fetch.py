@@ -207,14 +207,24 @@ def handle_fetch(ctx: RequestContext, request: dict):
     total, errored = _read_all(ctx.broker, wanted, max_bytes, read_committed)
     max_wait = request["max_wait_ms"]
     if total >= request["min_bytes"] or max_wait <= 0 or errored or not wanted:
+        _count_bytes_out(ctx.metrics, wanted)
         return _respond(fctx, entries, by_id)
     return _long_poll(
-        ctx.broker, fctx, entries, by_id, wanted, max_bytes, read_committed, request["min_bytes"], max_wait
+        ctx, fctx, entries, by_id, wanted, max_bytes, read_committed, request["min_bytes"], max_wait
     )
 
 
+def _count_bytes_out(metrics, wanted: list[_Wanted]) -> None:
+    # Every partition with records is in the response, session or not (KIP-227 leaves out only
+    # partitions with nothing new), so this counts what is sent.
+    for w in wanted:
+        records = w.resp["records"]
+        if records is not EMPTY:
+            metrics.fetched(w.partition.topic, records.size)
+
+
 async def _long_poll(
-    broker,
+    ctx: RequestContext,
     fctx: FetchContext,
     entries: list[dict],
     by_id: bool,
@@ -224,6 +234,7 @@ async def _long_poll(
     min_bytes: int,
     max_wait_ms: int,
 ) -> dict:
+    broker = ctx.broker
     loop = asyncio.get_running_loop()
     woken = asyncio.Event()
     partitions = {id(w.partition): w.partition for w in wanted}.values()
@@ -242,8 +253,10 @@ async def _long_poll(
             woken.clear()
             total, errored = _read_all(broker, wanted, max_bytes, read_committed)
             if total >= min_bytes or errored:
+                _count_bytes_out(ctx.metrics, wanted)
                 return _respond(fctx, entries, by_id)
         _read_all(broker, wanted, max_bytes, read_committed)
+        _count_bytes_out(ctx.metrics, wanted)
         return _respond(fctx, entries, by_id)
     finally:
         for p in partitions:

@@ -56,8 +56,11 @@ def _client_id(ctx: RequestContext) -> str:
 # -- FindCoordinator ----------------------------------------------------------------------------------
 def _find_one(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
     b = ctx.broker
+    coordinator = _coordinator(ctx)
     txn = getattr(b, "transaction_coordinator", None)
-    if (key_type == KEY_TYPE_GROUP and _coordinator(ctx) is not None) or (
+    if key_type == KEY_TYPE_GROUP and coordinator is not None:
+        coordinator.ensure_offsets_topic()  # as Kafka's FindCoordinator, should it have been deleted
+    if (key_type == KEY_TYPE_GROUP and coordinator is not None) or (
         key_type == KEY_TYPE_TRANSACTION and txn is not None and txn.started
     ):
         return {

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pybroker.apis import RequestContext, handles
-from pybroker.metadata.store import InvalidTopicName, TopicRecord, validate_topic_name
+from pybroker.metadata.store import InvalidTopicName, TopicRecord, is_internal_topic, validate_topic_name
 from pybroker.protocol.errors import ErrorCode
 
 ZERO_UUID_INT = 0
@@ -45,7 +45,9 @@ def topic_metadata(ctx: RequestContext, rec: TopicRecord) -> dict:
 
 
 def _error_topic(name: str | None, code: ErrorCode, topic_id=None) -> dict:
-    out = {"error_code": code, "name": name, "is_internal": False, "partitions": []}
+    # Kafka answers is_internal by name even for a topic that does not exist (Topic.isInternal).
+    internal = name is not None and is_internal_topic(name)
+    out = {"error_code": code, "name": name, "is_internal": internal, "partitions": []}
     if topic_id is not None:
         out["topic_id"] = topic_id
     return out

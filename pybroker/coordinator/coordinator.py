@@ -91,19 +91,23 @@ class CoordinatorConfig:
 
 
 class BrokerTopics:
-    """The broker's topics as the consumer-group coordinator sees them (internal topics excluded)."""
+    """The broker's topics as the consumer-group coordinator sees them.
+
+    Internal topics included: Kafka resolves subscriptions (names and KIP-848 regexes alike) against
+    every topic of the metadata image (TopicRegexResolver iterates ``image.topicNames()``), so a
+    member subscribing to ``__consumer_offsets`` is assigned its partitions."""
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
 
     def topic(self, name: str) -> TopicMetadata | None:
         rec = self.broker.metadata.topics.get(name)
-        if rec is None or rec.internal:
+        if rec is None:
             return None
         return TopicMetadata(rec.topic_id, rec.name, rec.partitions)
 
     def names(self) -> list[str]:
-        return [name for name, rec in self.broker.metadata.topics.items() if not rec.internal]
+        return list(self.broker.metadata.topics)
 
 
 class NoTopics:
@@ -194,6 +198,7 @@ class GroupCoordinator:
             self._offsets_topic.ensure_topic()
             self.store = self._offsets_topic
             self.load(self._offsets_topic.replay())
+            self._sweep_offsets_of_missing_topics()
             self.txn_offsets.load_open(self._offsets_topic.open_transactions)
             self._offsets_topic.start_cleaner()
         self._schedule_expiry()
@@ -340,6 +345,90 @@ class GroupCoordinator:
             sum(1 for g in self.groups.values() if g.members),
             len(consumer_groups),
         )
+
+    # -- deleted topics -------------------------------------------------------------------------------
+    def on_topics_deleted(self, topics: Iterable[str]) -> Awaitable[None] | None:
+        """Kafka's OffsetMetadataManager.onTopicsDeleted: a deleted topic's committed offsets go from
+        every group, with tombstones in ``__consumer_offsets`` so a restart does not bring them back
+        (a group resuming on a topic recreated under the same name must not skip its records).
+
+        KIP-848 groups need nothing more here: their subscription metadata is compared with the
+        broker's topics on every heartbeat, so the next one bumps the group epoch and reassigns.
+        Deleting ``__consumer_offsets`` itself unloads every group, as Kafka's coordinator does when
+        it loses its partitions; the topic is created again when a client next looks a coordinator up
+        or a group next writes (``ensure_offsets_topic``), as Kafka's FindCoordinator creates it."""
+        from pybroker.coordinator.offsets_topic import TOPIC
+
+        deleted = set(topics)
+        if TOPIC in deleted:
+            self._unload_all_groups()
+            deleted.discard(TOPIC)
+        if not deleted:
+            return None
+        waits = []
+        all_offsets = [(g.group_id, g.offsets) for g in self.groups.values()]
+        all_offsets += [(c.group_id, c.offsets) for c in self.consumer.groups.values()]
+        for group_id, committed in all_offsets:
+            gone = [tp for tp in committed if tp[0] in deleted]
+            if not gone:
+                continue
+            for tp in gone:
+                del committed[tp]
+            log.info("group %s: removed %d offsets of deleted topics", group_id, len(gone))
+            try:
+                wait = self.store.append(group_id, offsets_tombstones(group_id, gone))
+            except Exception:
+                # The topic is gone already; the start-up sweep (start) retries the tombstones.
+                log.exception("group %s: writing tombstones for offsets of deleted topics failed", group_id)
+                continue
+            if wait is not None:
+                waits.append(wait)
+        return _gather(waits)
+
+    def _sweep_offsets_of_missing_topics(self) -> None:
+        """At start-up: offsets of a topic that no longer exists (the broker stopped between deleting
+        the topic and writing the tombstones) are removed as the deletion would have removed them."""
+        if self.broker is None:
+            return
+        committed = [g.offsets for g in self.groups.values()] + [
+            c.offsets for c in self.consumer.groups.values()
+        ]
+        missing = {t for offsets in committed for t, _ in offsets if self.broker.topic(t) is None}
+        if missing:
+            log.info("removing committed offsets of %d deleted topics", len(missing))
+            self.on_topics_deleted(missing)
+
+    def ensure_offsets_topic(self) -> None:
+        """Create ``__consumer_offsets`` again if it was deleted (FindCoordinator calls this)."""
+        if self._offsets_topic is not None:
+            self._offsets_topic.ensure_topic()
+
+    def _unload_all_groups(self) -> None:
+        """Forget every group (their records went with the deleted partitions); held JoinGroup and
+        SyncGroup answers learn that this broker no longer coordinates them, so the clients look the
+        coordinator up again."""
+        now = self.clock.now_ms()
+        for group in self.groups.values():
+            self._cancel_group_timers(group)
+            if not group.is_(GroupState.DEAD):  # timers still pending (pending-member expiry) see Dead
+                group.transition_to(GroupState.DEAD, now)
+            for m in group.members.values():
+                _done(m.join_future, join_error(ErrorCode.NOT_COORDINATOR, m.member_id))
+                m.join_future = None
+                _done(m.sync_future, sync_result(ErrorCode.NOT_COORDINATOR))
+                m.sync_future = None
+        for cgroup in self.consumer.groups.values():
+            for cm in cgroup.members.values():
+                for t in (cm.session_timer, cm.rebalance_timer):
+                    if t is not None:
+                        t.cancel()
+        log.warning(
+            "__consumer_offsets was deleted: unloaded %d classic and %d consumer groups",
+            len(self.groups),
+            len(self.consumer.groups),
+        )
+        self.groups.clear()
+        self.consumer.groups.clear()
 
     # -- group type conversions (Kafka converts an *empty* group to the protocol a member asks for) -----
     def take_empty_classic_group(self, group: ClassicGroup) -> dict[tuple[str, int], OffsetAndMetadata]:

@@ -88,6 +88,9 @@ class InternalTopic:
         if not entries:
             return None
         p = self.broker.partition(self.name, self.partition_for(key))
+        if p is None and self.broker.topic(self.name) is None:
+            self.ensure_topic()  # deleted by an admin: the coordinator keeps working on a new one
+            p = self.broker.partition(self.name, self.partition_for(key))
         if p is None:
             raise RuntimeError(f"{self.name} partition for {key} is not open")
         now_ms = int(time.time() * 1000)

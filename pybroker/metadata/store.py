@@ -25,6 +25,14 @@ MAX_TOPIC_NAME_LENGTH = 249
 PRODUCER_ID_BLOCK = 1000
 
 
+# Kafka's org.apache.kafka.common.internals.Topic.isInternal: clients may not produce to these.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+
+
+def is_internal_topic(name: str) -> bool:
+    return name in INTERNAL_TOPICS
+
+
 class InvalidTopicName(ValueError):
     pass
 
@@ -77,6 +85,9 @@ class MetadataStore:
         self._next_producer_id = 0
         self._producer_id_block_end = 0
         self.cluster_id: str | None = None
+        # Dynamic broker configs by resource name ("" the cluster default, "<node id>" one broker),
+        # as Kafka keeps them in its metadata log (ConfigRecords of the BROKER resource).
+        self.broker_configs: dict[str, dict[str, str]] = {}
 
     def load(self) -> None:
         if not self.path.exists():
@@ -88,6 +99,7 @@ class MetadataStore:
             self.topics_by_id[rec.topic_id] = rec
         # Never hand out an id from a block that may already have been used before a crash.
         self._next_producer_id = self._producer_id_block_end = int(doc.get("producer_id_block_end", 0))
+        self.broker_configs = {str(k): dict(v) for k, v in doc.get("broker_configs", {}).items()}
         log.info("loaded metadata for %d topics from %s", len(self.topics), self.path)
 
     def save(self) -> None:
@@ -95,6 +107,7 @@ class MetadataStore:
             "version": 1,
             "topics": [t.to_json() for t in sorted(self.topics.values(), key=lambda t: t.name)],
             "producer_id_block_end": self._producer_id_block_end,
+            "broker_configs": {k: v for k, v in self.broker_configs.items() if v},
         }
         write_atomically(self.path, json.dumps(doc, indent=1, sort_keys=True).encode())
 
@@ -126,6 +139,10 @@ class MetadataStore:
 
     def set_configs(self, name: str, configs: dict[str, str]) -> None:
         self.topics[name].configs = dict(configs)
+        self.save()
+
+    def set_broker_configs(self, resource_name: str, configs: dict[str, str]) -> None:
+        self.broker_configs[resource_name] = dict(configs)
         self.save()
 
     def allocate_producer_id(self) -> int:

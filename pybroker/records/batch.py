@@ -188,6 +188,13 @@ def validate_produce_batches(buf: bytes | bytearray | memoryview) -> list[BatchH
                 f"batch at position {header.position}: inconsistent offset range"
                 f" (lastOffsetDelta {header.last_offset_delta}, recordsCount {header.records_count})"
             )
+        if header.is_control:
+            raise InvalidRecordError("Clients are not allowed to write control records")
+        if header.has_producer_id and header.base_sequence < 0:
+            raise InvalidRecordError(
+                f"Invalid sequence number {header.base_sequence} in record batch with producerId"
+                f" {header.producer_id}"
+            )
     return headers
 
 
@@ -216,3 +223,17 @@ def stamp_log_append_time(buf: bytearray | memoryview, position: int, timestamp_
 def rewrite_crc(buf: bytearray | memoryview, position: int) -> None:
     (batch_length,) = _INT32.unpack_from(buf, position + LENGTH_OFFSET)
     _UINT32.pack_into(buf, position + CRC_OFFSET, batch_crc(buf, position, batch_length))
+
+
+def replace_records_section(
+    batch: bytes | bytearray | memoryview, payload: bytes | bytearray, codec: int
+) -> bytearray:
+    """A copy of ``batch`` (one whole batch) with a new records section in ``codec``: same base offset,
+    timestamps, producer fields, offset span and count; new length, codec bits and CRC."""
+    out = bytearray(memoryview(batch)[:RECORDS_OFFSET])
+    out += payload
+    _INT32.pack_into(out, LENGTH_OFFSET, len(out) - LOG_OVERHEAD)
+    (attributes,) = _INT16.unpack_from(out, ATTRIBUTES_OFFSET)
+    _INT16.pack_into(out, ATTRIBUTES_OFFSET, (attributes & ~COMPRESSION_MASK) | codec)
+    rewrite_crc(out, 0)
+    return out

@@ -15,3 +15,12 @@ class InvalidRecordError(RecordFormatError):
 
 class UnsupportedCompressionError(RecordFormatError):
     """Compression codec id outside 0..4 (Kafka: UNSUPPORTED_COMPRESSION_TYPE)."""
+
+
+class RecordBatchTooLargeError(RecordFormatError):
+    """A batch exceeds max.message.bytes once rewritten (recompressed) (Kafka: MESSAGE_TOO_LARGE)."""
+
+
+class DecompressedSizeLimitError(RecordFormatError):
+    """A records section expands beyond the limit the broker sets for it; Kafka fails such a batch with
+    a server error (UNKNOWN_SERVER_ERROR)."""

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pybroker.records.batch import BATCH_HEADER_SIZE, BatchHeader, iter_batch_headers
 from pybroker.records.compression import decompress
 from pybroker.records.errors import CorruptRecordError
+from pybroker.records.streams import RecordDecompressionError, decompress_bounded
 from pybroker.records.varint import read_varint
 
 
@@ -28,10 +29,19 @@ def read_records(buf: bytes | bytearray | memoryview, verify_crc: bool = True) -
     return records
 
 
-def decode_batch_records(batch: bytes | bytearray | memoryview, header: BatchHeader) -> list[Record]:
-    """Decode the records of one batch; `batch` starts at the batch's first byte."""
+def decode_batch_records(
+    batch: bytes | bytearray | memoryview, header: BatchHeader, max_bytes: int | None = None
+) -> list[Record]:
+    """Decode the records of one batch; `batch` starts at the batch's first byte.  With ``max_bytes``,
+    a compressed batch is decompressed in chunks and refused (DecompressedSizeLimitError) as soon as
+    its records pass that many bytes; undecodable data is a CorruptRecordError either way."""
     payload = memoryview(batch)[BATCH_HEADER_SIZE : header.size]
-    if header.compression:
+    if header.compression and max_bytes is not None:
+        try:
+            payload = memoryview(decompress_bounded(header.compression, payload, max_bytes))
+        except RecordDecompressionError as exc:
+            raise CorruptRecordError(str(exc)) from exc
+    elif header.compression:
         payload = memoryview(decompress(header.compression, payload))
     log_append_time = header.is_log_append_time
     records = []

@@ -9,7 +9,9 @@ One pass over a log (Kafka's LogCleaner, scaled down to one node and one thread)
    a consumer reading the topic sees the deletion before it disappears.  Records keep their
    offsets (a rewritten batch keeps its base offset and offset span), control and transactional
    batches are kept as they are, records without a key are kept.  A transactional record enters
-   the offset map only when its transaction committed.
+   the offset map only when its transaction committed.  A compressed batch is decompressed in
+   chunks and only up to RECOMPRESSION_EXPANSION x max.message.bytes; one that expands further is
+   kept as it is (the cleaner's memory stays bounded whatever a producer managed to store).
 3. swap the cleaned segment in: the new ``.log`` is written beside the old one as
    ``<base>.log.cleaned``, the old indexes are removed, then it replaces the old file with one
    atomic rename and its indexes are rebuilt.  A crash at any point leaves either the old or the
@@ -32,7 +34,9 @@ from pybroker.records.batch import HEADER_STRUCT, LOG_OVERHEAD, BatchHeader, rew
 from pybroker.records.builder import SimpleRecord, encode_record
 from pybroker.records.compression import compress
 from pybroker.records.control import COMMIT, control_type
+from pybroker.records.errors import DecompressedSizeLimitError
 from pybroker.records.reader import Record, decode_batch_records
+from pybroker.records.validator import RECOMPRESSION_EXPANSION
 from pybroker.storage.file_slice import FileSlice, SegmentFile
 from pybroker.storage.log import Log
 from pybroker.storage.segment import LogSegment, iter_headers_in, segment_file_name
@@ -82,6 +86,23 @@ def snapshot_segments(log: Log) -> list[SegmentSnapshot]:
     return [SegmentSnapshot(seg, seg.file, seg.size) for seg in log.segments]
 
 
+def _decode_bounded(snap: SegmentSnapshot, header: BatchHeader, data: bytes) -> list[Record] | None:
+    """The batch's records, or None when they expand beyond what the cleaner decompresses: such a
+    batch is kept as it is and its keys are not mapped (older copies of them then survive too: the
+    pass cleans less, it never drops a record it has not read)."""
+    limit = RECOMPRESSION_EXPANSION * max(snap.segment.config.max_message_bytes, 1)
+    try:
+        return decode_batch_records(data, header, max_bytes=limit)
+    except DecompressedSizeLimitError:
+        logger.warning(
+            "%s: batch at offset %d expands beyond %d bytes; the cleaner keeps it as it is",
+            snap.segment.log_path,
+            header.base_offset,
+            limit,
+        )
+        return None
+
+
 def build_offset_map(snapshots: list[SegmentSnapshot]) -> dict[bytes, int]:
     """key -> offset of its latest record.  A transactional record counts only once its COMMIT
     marker is met: an aborted or still open transaction's record must never make the cleaner drop
@@ -95,7 +116,8 @@ def build_offset_map(snapshots: list[SegmentSnapshot]) -> dict[bytes, int]:
                 if control_type(snap.read_batch(header)) == COMMIT:
                     latest.update(entries)
                 continue
-            for record in decode_batch_records(snap.read_batch(header), header):
+            records = _decode_bounded(snap, header, snap.read_batch(header))
+            for record in records or ():
                 if record.key is None:
                     continue
                 if header.is_transactional:
@@ -151,7 +173,10 @@ def _filter_segment(
         if header.is_control or header.is_transactional:
             out += data
             continue
-        records = decode_batch_records(data, header)
+        records = _decode_bounded(snap, header, data)
+        if records is None:
+            out += data
+            continue
         kept = [
             r
             for r in records

@@ -19,6 +19,8 @@ class LogConfig:
     segment_index_bytes: int = 10 * 1024 * 1024
     max_message_bytes: int = 1048588
     message_timestamp_type: str = "CreateTime"  # or "LogAppendTime"
+    message_timestamp_before_max_ms: int = _NEVER
+    message_timestamp_after_max_ms: int = 3_600_000  # Kafka 4's default: one hour
     cleanup_policy: str = "delete"
     flush_messages: int = _NEVER
     flush_ms: int = _NEVER
@@ -36,6 +38,10 @@ class LogConfig:
     @property
     def uses_log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def is_compacted(self) -> bool:
+        return "compact" in self.cleanup_policy.split(",")
 
     @property
     def deletes_by_retention(self) -> bool:

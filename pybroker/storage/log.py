@@ -199,7 +199,9 @@ class Log:
             raise ValueError("nothing to append")
         codec = self.config.target_codec
         if codec is not None and needs_recompression(batches, codec):
-            buf, batches = recompress_batches(buf, batches, codec, self.config.compression_level)
+            buf, batches = recompress_batches(
+                buf, batches, codec, self.config.compression_level, self.config.max_message_bytes
+            )
         total_size = 0
         for batch in batches:
             if batch.size > self.config.max_message_bytes:

@@ -57,6 +57,7 @@ class LogManager:
         self._log_dir_of: dict[tuple[str, int], Path] = {}
         self.topic_ids: dict[tuple[str, int], uuid.UUID | None] = {}
         self._lock_fds: list[int] = []
+        self.loaded = False  # startup() has loaded the logs; only then may shutdown() mark a clean stop
         self._pending_deletes: list[tuple[int, Path]] = []
 
     def now_ms(self) -> int:
@@ -64,14 +65,33 @@ class LogManager:
 
     # ---- startup / shutdown ---------------------------------------------------------------------------
 
+    def lock_dirs(self) -> None:
+        """Create and lock every log dir (a broker does this before anything else: a directory in use
+        by another process must stop start-up before this one writes a byte). Idempotent."""
+        if self._lock_fds:
+            return
+        try:
+            for log_dir in self.log_dirs:
+                log_dir.mkdir(parents=True, exist_ok=True)
+                self._lock(log_dir)
+        except BaseException:
+            self.unlock_dirs()
+            raise
+
+    def unlock_dirs(self) -> None:
+        for fd in self._lock_fds:
+            os.close(fd)
+        self._lock_fds.clear()
+
     def startup(self, config_for: Callable[[str], LogConfig] | None = None) -> None:
         """Lock the dirs and load every partition, recovering after an unclean shutdown."""
         now_ms = self.now_ms()
+        self.lock_dirs()
         for log_dir in self.log_dirs:
-            log_dir.mkdir(parents=True, exist_ok=True)
-            self._lock(log_dir)
             clean_marker = log_dir / CLEAN_SHUTDOWN_FILE
             clean_shutdown = clean_marker.exists()
+            # A directory no broker has used yet: nothing to recover, and no shutdown to call unclean.
+            fresh = not clean_shutdown and not (log_dir / RECOVERY_POINT_CHECKPOINT).exists()
             recovery_points = read_offset_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
             start_offsets = read_offset_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
             for entry in sorted(log_dir.iterdir()):
@@ -99,8 +119,14 @@ class LogManager:
                 self.topic_ids[parsed] = read_partition_metadata(entry)
             if clean_shutdown:
                 clean_marker.unlink()
-            logger.info("loaded log dir %s (%s shutdown)", log_dir, "clean" if clean_shutdown else "unclean")
+            if fresh and not any(self._log_dir_of.get(tp) == log_dir for tp in self._logs):
+                logger.info("loaded log dir %s (new, no logs yet)", log_dir)
+            else:
+                logger.info(
+                    "loaded log dir %s (%s shutdown)", log_dir, "clean" if clean_shutdown else "unclean"
+                )
         self.checkpoint()
+        self.loaded = True
 
     def _lock(self, log_dir: Path) -> None:
         fd = os.open(log_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
@@ -108,7 +134,10 @@ class LogManager:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:
             os.close(fd)
-            raise LogDirLockedError(f"log directory {log_dir} is in use by another process") from exc
+            raise LogDirLockedError(
+                f"Failed to acquire lock on file {LOCK_FILE} in {log_dir}: another pybroker (or Kafka) process "
+                "is using this log directory"
+            ) from exc
         self._lock_fds.append(fd)
 
     def shutdown(self) -> None:
@@ -117,6 +146,9 @@ class LogManager:
         Logs close on a few threads, as Kafka closes them with num.recovery.threads.per.data.dir:
         closing is mostly fsync, which waits on the disk with the GIL released, so with 10,000
         partitions the waits overlap instead of adding up.  Each log is closed by one thread only."""
+        if not self.loaded:  # start-up failed before the logs were loaded: nothing may be marked clean
+            self.unlock_dirs()
+            return
         logs = list(self._logs.values())
         whole_fs_sync = syncfs_available()
         with ThreadPoolExecutor(max_workers=SHUTDOWN_THREADS, thread_name_prefix="log-close") as pool:
@@ -133,9 +165,7 @@ class LogManager:
         for log_dir in self.log_dirs:
             (log_dir / CLEAN_SHUTDOWN_FILE).touch()
         self.purge_deleted(force=True)
-        for fd in self._lock_fds:
-            os.close(fd)
-        self._lock_fds.clear()
+        self.unlock_dirs()
         self._logs.clear()
 
     # ---- logs -----------------------------------------------------------------------------------------

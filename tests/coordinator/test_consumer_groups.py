@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from pybroker.coordinator import consumer_records as cr
+from pybroker.coordinator import records
 from pybroker.coordinator.assignors import MemberSpec, range_, uniform
 from pybroker.coordinator.clock import FakeClock
 from pybroker.coordinator.consumer_coordinator import ConsumerGroupConfig, HeartbeatRequest
@@ -463,3 +464,45 @@ def test_leave_group_removes_static_members_of_a_consumer_group_by_instance_id()
     ]
     assert results[0][0] == a["member_id"]
     assert set(c.consumer.groups["g"].members) == {"b"}
+
+
+def test_deleted_topic_offsets_go_from_every_group_and_the_assignment_follows() -> None:
+    """Kafka's onTopicsDeleted: tombstones for the topic's offsets in every group (classic and
+    KIP-848), replayed as gone; the consumer group's next heartbeat reassigns without the topic."""
+
+    async def t() -> None:
+        c, _, store, topics = make(t=2, u=1)
+        r = hb(c, "m1", 0, subscribed_topic_names=["t", "u"])
+        member, epoch = r["member_id"], r["member_epoch"]
+        assert flat(owned(r)) == {(T1, 0), (T1, 1), (T2, 0)}
+        commit = {"member_id": member, "group_instance_id": None, "retention_time_ms": -1}
+        errors, _ = c.commit_offsets(
+            group_id="g", generation_id=epoch, offsets=[("t", 0, 5, -1, ""), ("u", 0, 6, -1, "")], **commit
+        )
+        assert set(errors.values()) == {ErrorCode.NONE}
+        errors, _ = c.commit_offsets(
+            group_id="classic", generation_id=-1, member_id="", group_instance_id=None,
+            retention_time_ms=-1, offsets=[("t", 1, 7, -1, ""), ("u", 0, 8, -1, "")],
+        )  # fmt: skip
+        assert set(errors.values()) == {ErrorCode.NONE}
+
+        del topics.meta["t"]
+        c.on_topics_deleted(["t"])
+        assert c.fetch_offsets("classic", [("t", [1]), ("u", [0])])[1] == [
+            ("t", [(1, None)]),
+            ("u", [(0, c.groups["classic"].offsets[("u", 0)])]),
+        ]
+        assert set(c.consumer.groups["g"].offsets) == {("u", 0)}
+        tombstones = {k for k, v in store.entries[-2:] if v is None}
+        assert tombstones == {records.offset_key("g", "t", 0), records.offset_key("classic", "t", 1)}
+        # The member's next heartbeat no longer carries the deleted topic's partitions.
+        r = hb(c, member, epoch)
+        assert flat(owned(r)) == {(T2, 0)}
+
+        # Replaying the log gives the same picture (what a restart does).
+        again, _, _, _ = make(u=1)
+        again.load(store.entries)
+        assert set(again.consumer.groups["g"].offsets) == {("u", 0)}
+        assert set(again.groups["classic"].offsets) == {("u", 0)}
+
+    asyncio.run(t())

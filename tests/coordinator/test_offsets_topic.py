@@ -61,6 +61,9 @@ def test_offsets_survive_restart_and_compaction(tmp_path: Path) -> None:
             rec = broker.topic(TOPIC)
             assert rec is not None and rec.internal and rec.partitions == 3
             assert rec.configs["cleanup.policy"] == "compact"
+            # OffsetCommit only accepts offsets of existing topics (and the coordinator drops a
+            # missing topic's offsets at start-up), so the committed topic exists.
+            broker.create_topic("t", 1, {})
             for i in range(50):
                 commit(broker, "g1", i)
             commit(broker, "g2", 7)

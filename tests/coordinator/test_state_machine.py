@@ -521,3 +521,36 @@ def test_describe_shows_metadata_only_when_stable() -> None:
         assert all(m["member_metadata"] == b"" and m["member_assignment"] == b"" for m in d["members"])
 
     run(t)
+
+
+def test_deleting_consumer_offsets_unloads_groups_and_new_ones_work() -> None:
+    """As Kafka's coordinator unloading a partition: held answers learn NOT_COORDINATOR, the groups
+    and their offsets are forgotten, stale timers write nothing, and the same group id starts anew."""
+
+    async def t() -> None:
+        c, clock, store = make()
+        leader, *_ = await stable_group(c, clock, 2)
+        c.commit_offsets(
+            group_id="g", generation_id=leader["generation_id"], member_id=leader["member_id"],
+            group_instance_id=None, retention_time_ms=-1, offsets=[("t", 0, 5, -1, "")],
+        )  # fmt: skip
+        held = await first_join(c, group="other")  # held by the initial delay
+        pending = join(c, group="other", client_id="late")  # MEMBER_ID_REQUIRED: a pending member
+        assert pending.result()["error_code"] == ErrorCode.MEMBER_ID_REQUIRED
+        written = len(store.entries)
+
+        c.on_topics_deleted(["__consumer_offsets"])
+        await settle()
+        assert held.result()["error_code"] == ErrorCode.NOT_COORDINATOR
+        assert c.groups == {}
+        assert c.fetch_offsets("g", [("t", [0])])[1] == [("t", [(0, None)])]
+        clock.advance(REBALANCE * 2)  # every timer of the old groups would have fired by now
+        await settle()
+        assert len(store.entries) == written
+        assert hb(c, leader["member_id"], leader["generation_id"]) == ErrorCode.UNKNOWN_MEMBER_ID
+        # The group id starts over from generation 1.
+        again = await first_join(c)
+        await until_done(clock, [again])
+        assert again.result()["generation_id"] == 1
+
+    run(t)

@@ -148,3 +148,24 @@ def test_threaded_pass_result_is_dropped_when_its_segment_went_away(tmp_path: Pa
     assert apply_cleaning(log, results) == (0, 0)
     assert all_records(log) == [(2, b"b", b"1")]
     assert not list((tmp_path / "t-0").glob("*.cleaned"))
+
+
+def test_batch_expanding_beyond_the_limit_is_kept_as_it_is(tmp_path: Path) -> None:
+    # max.message.bytes 4 KiB: the cleaner decompresses at most 64 x 4 KiB of one batch.  A zstd batch
+    # of 1 MiB of zeros (stored: it is small) is then kept untouched, its keys not mapped; the other
+    # batches are still compacted.
+    config = LogConfig(cleanup_policy="compact", segment_bytes=1 << 20, max_message_bytes=4096)
+    log = Log.create(tmp_path / "t-0", "t", 0, config, 0)
+    put(log, [(b"a", b"old"), (b"b", b"old")], NOW - HOUR)  # 0-1
+    put(log, [(b"a", bytes(1 << 20))], NOW - HOUR, CompressionType.ZSTD)  # 2: expands 256 x the limit
+    put(log, [(b"b", b"new")], NOW - HOUR)  # 3
+    log.roll(NOW)
+    put(log, [(b"c", b"x")], NOW)  # 4, active
+
+    stats = clean_log(log, NOW, delete_retention_ms=HOUR)
+
+    offsets = [offset for offset, _key, _value in all_records(log)]
+    # b@1 is superseded by b@3 and removed; a@0 survives (the big batch's key "a" was not read), and
+    # the big batch itself is kept whole.
+    assert offsets == [0, 2, 3, 4]
+    assert stats.records_removed == 1

@@ -1,0 +1,54 @@
+"""DescribeLogDirs (35): the log directories of this broker with the partitions each holds and their
+sizes, as `kafka-log-dirs --describe` shows them.
+
+As Kafka's ReplicaManager.describeLogDirs: every log directory is listed (with its volume's total and
+usable bytes from v4), each with the requested partitions it holds (all of them for a null topic
+list); the offset lag of a current (non-future) log is max(high watermark - log end offset, 0).
+pybroker has no AlterReplicaLogDirs, so no log is ever a future log.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from pybroker.apis import RequestContext, handles
+from pybroker.protocol.errors import ErrorCode
+
+DESCRIBE_LOG_DIRS = 35
+
+
+@handles(DESCRIBE_LOG_DIRS, 1, 4)
+def handle_describe_log_dirs(ctx: RequestContext, request: dict) -> dict:
+    b = ctx.broker
+    wanted: set[tuple[str, int]] | None = None
+    if request["topics"] is not None:
+        wanted = {(t["topic"], p) for t in request["topics"] for p in t["partitions"]}
+    by_dir: dict[Path, dict[str, list[dict]]] = {Path(d).resolve(): {} for d in b.log_dirs}
+    for (topic, index), partition in sorted(b.partitions.items()):
+        if wanted is not None and (topic, index) not in wanted:
+            continue
+        log = partition.log
+        log_dir = Path(log.directory).resolve().parent
+        by_dir.setdefault(log_dir, {}).setdefault(topic, []).append(
+            {
+                "partition_index": index,
+                "partition_size": log.size_bytes,
+                "offset_lag": max(partition.high_watermark - log.log_end_offset, 0),
+                "is_future_key": False,
+            }
+        )
+    results = []
+    for log_dir, topics in by_dir.items():
+        result = {
+            "error_code": ErrorCode.NONE,
+            "log_dir": str(log_dir),
+            "topics": [{"name": name, "partitions": parts} for name, parts in sorted(topics.items())],
+        }
+        try:
+            usage = shutil.disk_usage(log_dir)
+            result.update(total_bytes=usage.total, usable_bytes=usage.free)
+        except OSError:
+            result.update(error_code=ErrorCode.KAFKA_STORAGE_ERROR, topics=[])
+        results.append(result)
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results": results}

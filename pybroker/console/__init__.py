@@ -1,0 +1,1 @@
+"""The web console: server-rendered pages over ``pybroker.metrics.view.ClusterView``."""
