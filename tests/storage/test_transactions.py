@@ -142,3 +142,52 @@ def test_compaction_never_lets_an_aborted_or_open_transaction_supersede_a_commit
     assert build_offset_map(snapshot_segments(log)) == {b"key": 0}
     marker(log, 2, commit=True)  # 4
     assert build_offset_map(snapshot_segments(log)) == {b"key": 3}
+
+
+def test_compaction_removes_aborted_batches_compacts_committed_keeps_open_and_markers(log_dir):
+    from pybroker.records import SimpleRecord, build_batch
+    from pybroker.storage.cleaner import clean_log
+
+    log = Log.create(log_dir, "topic", 0, LogConfig(segment_bytes=1024, cleanup_policy="compact"), 0)
+
+    def txn_batch(pid, key, value):
+        return bytearray(
+            build_batch(
+                [SimpleRecord(key, value)],
+                producer_id=pid,
+                producer_epoch=0,
+                base_sequence=seq[pid],
+                is_transactional=True,
+            )
+        )
+
+    seq = {1: 0, 2: 0, 3: 0}
+
+    def send(pid, key, value):
+        append(log, txn_batch(pid, key, value))
+        seq[pid] += 1
+
+    send(1, b"a", b"a-committed-old")  # 0
+    send(1, b"b", b"b-committed")  # 1
+    marker(log, 1, commit=True)  # 2
+    send(2, b"c", b"c-aborted")  # 3
+    marker(log, 2, commit=False)  # 4
+    send(1, b"a", b"a-committed-new")  # 5
+    marker(log, 1, commit=True)  # 6
+    send(3, b"d", b"d-open")  # 7 (never ended)
+    for i in range(12):  # push everything above into inactive segments
+        append(log, make_request(2, ts=5000 + i, value_size=60))
+    assert len(log.segments) > 2
+    stats = clean_log(log, 10**13, 0)
+    assert stats.records_removed >= 2  # the aborted record and the superseded committed one
+    headers, values = [], []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        chunk = log.read(offset, 1 << 20).read()
+        batch_headers = list(iter_batch_headers(chunk))
+        headers += batch_headers
+        values += [r.value for r in read_records(chunk)]
+        offset = batch_headers[-1].next_offset
+    assert b"c-aborted" not in values and b"a-committed-old" not in values
+    assert {b"b-committed", b"a-committed-new", b"d-open"} <= set(values)
+    assert [h.base_offset for h in headers if h.is_control] == [2, 4, 6]  # the markers stay
