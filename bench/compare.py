@@ -1,34 +1,44 @@
 """pybroker side by side with Apache Kafka 4.3.1: the same loads, the same settings, interleaved runs.
 
-    python -m bench.compare                      # every workload, 3 runs, both systems
+    python -m bench.compare                      # every short workload, 3 runs, pybroker and stock Kafka
     python -m bench.compare --quick              # a smoke run (1 KiB, one partition, small volumes)
     python -m bench.compare --workloads 'produce/1KiB/*,consume/1KiB/*' --runs 5
-    python -m bench.compare --systems pybroker --write-results
+    python -m bench.compare --sustained          # also the sustained rows (>= 6 GiB written each)
+    python -m bench.compare --systems pybroker,kafka,kafka-constrained --write-results
 
-Each run starts each system afresh (Kafka first, then pybroker, so drift hits both alike), runs every
-selected workload with two loaders — Kafka's own tools (ProducerPerformance, ConsumerPerformance,
-EndToEndLatency from the kafka-tools jar) and confluent-kafka from Python — and stops it.  The table
-holds medians over runs.  Workloads:
+Each run starts each system afresh (Kafka first, then pybroker, so drift hits both alike), moves a
+warm-up volume through it (256 MiB produced and consumed: Kafka's JIT compiles its hot paths before
+anything is timed), runs every selected workload with two loaders — Kafka's own tools
+(ProducerPerformance, ConsumerPerformance, EndToEndLatency from the kafka-tools jar) and
+confluent-kafka from Python — and stops it.  The table holds medians over runs.  Workloads:
 
-- ``produce/<size>/p<N>/acks<A>``: peak rate, fresh topic with N partitions.
+- ``produce/<size>/p<N>/acks<A>``: peak rate, fresh topic with N partitions, 1 GiB of payload.
 - ``consume/<size>/p<N>``: read back what was just produced (page cache), all partitions.
 - ``at-half-peak/1KiB/p1/acks<A>``: produce paced at half of Kafka's peak rate for the same
   workload and loader, measured earlier in the same invocation.  Java: ProducerPerformance
   --throughput (send → ack latency).  confluent: true end-to-end latency, a consumer in another
   process timing each record from send to receipt.
 - ``e2e-serial/1KiB/p1/acks1``: Kafka's EndToEndLatency (one record in flight at a time).
+- ``sustained/1KiB/p<N>/acks1`` (with ``--sustained``): peak-rate produce of 6 GiB, past the page
+  cache's easy phase, where the kernel's copy into it dominates both brokers.
 
-Broker peak RSS is VmHWM of the broker process, reset before each workload; CPU s is the broker's
-user+system time during the workload.  A benchmark: it prints, it never asserts a time.
+Systems: ``kafka`` runs with the JVM options of Kafka's own start script (kafka-server-start.sh), the
+base of every ratio; ``kafka-constrained`` (optional) with the small heap the compat suite uses.
+Where the machine has two CPUs or more, the broker runs on one (``taskset``) and the loaders on the
+others (``--no-pin`` turns that off).  Broker peak RSS is VmHWM of the broker process, reset before
+each workload; CPU s is the broker's user+system time during the workload, and CPU s/GB that per
+10^9 bytes of payload moved.  A benchmark: it prints, it never asserts a time.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import fnmatch
 import gc
 import shlex
+import subprocess
 import sys
 import tempfile
 import time
@@ -39,12 +49,12 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench import confluent_load, kafka_tools, processes
+from bench import confluent_load, kafka_tools, pinning, processes
 from bench.load_result import LoadResult
 from bench.report import Measurement, compare_table, render_section, summarize, write_section
 from bench.stats import median
-from bench.sysstat import cpu_seconds, machine_description, peak_rss_mb, reset_peak_rss
-from bench.systems import SYSTEMS, Broker, broker_pid, make_broker
+from bench.sysstat import cpu_seconds, load_average, machine_description, peak_rss_mb, reset_peak_rss
+from bench.systems import SYSTEMS, Broker, broker_pid, kafka_jvm_descriptions, make_broker
 
 LOADERS = ("java", "confluent")
 RESULTS_PATH = Path(__file__).resolve().parent / "RESULTS.md"
@@ -53,7 +63,7 @@ SIZE_LABELS = {100: "100B", 1024: "1KiB", 16384: "16KiB"}
 
 @dataclass(frozen=True)
 class Workload:
-    kind: str  # produce | consume | at-half-peak | e2e-serial
+    kind: str  # produce | consume | at-half-peak | e2e-serial | sustained
     record_size: int
     partitions: int
     acks: str = "1"
@@ -69,14 +79,15 @@ class Workload:
         return Workload("produce", self.record_size, self.partitions, self.acks)
 
 
-def all_workloads(quick: bool) -> list[Workload]:
+def all_workloads(quick: bool, sustained: bool = False) -> list[Workload]:
     if quick:
-        return [
+        short = [
             Workload("produce", 1024, 1, "1"),
             Workload("consume", 1024, 1),
             Workload("at-half-peak", 1024, 1, "1"),
             Workload("e2e-serial", 1024, 1, "1"),
         ]
+        return [*short, Workload("sustained", 1024, 1, "1")] if sustained else short
     produce = [
         Workload("produce", size, partitions, acks)
         for size in (100, 1024, 16384)
@@ -85,7 +96,8 @@ def all_workloads(quick: bool) -> list[Workload]:
     ]
     consume = [Workload("consume", size, partitions) for size in (100, 1024, 16384) for partitions in (1, 8)]
     paced = [Workload("at-half-peak", 1024, 1, acks) for acks in ("1", "all")]
-    return [*produce, *consume, *paced, Workload("e2e-serial", 1024, 1, "1")]
+    long = [Workload("sustained", 1024, partitions, "1") for partitions in (1, 8)] if sustained else []
+    return [*produce, *consume, *paced, Workload("e2e-serial", 1024, 1, "1"), *long]
 
 
 def select(workloads: Sequence[Workload], patterns: str | None) -> list[Workload]:
@@ -102,20 +114,37 @@ def select(workloads: Sequence[Workload], patterns: str | None) -> list[Workload
 
 @dataclass(frozen=True)
 class Volume:
-    """How much each workload moves: bytes per produce run, bounded in records."""
+    """How much each workload moves: payload bytes per produce run, and the warm-up before them."""
 
     bytes_per_run: int
-    max_records: int
     min_records: int
     paced_seconds: float
     serial_records: int
+    warmup_bytes: int
+    sustained_bytes: int
 
-    def records(self, record_size: int) -> int:
-        return max(self.min_records, min(self.max_records, self.bytes_per_run // record_size))
+    def records(self, record_size: int, sustained: bool = False) -> int:
+        total = self.sustained_bytes if sustained else self.bytes_per_run
+        return max(self.min_records, -(-total // record_size))
 
 
-FULL = Volume(128_000_000, 1_500_000, 10_000, paced_seconds=10, serial_records=5000)
-QUICK = Volume(16_000_000, 100_000, 5_000, paced_seconds=3, serial_records=500)
+GIB = 2**30
+FULL = Volume(GIB, 10_000, paced_seconds=10, serial_records=5000, warmup_bytes=256 * 2**20, sustained_bytes=6 * GIB)
+QUICK = Volume(
+    16_000_000, 5_000, paced_seconds=3, serial_records=500, warmup_bytes=4_000_000, sustained_bytes=24_000_000
+)
+
+
+def scaled(volume: Volume, gib: float | None, warmup_mib: float | None, sustained_gib: float | None) -> Volume:
+    """The volume with any of its sizes given on the command line instead."""
+    changes: dict[str, int] = {}
+    if gib is not None:
+        changes["bytes_per_run"] = int(gib * GIB)
+    if warmup_mib is not None:
+        changes["warmup_bytes"] = int(warmup_mib * 2**20)
+    if sustained_gib is not None:
+        changes["sustained_bytes"] = int(sustained_gib * GIB)
+    return dataclasses.replace(volume, **changes)
 
 
 class Session:
@@ -150,7 +179,22 @@ class Session:
             p999_ms=result.p999_ms,
             rss_mb=peak_rss_mb(pid),
             cpu_s=cpu_seconds(pid) - cpu_before,
+            payload_bytes=float(result.records * result.record_size),
         )
+
+    def warm_up(self, loader: str) -> float:
+        """Produce and consume the warm-up volume (1 KiB records, one partition), untimed; seconds taken."""
+        if self.volume.warmup_bytes <= 0:
+            return 0.0
+        started = time.perf_counter()
+        records = -(-self.volume.warmup_bytes // 1024)
+        topic = self.new_topic(1)
+        self.produce_untimed(loader, topic, records, 1024)
+        if loader == "java":
+            kafka_tools.consumer_performance(self.bootstrap, topic, records, 1024)
+        else:
+            confluent_load.consume(self.bootstrap, topic, records, 1024, 1)
+        return time.perf_counter() - started
 
     def produce_untimed(self, loader: str, topic: str, records: int, size: int) -> None:
         if loader == "java":
@@ -160,14 +204,18 @@ class Session:
 
     def run(self, loader: str, workload: Workload, paced_rate: float) -> Measurement:
         size, partitions, acks = workload.record_size, workload.partitions, workload.acks
-        records = self.volume.records(size)
-        if workload.kind == "produce":
+        records = self.volume.records(size, sustained=workload.kind == "sustained")
+        # Generous: a tool is stopped only when it runs slower than 2 MB/s (a hung broker, not a slow one).
+        timeout_s = max(600.0, records * size / 2e6)
+        if workload.kind in ("produce", "sustained"):
             topic = self.new_topic(partitions)
             if loader == "java":
                 measurement = self.measure(
                     loader,
                     workload,
-                    lambda: kafka_tools.producer_performance(self.bootstrap, topic, records, size, acks),
+                    lambda: kafka_tools.producer_performance(
+                        self.bootstrap, topic, records, size, acks, timeout_s=timeout_s
+                    ),
                 )
             else:
                 measurement = self.measure(
@@ -175,7 +223,8 @@ class Session:
                     workload,
                     lambda: confluent_load.produce(self.bootstrap, topic, records, size, acks),
                 )
-            self.filled.setdefault((loader, size, partitions), (topic, records))
+            if workload.kind == "produce":
+                self.filled.setdefault((loader, size, partitions), (topic, records))
             return measurement
         if workload.kind == "consume":
             if (loader, size, partitions) not in self.filled:
@@ -187,12 +236,12 @@ class Session:
                 return self.measure(
                     loader,
                     workload,
-                    lambda: kafka_tools.consumer_performance(self.bootstrap, topic, stored, size),
+                    lambda: kafka_tools.consumer_performance(self.bootstrap, topic, stored, size, timeout_s),
                 )
             return self.measure(
                 loader,
                 workload,
-                lambda: confluent_load.consume(self.bootstrap, topic, stored, size, partitions),
+                lambda: confluent_load.consume(self.bootstrap, topic, stored, size, partitions, timeout_s),
             )
         if workload.kind == "at-half-peak":
             topic = self.new_topic(partitions)
@@ -253,10 +302,11 @@ def run_session(
     volume: Volume,
     peaks: PeakRates,
     notes: set[str],
+    pins: pinning.Pinning,
 ) -> list[Measurement]:
     measurements = []
     with tempfile.TemporaryDirectory(prefix=f"bench-{system}-") as tmp:
-        broker = make_broker(system, Path(tmp))
+        broker = make_broker(system, Path(tmp), command_prefix=pins.broker_prefix())
         try:
             started = time.perf_counter()
             bootstrap = broker.start()
@@ -264,6 +314,9 @@ def run_session(
                 f"run {run_index + 1}: {system} ready at {bootstrap} in {time.perf_counter() - started:.1f} s"
             )
             session = Session(system, broker, bootstrap, volume)
+            warm_s = session.warm_up(loaders[0])
+            if warm_s:
+                print(f"  {system:8} warmed up: {volume.warmup_bytes / 2**20:,.0f} MiB in and out in {warm_s:.1f} s")
             ordered = sorted(workloads, key=lambda w: w.kind == "at-half-peak")  # peaks first
             for loader in loaders:
                 for workload in ordered:
@@ -280,8 +333,9 @@ def run_session(
                     measurements.append(m)
                     print(
                         f"  {system:8} {loader:9} {workload.name:28} {m.records_per_s:12,.0f} rec/s "
-                        f"{m.mb_per_s:8.1f} MB/s  p50 {m.p50_ms:7.2f}  p99 {m.p99_ms:8.2f}  "
-                        f"p99.9 {m.p999_ms:8.2f} ms  rss {m.rss_mb:6.0f} MB  cpu {m.cpu_s:5.1f} s",
+                        f"{m.mb_per_s:8.1f} MB/s  {m.cpu_s_per_gb:6.2f} CPU s/GB  p50 {m.p50_ms:7.2f}  "
+                        f"p99 {m.p99_ms:8.2f}  p99.9 {m.p999_ms:8.2f} ms  rss {m.rss_mb:6.0f} MB  "
+                        f"cpu {m.cpu_s:5.1f} s",
                         flush=True,
                     )
         finally:
@@ -302,8 +356,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--workloads", help="comma-separated globs over workload names, e.g. 'produce/1KiB/*'"
     )
-    parser.add_argument("--systems", default="pybroker,kafka", help="comma-separated: pybroker,kafka")
+    parser.add_argument("--sustained", action="store_true", help="add the sustained rows (6 GiB produced each)")
+    parser.add_argument(
+        "--systems", default="pybroker,kafka", help="comma-separated: " + ",".join(SYSTEMS)
+    )
     parser.add_argument("--loaders", default=",".join(LOADERS), help="comma-separated: java,confluent")
+    parser.add_argument("--gib", type=float, help="payload per produce workload in GiB (default 1; --quick 16 MB)")
+    parser.add_argument("--warmup-mib", type=float, help="warm-up volume per broker start (default 256 MiB)")
+    parser.add_argument("--sustained-gib", type=float, help="payload per sustained workload (default 6 GiB)")
+    parser.add_argument(
+        "--no-pin", action="store_true", help="let broker and loaders share every CPU (no taskset)"
+    )
     parser.add_argument("--write-results", action="store_true", help="write the table into bench/RESULTS.md")
     args = parser.parse_args(argv)
     args.systems = [s.strip() for s in args.systems.split(",") if s.strip()]
@@ -314,27 +377,73 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     for loader in args.loaders:
         if loader not in LOADERS:
             parser.error(f"unknown loader {loader!r}")
+    if not args.loaders:
+        parser.error("no loader")
     if args.runs is None:
         args.runs = 1 if args.quick else 3
     return args
 
 
+def tree_revision() -> str:
+    """The commit measured (with '+changes' when the tree differs from it), for the results notes."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", "pybroker"],
+            cwd=root, capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+changes" if dirty else "")
+
+
+def result_notes(args: argparse.Namespace, volume: Volume, pins: pinning.Pinning, load: str) -> list[str]:
+    jvms = kafka_jvm_descriptions()
+    kafka_rows = [
+        f"`{name}`{'' if name in args.systems else ' (not run)'}: `{options}`" for name, options in jvms.items()
+    ]
+    return [
+        f"pybroker at {tree_revision()}; load average when started: {load}.",
+        f"Runs per system: {args.runs}, interleaved (Kafka, pybroker, Kafka, …); medians shown "
+        "(CPU s/GB: median of each run's broker CPU-seconds ÷ payload GB).",
+        f"Volume: {volume.bytes_per_run / GIB:g} GiB of payload per produce workload (consume reads it back), "
+        f"{volume.sustained_bytes / GIB:g} GiB per sustained one; after each broker start "
+        f"{volume.warmup_bytes / 2**20:g} MiB are produced and consumed untimed (warm-up, JIT).",
+        "Apache Kafka 4.3.1's JVM: " + "; ".join(kafka_rows) + ". Ratios are to `kafka`.",
+        "Both brokers: log.segment.bytes=1073741824, topics created with the stated partition "
+        "count, log.flush.* at defaults (no fsync per message); the Java tools run with -Xms512m -Xmx512m.",
+        f"CPUs: {pins.describe()}.",
+        "Loaders on the same machine as the broker: Kafka's ProducerPerformance/ConsumerPerformance/"
+        "EndToEndLatency 4.3.1 (default client settings but acks) and confluent-kafka "
+        "(librdkafka) from Python.",
+    ]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     processes.sigterm_as_interrupt()
-    workloads = select(all_workloads(args.quick), args.workloads)
-    volume = QUICK if args.quick else FULL
+    workloads = select(all_workloads(args.quick, args.sustained), args.workloads)
+    volume = scaled(QUICK if args.quick else FULL, args.gib, args.warmup_mib, args.sustained_gib)
+    load = load_average()
+    pins = pinning.plan(enabled=not args.no_pin)
+    pins.pin_loaders()
+    print(f"CPUs: {pins.describe()}; load average {load}", flush=True)
     if "java" in args.loaders:
         kafka_tools.install()
-    # Kafka first in every run: its peak is the base of the paced workloads of both systems.
-    systems = sorted(args.systems, key=lambda s: s != "kafka")
+    # Kafka first in every run: its peak is the base of the paced workloads of every system.
+    systems = sorted(args.systems, key=lambda s: {"kafka": 0, "kafka-constrained": 1}.get(s, 2))
     peaks = PeakRates()
     notes: set[str] = set()
     measurements: list[Measurement] = []
     try:
         for run_index in range(args.runs):
             for system in systems:
-                measurements += run_session(system, run_index, args.loaders, workloads, volume, peaks, notes)
+                measurements += run_session(
+                    system, run_index, args.loaders, workloads, volume, peaks, notes, pins
+                )
     except KeyboardInterrupt:
         print("interrupted: brokers and tools stopped", file=sys.stderr)
         return 130
@@ -354,16 +463,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             machine_description(),
             command.strip(),
             table,
-            notes=[
-                f"Runs per system: {args.runs}, interleaved (Kafka, pybroker, Kafka, …); medians shown.",
-                "Both brokers: log.segment.bytes=1073741824, topics created with the stated partition "
-                "count, log.flush.* at defaults (no fsync per message). Kafka's JVM: -Xms128m -Xmx512m "
-                "(its RSS includes that heap); the Java tools run with -Xms512m -Xmx512m.",
-                "Loaders on the same machine as the broker: Kafka's ProducerPerformance/ConsumerPerformance/"
-                "EndToEndLatency 4.3.1 (default client settings but acks) and confluent-kafka "
-                "(librdkafka) from Python.",
-                *sorted(notes),
-            ],
+            notes=[*result_notes(args, volume, pins, load), *sorted(notes)],
         )
         write_section(RESULTS_PATH, "bench.compare", section)
         print(f"wrote {RESULTS_PATH.name}")

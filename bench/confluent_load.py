@@ -93,12 +93,14 @@ def _consumer(bootstrap: str) -> Consumer:
     )
 
 
-def consume(bootstrap: str, topic: str, records: int, record_size: int, partitions: int) -> LoadResult:
+def consume(
+    bootstrap: str, topic: str, records: int, record_size: int, partitions: int, timeout_s: float = 600
+) -> LoadResult:
     consumer = _consumer(bootstrap)
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     got = 0
     started = time.perf_counter()
-    deadline = started + 600
+    deadline = started + timeout_s
     try:
         while got < records and time.perf_counter() < deadline:
             # Never ask for more than is left: consume() waits its whole timeout for a full batch.

@@ -13,6 +13,8 @@ from bench.stats import median, ratio
 
 REFERENCE_SYSTEM = "kafka"
 SUBJECT_SYSTEM = "pybroker"
+# Row order within a workload: the reference, its constrained variant, then pybroker.
+SYSTEM_RANK = {REFERENCE_SYSTEM: 0, "kafka-constrained": 1, SUBJECT_SYSTEM: 2}
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,12 @@ class Measurement:
     p999_ms: float = float("nan")
     rss_mb: float = float("nan")
     cpu_s: float = float("nan")
+    payload_bytes: float = float("nan")  # record payload the workload moved through the broker
+
+    @property
+    def cpu_s_per_gb(self) -> float:
+        """Broker CPU-seconds per 10^9 bytes of payload: its cost, whatever the rate."""
+        return ratio(self.cpu_s, self.payload_bytes / 1e9)
 
 
 @dataclass(frozen=True)
@@ -46,9 +54,10 @@ class Summary:
     p999_ms: float
     rss_mb: float
     cpu_s: float
+    cpu_s_per_gb: float
 
 
-_MEDIAN_FIELDS = ("records_per_s", "mb_per_s", "p50_ms", "p99_ms", "p999_ms", "rss_mb", "cpu_s")
+_MEDIAN_FIELDS = ("records_per_s", "mb_per_s", "p50_ms", "p99_ms", "p999_ms", "rss_mb", "cpu_s", "cpu_s_per_gb")
 
 
 def summarize(measurements: Iterable[Measurement]) -> list[Summary]:
@@ -58,11 +67,11 @@ def summarize(measurements: Iterable[Measurement]) -> list[Summary]:
         groups.setdefault((m.loader, m.workload, m.system), []).append(m)
     summaries = []
     for (loader, workload, system), runs in groups.items():
+        # CPU s/GB is a median of per-run ratios (each run's cost), not a ratio of medians.
         medians = {name: median(getattr(run, name) for run in runs) for name in _MEDIAN_FIELDS}
         summaries.append(Summary(system, loader, workload, len(runs), **medians))
     order = {key: i for i, key in enumerate(dict.fromkeys((s.loader, s.workload) for s in summaries))}
-    system_rank = {REFERENCE_SYSTEM: 0, SUBJECT_SYSTEM: 1}
-    summaries.sort(key=lambda s: (order[(s.loader, s.workload)], system_rank.get(s.system, 2), s.system))
+    summaries.sort(key=lambda s: (order[(s.loader, s.workload)], SYSTEM_RANK.get(s.system, 3), s.system))
     return summaries
 
 
@@ -86,8 +95,8 @@ def _fmt_ratio(value: float) -> str:
 
 
 COMPARE_HEADER = (
-    "| system | loader | workload | runs | records/s | MB/s | p50 ms | p99 ms | p99.9 ms "
-    "| peak RSS MB | CPU s | MB/s ÷ Kafka | p99 ÷ Kafka | RSS ÷ Kafka |"
+    "| system | loader | workload | runs | records/s | MB/s | CPU s/GB | p50 ms | p99 ms | p99.9 ms "
+    "| peak RSS MB | CPU s | MB/s ÷ Kafka | CPU s/GB ÷ Kafka | p99 ÷ Kafka | RSS ÷ Kafka |"
 )
 
 
@@ -97,6 +106,7 @@ def compare_table(summaries: Sequence[Summary]) -> str:
     for s in summaries:
         ref = reference_for(summaries, s) if s.system == SUBJECT_SYSTEM else None
         mb_ratio = ratio(s.mb_per_s, ref.mb_per_s) if ref else float("nan")
+        cpu_ratio = ratio(s.cpu_s_per_gb, ref.cpu_s_per_gb) if ref else float("nan")
         p99_ratio = ratio(s.p99_ms, ref.p99_ms) if ref else float("nan")
         rss_ratio = ratio(s.rss_mb, ref.rss_mb) if ref else float("nan")
         cells = [
@@ -106,12 +116,14 @@ def compare_table(summaries: Sequence[Summary]) -> str:
             str(s.runs),
             _fmt(s.records_per_s, 0),
             _fmt(s.mb_per_s),
+            _fmt(s.cpu_s_per_gb, 2),
             _fmt(s.p50_ms, 2),
             _fmt(s.p99_ms, 2),
             _fmt(s.p999_ms, 2),
             _fmt(s.rss_mb, 0),
             _fmt(s.cpu_s),
             _fmt_ratio(mb_ratio),
+            _fmt_ratio(cpu_ratio),
             _fmt_ratio(p99_ratio),
             _fmt_ratio(rss_ratio),
         ]

@@ -7,7 +7,8 @@
 
 - partitions: one topic with N partitions on one broker — creation time (CreateTopics of up to
   5,000, then CreatePartitions in steps of 5,000, until Metadata shows every partition with a
-  leader), Metadata latency for all topics (median of 5), produce spread over all
+  leader), Metadata latency for all topics (median of 5; through librdkafka, and on the wire:
+  request sent to response read, no client parsing), produce spread over all
   partitions (confluent-kafka, 1 KiB records round-robin), graceful stop time, start time until
   Metadata lists every partition again, and broker RSS (peak before the restart, and after it).
 - logsize: one partition filled to S GiB of 16 KiB records; round trip of a raw Fetch (64 KiB,
@@ -25,6 +26,7 @@ import argparse
 import datetime
 import gc
 import shlex
+import socket
 import sys
 import tempfile
 import time
@@ -37,8 +39,11 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from bench import connections, processes
 from bench.report import markdown_table, render_section, write_section
 from bench.stats import median, percentile
-from bench.sysstat import machine_description, peak_rss_mb, rss_mb
-from bench.systems import SYSTEMS, broker_pid, make_broker
+from bench.sysstat import cpu_seconds, load_average, machine_description, peak_rss_mb, rss_mb
+from bench.systems import SYSTEMS, broker_pid, kafka_jvm_descriptions, make_broker
+from compat_tests.brokers import encode_request, read_response, split_bootstrap
+from pybroker.protocol import codec
+from pybroker.protocol.api import REQUESTS
 from tests.wire import WireClient
 
 RESULTS_PATH = Path(__file__).resolve().parent / "RESULTS.md"
@@ -64,11 +69,32 @@ def wait_for_partitions(admin: AdminClient, topic: str, partitions: int, timeout
 
 
 def metadata_ms(admin: AdminClient, samples: int = 5) -> float:
+    """A client's view: librdkafka's Metadata round trip plus building its Python objects."""
     times = []
     for _ in range(samples):
         started = time.perf_counter()
         admin.list_topics(timeout=60)
         times.append((time.perf_counter() - started) * 1000)
+    return median(times)
+
+
+METADATA = 3
+
+
+def metadata_wire_ms(bootstrap: str, samples: int = 5) -> float:
+    """The broker's view: a Metadata v12 request for every topic sent and its response frame read
+    whole on a raw socket, nothing decoded (the client's parsing left out)."""
+    body = codec.encode(REQUESTS[METADATA], 12, {"topics": None, "allow_auto_topic_creation": False})
+    host, port = split_bootstrap(bootstrap)
+    times = []
+    with socket.create_connection((host, port), timeout=60) as sock:
+        for correlation_id in range(samples + 1):  # the first (connection warm-up) is untimed
+            request = encode_request(METADATA, 12, correlation_id, body, b"bench-scaling", flexible_header=True)
+            started = time.perf_counter()
+            sock.sendall(request)
+            read_response(sock)
+            if correlation_id:
+                times.append((time.perf_counter() - started) * 1000)
     return median(times)
 
 
@@ -124,7 +150,10 @@ def partitions_row(system: str, partitions: int, records: int) -> list[str]:
             wait_for_partitions(admin, topic, partitions, 600)
             create_s = time.perf_counter() - started
             meta_ms = metadata_ms(admin)
+            wire_ms = metadata_wire_ms(bootstrap)
+            cpu_before = cpu_seconds(broker_pid(broker))
             mb_s = produce_spread(bootstrap, topic, partitions, records)
+            spread_cpu_gb = (cpu_seconds(broker_pid(broker)) - cpu_before) / (records * 1024 / 1e9)
             peak_before = peak_rss_mb(broker_pid(broker))
             del admin
             gc.collect()
@@ -138,20 +167,24 @@ def partitions_row(system: str, partitions: int, records: int) -> list[str]:
             start_s = time.perf_counter() - started
             rss_after = rss_mb(broker_pid(broker))
             meta_after_ms = metadata_ms(admin)
+            wire_after_ms = metadata_wire_ms(bootstrap)
             del admin
             gc.collect()
         finally:
             processes.stop_all()
             broker.stop()
-    row = [system, f"{partitions:,}", _fmt(create_s), _fmt(meta_ms), _fmt(meta_after_ms), _fmt(mb_s, 1)]
+    row = [system, f"{partitions:,}", _fmt(create_s), _fmt(meta_ms), _fmt(meta_after_ms), _fmt(wire_ms)]
+    row += [_fmt(wire_after_ms), _fmt(mb_s, 1)]
+    row += [_fmt(spread_cpu_gb)]
     row += [_fmt(stop_s), _fmt(start_s), _fmt(stop_s + start_s), _fmt(peak_before, 0), _fmt(rss_after, 0)]
     print("  " + " | ".join(row), flush=True)
     return row
 
 
 PARTITIONS_HEADER = [
-    "system", "partitions", "create s", "Metadata ms", "Metadata ms after restart", "spread produce MB/s",
-    "stop s", "start→Metadata s", "restart s", "peak RSS MB", "RSS after restart MB",
+    "system", "partitions", "create s", "Metadata ms", "Metadata ms after restart", "Metadata wire ms",
+    "Metadata wire ms after restart", "spread produce MB/s",
+    "spread CPU s/GB", "stop s", "start→Metadata s", "restart s", "peak RSS MB", "RSS after restart MB",
 ]  # fmt: skip
 
 
@@ -216,14 +249,16 @@ def logsize_rows(system: str, gib: float, samples: int) -> list[list[str]]:
             topic = "big-log"
             admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(60)
             started = time.perf_counter()
+            cpu_before = cpu_seconds(broker_pid(broker))
             records = fill_log(bootstrap, topic, gib)
             fill_mb_s = records * 16384 / (time.perf_counter() - started) / 1e6
+            fill_cpu_gb = (cpu_seconds(broker_pid(broker)) - cpu_before) / (records * 16384 / 1e9)
             rows = []
             for where, offset in (("start", 0), ("middle", records // 2), ("end", records - 1)):
                 latencies = sorted(seek_latencies_ms(bootstrap, topic, offset, samples, records))
                 rows.append(
                     [system, f"{gib:g}", where, f"{offset:,}", _fmt(median(latencies)),
-                     _fmt(percentile(latencies, 0.99)), _fmt(fill_mb_s, 0), _fmt(rss_mb(broker_pid(broker)), 0)]
+                     _fmt(percentile(latencies, 0.99)), _fmt(fill_mb_s, 0), _fmt(fill_cpu_gb), _fmt(rss_mb(broker_pid(broker)), 0)]
                 )  # fmt: skip
                 print("  " + " | ".join(rows[-1]), flush=True)
             del admin
@@ -242,6 +277,7 @@ LOGSIZE_HEADER = [
     "fetch p50 ms",
     "fetch p99 ms",
     "fill MB/s",
+    "fill CPU s/GB",
     "RSS MB",
 ]
 
@@ -301,6 +337,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if system not in SYSTEMS:
             parser.error(f"unknown system {system!r}")
     processes.sigterm_as_interrupt()
+    load = load_average()
     sections = []
     try:
         if "partitions" in parts:
@@ -345,7 +382,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             command.strip(),
             body,
             notes=[
-                "One run each (these are scale limits, not rates to take medians of); same settings as bench.compare."
+                "One run each (these are scale limits, not rates to take medians of); same settings as bench.compare.",
+                f"Apache Kafka's JVM: `{kafka_jvm_descriptions()['kafka']}` (kafka-server-start.sh's); "
+                f"load average when started: {load}; broker and loaders not pinned.",
             ],
         )
         write_section(RESULTS_PATH, "bench.scaling", section)

@@ -65,3 +65,11 @@ def machine_description() -> str:
         pass
     uname = os.uname()
     return f"{os.cpu_count()} vCPU {model}, {mem_gib:.0f} GiB RAM, {uname.sysname} {uname.release}"
+
+
+def load_average() -> str:
+    """The 1/5/15-minute load averages, e.g. '0.12 0.30 0.41' (is the machine quiet?)."""
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "unknown"

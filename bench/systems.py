@@ -1,19 +1,24 @@
-"""The two brokers a benchmark compares, started the same way with the same settings.
+"""The brokers a benchmark compares, started the same way with the same settings.
 
-Both get the settings in ``MATCHED_SETTINGS`` on top of their defaults; neither fsyncs per message
-(log.flush.* stays at its default, i.e. the OS page cache decides, on both).  Apache Kafka runs with
-its launcher's JVM options (compat_tests/reference/apache_kafka.py: -Xms128m -Xmx512m, G1), so its
-RSS includes up to 512 MiB of Java heap.
+All get the settings in ``MATCHED_SETTINGS`` on top of their defaults; none fsyncs per message
+(log.flush.* stays at its default, i.e. the OS page cache decides, on all).
+
+- ``kafka``: Apache Kafka 4.3.1 with the JVM options of its own start script (kafka-server-start.sh:
+  -Xmx1G -Xms1G, kafka-run-class.sh's G1 settings, GC log on): the reference every ratio is taken to.
+- ``kafka-constrained``: the same broker with a small growable heap and G1's defaults
+  (-Xmx512m -Xms128m), what the compat suite runs; shown for comparison, never a ratio's base.
+- ``pybroker``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
 from compat_tests.brokers import PyBroker
 
-SYSTEMS = ("pybroker", "kafka")
+SYSTEMS = ("pybroker", "kafka", "kafka-constrained")
 
 MATCHED_SETTINGS: dict[str, str] = {
     "log.segment.bytes": str(1024 * 1024 * 1024),  # Kafka's default, stated on both
@@ -32,14 +37,25 @@ class Broker(Protocol):
     def stop(self, timeout_s: float = ...) -> object: ...
 
 
-def make_broker(system: str, workdir: Path, overrides: dict[str, str] | None = None) -> Broker:
-    settings = {**MATCHED_SETTINGS, **(overrides or {})}
-    if system == "kafka":
-        from compat_tests.reference.apache_kafka import ApacheKafka
+def kafka_jvm_descriptions() -> dict[str, str]:
+    """System name -> the JVM options it runs with, for the results notes."""
+    from compat_tests.reference.apache_kafka import CONSTRAINED, STOCK
 
-        return ApacheKafka(workdir, overrides=settings)
+    return {"kafka": STOCK.describe(), "kafka-constrained": CONSTRAINED.describe()}
+
+
+def make_broker(
+    system: str, workdir: Path, overrides: dict[str, str] | None = None, command_prefix: Sequence[str] = ()
+) -> Broker:
+    """``command_prefix`` (e.g. ``taskset -c 0``) wraps the broker's own process."""
+    settings = {**MATCHED_SETTINGS, **(overrides or {})}
+    if system in ("kafka", "kafka-constrained"):
+        from compat_tests.reference.apache_kafka import CONSTRAINED, STOCK, ApacheKafka
+
+        jvm = STOCK if system == "kafka" else CONSTRAINED
+        return ApacheKafka(workdir, overrides=settings, jvm=jvm, command_prefix=command_prefix)
     if system == "pybroker":
-        return PyBroker(workdir, overrides=settings)
+        return PyBroker(workdir, overrides=settings, command_prefix=list(command_prefix))
     raise ValueError(f"unknown system {system!r}; expected one of {', '.join(SYSTEMS)}")
 
 

@@ -116,12 +116,14 @@ class PyBroker:
         overrides: dict[str, str] | None = None,
         extra_args: list[str] | None = None,
         env: dict[str, str] | None = None,
+        command_prefix: list[str] | None = None,
     ) -> None:
         self.workdir = Path(workdir)
         self.port = port or free_port()
         self.overrides = dict(overrides or {})
         self.extra_args = list(extra_args or [])  # e.g. ["--event-loop", "asyncio"]
         self.extra_env = dict(env or {})
+        self.command_prefix = list(command_prefix or [])  # e.g. ["taskset", "-c", "0"] (benchmarks)
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = self.workdir / "broker.log"
 
@@ -143,7 +145,7 @@ class PyBroker:
             "log.dirs": str(self.data_dir),
             **self.overrides,
         }
-        args = [sys.executable, "-m", "pybroker", "serve"]
+        args = [*self.command_prefix, sys.executable, "-m", "pybroker", "serve"]
         for key, value in settings.items():
             args += ["--override", f"{key}={value}"]
         return args + self.extra_args

@@ -240,6 +240,11 @@ _BROKER_CONFIG_LIST = [
          "The most incremental fetch sessions (KIP-227) kept; 0 declines every session."),
     _key("socket.request.max.bytes", _T.INT, 104857600, at_least(1), _H,
          "The maximum number of bytes in a request; larger frames close the connection."),
+    _key("queued.max.request.bytes", _T.LONG, 104857600, None, _M,
+         "The most request bytes in memory at once, summed over every connection (Kafka's memory "
+         "pool); a connection whose next request does not fit is not read until memory is released. "
+         "-1 means unbounded (Kafka's default). pybroker default: 100 MiB, raised to socket.request.max.bytes "
+         "when that is set higher, so hostile or stalled large requests cannot take more than twice it."),
     _key("socket.send.buffer.bytes", _T.INT, 102400, None, _H,
          "SO_SNDBUF of client connections; -1 uses the OS default."),
     _key("socket.receive.buffer.bytes", _T.INT, 102400, None, _H,
@@ -587,6 +592,7 @@ class BrokerConfig:
     log_flush_offset_checkpoint_interval_ms: int
     message_max_bytes: int
     socket_request_max_bytes: int
+    queued_max_request_bytes: int
     max_incremental_fetch_session_cache_slots: int
     socket_send_buffer_bytes: int
     socket_receive_buffer_bytes: int
@@ -904,6 +910,18 @@ def _resolve(explicit: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str
     resolved["advertised.listeners"] = (
         values["advertised.listeners"] if values["advertised.listeners"] is not None else values["listeners"]
     )
+    queued = explicit.get("queued.max.request.bytes")
+    resolved["queued.max.request.bytes"] = (
+        max(values["queued.max.request.bytes"], values["socket.request.max.bytes"]) if queued is None else queued
+    )
+    if 0 < resolved["queued.max.request.bytes"] < values["socket.request.max.bytes"]:
+        # Kafka's KafkaConfig check: a pool smaller than one request could never take some requests.
+        raise ConfigError(
+            "queued.max.request.bytes",
+            "queued.max.request.bytes must be larger or equal to socket.request.max.bytes "
+            f"({values['socket.request.max.bytes']})",
+            queued,
+        )
     if resolved["log.roll.ms"] < 1:
         raise _derived_error("log.roll.ms", resolved["log.roll.ms"], "Value must be at least 1")
     if resolved["log.roll.jitter.ms"] < 0:

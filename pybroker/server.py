@@ -12,10 +12,13 @@ is in flight.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
+import resource
 import socket
 import struct
+import time
 from collections import deque
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
@@ -53,7 +56,8 @@ def _part_size(part: Any) -> int:
 class KafkaConnection(asyncio.Protocol):
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self.reader = FrameReader(broker.config.socket_request_max_bytes)
+        self.pool = broker.memory_pool
+        self.reader = FrameReader(broker.config.socket_request_max_bytes, self.pool)
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self._backlog: deque[memoryview] = deque()
@@ -63,6 +67,9 @@ class KafkaConnection(asyncio.Protocol):
         self._dup_fd = -1
         self._sending: tuple[Any, int] | None = None  # (file slice, bytes already sent)
         self._out_queue: deque[Any] = deque()
+        self._in_flight = 0  # pool bytes of the request an async handler is working on
+        self._write_paused = False  # the client does not read its responses
+        self._memory_paused = False  # waiting for the memory pool (queued.max.request.bytes)
 
     # -- asyncio.Protocol ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -86,7 +93,16 @@ class KafkaConnection(asyncio.Protocol):
         self._release_dup_fd()
         self.broker.connections.discard(self)
         self.broker.metrics.connection_closed()
+        acceptor = self.broker.acceptor
+        if acceptor is not None:
+            acceptor.descriptor_freed()
+        held = sum(len(f) for f in self._backlog) + self.reader.allocated_partial_bytes
         self._backlog.clear()
+        if held:
+            self.pool.release(held)
+        if self._memory_paused:
+            self._memory_paused = False
+            self.broker.memory_waiters.discard(self)
         log.debug("connection from %s closed (%s)", self.peer, exc or "eof")
 
     @property
@@ -100,11 +116,13 @@ class KafkaConnection(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         # The client is not reading its responses: stop reading its requests too.
+        self._write_paused = True
         if self.transport is not None:
             self.transport.pause_reading()
 
     def resume_writing(self) -> None:
-        if self.transport is not None and not self._closed:
+        self._write_paused = False
+        if self.transport is not None and not self._closed and not self._memory_paused:
             self.transport.resume_reading()
 
     def data_received(self, data: bytes) -> None:
@@ -113,49 +131,93 @@ class KafkaConnection(asyncio.Protocol):
         except FrameError as e:
             self.close(f"invalid frame: {e}")
             return
+        if self.reader.blocked:
+            self._wait_for_memory()
         if not frames:
             return
         if self._busy:
             self._backlog.extend(frames)
+            if self.pool.available <= 0:
+                self._wait_for_memory()  # a pipelining client must not queue without bound
             return
         self._process(frames)
+
+    # -- the memory pool: Kafka mutes a channel whose next request cannot be allocated ----------
+    def _wait_for_memory(self) -> None:
+        if self._memory_paused or self._closed:
+            return
+        self._memory_paused = True
+        self.broker.memory_waiters.add(self)
+        if self.transport is not None:
+            self.transport.pause_reading()
+
+    def memory_available(self) -> None:
+        """The pool has memory again: assemble the frame that waited and read on."""
+        if not self._memory_paused or self._closed:
+            return
+        self._memory_paused = False
+        self.broker.memory_waiters.discard(self)
+        try:
+            frames = self.reader.feed(b"")
+        except FrameError as e:  # pragma: no cover - the prefix was checked when it arrived
+            self.close(f"invalid frame: {e}")
+            return
+        if self.reader.blocked or (self._busy and self.pool.available <= 0):
+            self._wait_for_memory()
+        if frames:
+            if self._busy:
+                self._backlog.extend(frames)
+            else:
+                self._process(frames)
+        if not self._memory_paused and not self._write_paused and not self._closed:
+            self.transport.resume_reading()
 
     # -- dispatch ----------------------------------------------------------------------------
     def _process(self, frames: list[memoryview] | deque[memoryview]) -> None:
         out: list[Any] = []
         queue = deque(frames) if not isinstance(frames, deque) else frames
+        handled = 0  # pool bytes of the frames handled here, released in one go
         while queue and not self._closed:
             frame = queue.popleft()
+            handled += len(frame)
             try:
                 result = self._handle(frame)
             except CloseConnection as e:
                 self._write(out)
                 self.close(str(e))
-                return
+                break
             except Exception:
                 # A bug of ours, not the peer's: keep the traceback, drop only this connection.
                 log.exception("internal error while handling a request from %s", self.peer)
                 self._write(out)
                 self.close("internal error while handling a request")
-                return
+                break
             if result is None:
                 continue
             if isinstance(result, list):
                 out.extend(result)
                 continue
-            # An awaitable: everything after it waits.
+            # An awaitable: everything after it waits; its frame stays charged until it is done.
             self._write(out)
-            out = []
             self._busy = True
+            self._in_flight = len(frame)
+            self.pool.release(handled - self._in_flight)
             self._backlog.extendleft(reversed(queue))
             queue.clear()
             task = asyncio.ensure_future(result)
             task.add_done_callback(self._async_done)
             return
-        self._write(out)
+        if queue:  # the connection closed: nothing left will be handled
+            handled += sum(len(f) for f in queue)
+            queue.clear()
+        else:
+            self._write(out)
+        self.pool.release(handled)
 
     def _async_done(self, task: asyncio.Future) -> None:
         self._busy = False
+        self.pool.release(self._in_flight)
+        self._in_flight = 0
         if self._closed:
             return
         try:
@@ -286,7 +348,7 @@ class KafkaConnection(asyncio.Protocol):
             if chunk:
                 transport.write(b"".join(chunk) if len(chunk) > 1 else chunk[0])
                 chunk = []
-            if transport.get_write_buffer_size() > 0:
+            if transport.get_write_buffer_size() > 0 or not self._ensure_dup_fd():
                 chunk.append(p.read())
                 continue
             if not self._sendfile_slice(p, 0):
@@ -297,11 +359,18 @@ class KafkaConnection(asyncio.Protocol):
         if chunk:
             transport.write(b"".join(chunk) if len(chunk) > 1 else chunk[0])
 
+    def _ensure_dup_fd(self) -> bool:
+        """The socket's duplicate for sendfile; False when there is no descriptor to spare (EMFILE):
+        the slice is then copied, which needs none."""
+        if self._dup_fd < 0:
+            try:
+                self._dup_fd = os.dup(self.transport.get_extra_info("socket").fileno())
+            except OSError:
+                return False
+        return True
+
     def _sendfile_slice(self, sl: Any, done: int) -> bool:
         """Send what the socket takes now; False (and a writer callback armed) if it is not all."""
-        if self._dup_fd < 0:
-            sock = self.transport.get_extra_info("socket")
-            self._dup_fd = os.dup(sock.fileno())
         fd_in = sl.fileno()
         while done < sl.size:
             try:
@@ -354,16 +423,217 @@ class KafkaConnection(asyncio.Protocol):
         self._out_queue.clear()
 
 
+class MemoryWaiters:
+    """Connections muted because the memory pool ran out, woken in the order they were muted once
+    released memory ends the out-of-memory spell (Kafka's Selector unmutes them then)."""
+
+    def __init__(self) -> None:
+        self.pool: Any = None
+        self._waiting: dict[KafkaConnection, None] = {}  # insertion-ordered
+        self._scheduled = False
+
+    def add(self, conn: KafkaConnection) -> None:
+        self._waiting[conn] = None
+
+    def discard(self, conn: KafkaConnection) -> None:
+        self._waiting.pop(conn, None)
+
+    def __len__(self) -> int:
+        return len(self._waiting)
+
+    def schedule_wake(self) -> None:
+        # Not at once: release() runs inside another connection's request handling.
+        if self._waiting and not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._wake)
+
+    def _wake(self) -> None:
+        self._scheduled = False
+        while self._waiting and self.pool.available > 0:
+            conn = next(iter(self._waiting))
+            del self._waiting[conn]
+            conn.memory_available()
+
+
 def codec_name(api_key: int) -> str:
     from pybroker.protocol.api import API_NAMES
 
     return API_NAMES.get(api_key, f"api key {api_key}")
 
 
-async def serve(broker: Broker, host: str, port: int) -> asyncio.base_events.Server:
+# accept() failures that mean "out of descriptors or memory": the listening socket stays, the
+# connections wait in its backlog until something is freed.
+_OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+ACCEPT_BATCH = 128  # connections accepted per readiness event, so a flood cannot starve the loop
+ACCEPT_RETRY_S = 0.5  # retry while out of descriptors, unless a connection closes before
+LOG_INTERVAL_S = 10.0  # at most one accept-failure line per this interval
+
+
+class Acceptor:
+    """Accepts connections on the listening socket itself instead of ``loop.create_server``, so
+    that running out of file descriptors is seen, logged and survived on both event loops: uvloop
+    (libuv) answers EMFILE by accepting and closing each pending connection with a reserved
+    descriptor and reports nothing; asyncio logs every failed accept.  Here the failure is logged
+    at most once per ``LOG_INTERVAL_S`` (with how often it happened), accepting pauses and resumes
+    as soon as a connection closes (or after ``ACCEPT_RETRY_S``), and the waiting connections stay
+    in the kernel's backlog instead of being reset."""
+
+    def __init__(self, broker: Broker, sock: socket.socket) -> None:
+        self.broker = broker
+        self.sock = sock
+        self.address = "{}:{}".format(*sock.getsockname()[:2])
+        self._loop = asyncio.get_running_loop()
+        self._reading = False
+        self._closed = False
+        self._retry: asyncio.TimerHandle | None = None
+        self._failures = 0  # failed accepts not yet logged
+        self._last_log = self._last_recovery_log = -LOG_INTERVAL_S
+        self._stalled_since: float | None = None
+        self._tasks: set[asyncio.Task] = set()
+
+    def start(self) -> None:
+        if not self._reading and not self._closed:
+            self._loop.add_reader(self.sock.fileno(), self._on_readable)
+            self._reading = True
+
+    def close(self) -> None:
+        self._closed = True
+        if self._retry is not None:
+            self._retry.cancel()
+        if self._reading:
+            self._loop.remove_reader(self.sock.fileno())
+            self._reading = False
+        self.sock.close()
+
+    def descriptor_freed(self) -> None:
+        """A connection closed: if accepting stalled for lack of descriptors, try again now."""
+        if self._stalled_since is not None and not self._closed:
+            self._resume()
+
+    def _resume(self) -> None:
+        if self._retry is not None:
+            self._retry.cancel()
+            self._retry = None
+        self.start()
+        self._on_readable()
+
+    def _on_readable(self) -> None:
+        for _ in range(ACCEPT_BATCH):
+            try:
+                conn, _ = self.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                self._backlog_drained()
+                break
+            except OSError as e:
+                if e.errno in _OUT_OF_RESOURCES:
+                    self._out_of_resources(e)
+                    return
+                # ECONNABORTED and the like: that one connection is gone, the listener is fine.
+                log.debug("accept on %s failed: %s", self.address, e)
+                continue
+            self._start_connection(conn)
+
+    def _backlog_drained(self) -> None:
+        """Every waiting connection is accepted: a stall for lack of descriptors is over."""
+        if self._stalled_since is None:
+            return
+        now = time.monotonic()
+        if now - self._last_recovery_log >= LOG_INTERVAL_S:
+            log.warning(
+                "accepting connections on %s again, %.1f s after descriptors ran out",
+                self.address,
+                now - self._stalled_since,
+            )
+            self._last_recovery_log = now
+        self._stalled_since = None
+
+    def _start_connection(self, conn: socket.socket) -> None:
+        try:
+            conn.setblocking(False)
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            conn.close()
+            return
+        broker = self.broker
+        task = self._loop.create_task(self._loop.connect_accepted_socket(lambda: KafkaConnection(broker), conn))
+        self._tasks.add(task)
+        task.add_done_callback(self._connected)
+
+    def _connected(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("could not set up a connection on %s: %s", self.address, task.exception())
+
+    def _out_of_resources(self, e: OSError) -> None:
+        now = time.monotonic()
+        self._failures += 1
+        if self._stalled_since is None:
+            self._stalled_since = now
+        if now - self._last_log >= LOG_INTERVAL_S:
+            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            log.error(
+                "cannot accept connections on %s: %s (%d failed accepts since the last such message; "
+                "%d client connections open, open-file limit %d, hard limit %d); the waiting connections "
+                "stay queued and are accepted as descriptors are freed",
+                self.address,
+                e,
+                self._failures,
+                len(self.broker.connections),
+                soft,
+                hard,
+            )
+            self._last_log = now
+            self._failures = 0
+        # Stop polling the listener (it stays readable: a busy loop otherwise) until a connection
+        # closes or the retry timer fires.
+        if self._reading:
+            self._loop.remove_reader(self.sock.fileno())
+            self._reading = False
+        if self._retry is None:
+            self._retry = self._loop.call_later(ACCEPT_RETRY_S, self._retry_accept)
+
+    def _retry_accept(self) -> None:
+        self._retry = None
+        if not self._closed:
+            self._resume()
+
+
+def raise_open_file_limit() -> tuple[int, int]:
+    """Raise this process's soft RLIMIT_NOFILE to its hard limit, as Kafka's documentation asks
+    operators to do for the broker (every connection and every segment file is a descriptor);
+    returns (soft, hard) afterwards and logs them."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard
+    if hard == resource.RLIM_INFINITY:
+        try:  # the kernel refuses more than fs.nr_open per process
+            with open("/proc/sys/fs/nr_open") as f:
+                target = int(f.read())
+        except (OSError, ValueError):
+            target = 1 << 20
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            log.info("open-file limit raised from %d to %d (the hard limit)", soft, target)
+            return target, hard
+        except (OSError, ValueError) as e:
+            log.warning("could not raise the open-file limit from %d to %d: %s", soft, target, e)
+            return soft, hard
+    log.info("open-file limit %d (hard limit %d)", soft, hard)
+    return soft, hard
+
+
+async def serve(broker: Broker, host: str, port: int) -> Acceptor:
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(
-        lambda: KafkaConnection(broker), host, port, reuse_address=True, backlog=1024
-    )
+    if not host:  # every interface, as Kafka binds an empty listener host
+        family = socket.AF_INET6 if socket.has_dualstack_ipv6() else socket.AF_INET
+        sock = socket.create_server(
+            ("", port), family=family, backlog=1024, dualstack_ipv6=family == socket.AF_INET6
+        )
+    else:
+        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        sock = socket.create_server(infos[0][4][:2], family=infos[0][0], backlog=1024)
+    sock.setblocking(False)
+    acceptor = Acceptor(broker, sock)
+    acceptor.start()
     log.info("listening on %s:%d (%s)", host, port, type(loop).__module__.split(".")[0])
-    return server
+    return acceptor

@@ -565,3 +565,13 @@ def test_config_module_reexports_topic_api():
         "log_config_kwargs",
     ):
         assert callable(getattr(cfg, name))
+
+
+def test_queued_max_request_bytes():
+    """Kafka's key for the request memory pool: pybroker bounds it by default (Kafka: -1,
+    unbounded), never below one request (KafkaConfig's own check), and takes -1."""
+    assert BrokerConfig.load().queued_max_request_bytes == 104857600
+    assert BrokerConfig.load(overrides={"socket.request.max.bytes": "209715200"}).queued_max_request_bytes == 209715200
+    assert BrokerConfig.load(overrides={"queued.max.request.bytes": "-1"}).queued_max_request_bytes == -1
+    with pytest.raises(ConfigError, match="must be larger or equal to socket.request.max.bytes"):
+        BrokerConfig.load(overrides={"queued.max.request.bytes": "1000"})

@@ -20,6 +20,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
@@ -49,15 +51,43 @@ DEFAULT_SETTINGS: dict[str, str] = {
     "delete.topic.enable": "true",
 }
 
-JVM_OPTIONS = [
-    "-Xmx512m",
-    "-Xms128m",
-    "-Xshare:auto",
+# The JVM options Kafka's own scripts start the broker with: kafka-server-start.sh sets
+# KAFKA_HEAP_OPTS and passes -loggc, kafka-run-class.sh sets KAFKA_JVM_PERFORMANCE_OPTS (both 4.3).
+STOCK_HEAP_OPTS = ("-Xmx1G", "-Xms1G")
+STOCK_PERFORMANCE_OPTS = (
+    "-server",
     "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
+    "-XX:MaxInlineLevel=15",
     "-Djava.awt.headless=true",
-    # Keep logging alive while Kafka's own shutdown hook runs, so the shutdown shows in kafka.out.
-    "-Dlog4j2.shutdownHookEnabled=false",
-]
+)
+
+
+@dataclass(frozen=True)
+class JvmProfile:
+    """How the broker's JVM is started: ``stock`` for benchmarks (what kafka-server-start.sh does),
+    ``constrained`` (the default) for the compat suite, where a small heap lets several Kafkas run
+    at once, and for the benchmark's second, labelled Kafka row (what it ran with before 2026-11)."""
+
+    name: str
+    options: tuple[str, ...]
+    gc_log: bool = False  # -Xlog:gc* into <workdir>/logs, as kafka-server-start.sh's -loggc
+
+    def describe(self) -> str:
+        return " ".join(self.options) + (" -Xlog:gc*:file=…" if self.gc_log else "")
+
+
+STOCK = JvmProfile("stock", STOCK_HEAP_OPTS + STOCK_PERFORMANCE_OPTS, gc_log=True)
+# A small, growable heap and G1's defaults: cheap to run beside other JVMs; not a tuned broker.
+CONSTRAINED = JvmProfile(
+    "constrained", ("-Xmx512m", "-Xms128m", "-Xshare:auto", "-XX:+UseG1GC", "-Djava.awt.headless=true")
+)
+JVM_PROFILES = {profile.name: profile for profile in (STOCK, CONSTRAINED)}
+
+# Always added: keep logging alive while Kafka's own shutdown hook runs, so it shows in kafka.out.
+COMMON_JVM_OPTIONS = ("-Dlog4j2.shutdownHookEnabled=false",)
 
 
 def classpath_file() -> Path:
@@ -92,10 +122,19 @@ class ApacheKafkaError(RuntimeError):
 class ApacheKafka:
     """One single-node KRaft Apache Kafka listening on 127.0.0.1."""
 
-    def __init__(self, workdir: Path, port: int | None = None, overrides: dict[str, str] | None = None):
+    def __init__(
+        self,
+        workdir: Path,
+        port: int | None = None,
+        overrides: dict[str, str] | None = None,
+        jvm: JvmProfile = CONSTRAINED,
+        command_prefix: Sequence[str] = (),
+    ):
         self.workdir = Path(workdir)
         self.requested_port = port
         self.overrides = dict(overrides or {})
+        self.jvm = jvm
+        self.command_prefix = list(command_prefix)  # e.g. ["taskset", "-c", "0"]: the broker only
         self.port: int | None = None
         self.controller_port: int | None = None
         self.bootstrap: str = ""
@@ -194,10 +233,18 @@ class ApacheKafka:
         config.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
         return config
 
-    def _java(self, classpath: str, main_class: str, *args: str) -> list[str]:
+    def _java(self, classpath: str, main_class: str, *args: str, jvm: JvmProfile | None = None) -> list[str]:
+        jvm = jvm or self.jvm
+        gc_log = []
+        if jvm.gc_log:
+            gc_file = self.workdir / "logs" / "kafkaServer-gc.log"
+            gc_file.parent.mkdir(parents=True, exist_ok=True)
+            gc_log = [f"-Xlog:gc*:file={gc_file}:time,tags:filecount=10,filesize=100M"]
         return [
             "java",
-            *JVM_OPTIONS,
+            *jvm.options,
+            *gc_log,
+            *COMMON_JVM_OPTIONS,
             f"-Dlog4j2.configurationFile={LOG4J_CONFIG}",
             f"-Dkafka.logs.dir={self.workdir / 'logs'}",
             "-cp",
@@ -209,9 +256,11 @@ class ApacheKafka:
     def _format(self, classpath: str, config: Path) -> None:
         if (self.data_dir / "meta.properties").exists():
             return  # formatted by an earlier start: keep the data (restart scenarios)
+        # kafka-storage.sh is a short tool: the small profile whatever the broker's JVM.
         command = self._java(
-            classpath, "kafka.tools.StorageTool", "format", "-t", random_kafka_uuid(), "-c", str(config)
-        )
+            classpath, "kafka.tools.StorageTool", "format", "-t", random_kafka_uuid(), "-c", str(config),
+            jvm=CONSTRAINED,
+        )  # fmt: skip
         result = subprocess.run(command, capture_output=True, text=True, timeout=120)
         if result.returncode != 0:
             raise ApacheKafkaError(f"kafka-storage format failed:\n{result.stdout}{result.stderr}")
@@ -219,7 +268,7 @@ class ApacheKafka:
     def _launch(self, classpath: str, config: Path) -> None:
         with open(self.log_file, "ab") as log:
             self._process = subprocess.Popen(
-                self._java(classpath, "kafka.Kafka", str(config)),
+                [*self.command_prefix, *self._java(classpath, "kafka.Kafka", str(config))],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -261,8 +310,8 @@ class ApacheKafka:
             return "(no log)"
 
 
-def _run_foreground(workdir: Path, port: int | None, overrides: dict[str, str]) -> int:
-    kafka = ApacheKafka(workdir, port=port, overrides=overrides)
+def _run_foreground(workdir: Path, port: int | None, overrides: dict[str, str], jvm: JvmProfile) -> int:
+    kafka = ApacheKafka(workdir, port=port, overrides=overrides, jvm=jvm)
     stopping = threading.Event()
 
     def request_stop(signum: int, _frame: object) -> None:
@@ -303,12 +352,16 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a broker setting"
     )
+    run.add_argument(
+        "--jvm", choices=sorted(JVM_PROFILES), default=CONSTRAINED.name,
+        help="JVM options: stock (kafka-server-start.sh's) or constrained (small heap, the default)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.command == "install":
         classpath = install()
         print(f"{len(classpath.split(os.pathsep))} jars resolved", flush=True)
         return 0
-    return _run_foreground(args.dir, args.port, _parse_overrides(args.set))
+    return _run_foreground(args.dir, args.port, _parse_overrides(args.set), JVM_PROFILES[args.jvm])
 
 
 if __name__ == "__main__":

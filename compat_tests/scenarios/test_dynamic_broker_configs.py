@@ -12,7 +12,6 @@ shared by the session.
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -20,6 +19,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from compat_tests.clients.base import ClientError, Record
+from compat_tests.kafka_tools import run_tool
 from tests.wire import WireClient
 
 from .support import wait_for
@@ -365,12 +365,7 @@ def test_append_to_a_config_that_is_not_a_list(wire: WireClient, node: str) -> N
 
 def kafka_configs(bootstrap: str, *args: str) -> str:
     """Apache Kafka's own kafka-configs (kafka.admin.ConfigCommand, from the reference jars)."""
-    from compat_tests.reference.apache_kafka import JVM_OPTIONS, install
-
-    command = ["java", *JVM_OPTIONS, "-cp", install(), "kafka.admin.ConfigCommand", "--bootstrap-server", bootstrap]
-    done = subprocess.run([*command, *args], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
+    return run_tool("kafka-configs", "--bootstrap-server", bootstrap, *args).check().stdout
 
 
 def test_cluster_default_through_kafka_configs(bootstrap: str, wire: WireClient, make_topic) -> None:

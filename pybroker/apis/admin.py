@@ -111,7 +111,9 @@ async def handle_create_topics(ctx: RequestContext, request: dict) -> dict:
             if isinstance(check, KafkaError):
                 raise check
             n, configs = check
-            rec = await b.create_topic_async(name, n, configs, validate_only=validate_only)
+            rec = await b.create_topic_async(
+                name, n, configs, validate_only=validate_only, timeout_ms=request["timeout_ms"]
+            )
             out["num_partitions"] = n
             out["replication_factor"] = 1
             if rec is not None:
@@ -136,7 +138,7 @@ async def handle_create_topics(ctx: RequestContext, request: dict) -> dict:
 
 
 @handles(20, 0, 6)
-def handle_delete_topics(ctx: RequestContext, request: dict) -> dict:
+async def handle_delete_topics(ctx: RequestContext, request: dict) -> dict:
     b = ctx.broker
     if ctx.version >= 6:
         wanted = [(t.get("name"), t.get("topic_id")) for t in request["topics"]]
@@ -145,6 +147,7 @@ def handle_delete_topics(ctx: RequestContext, request: dict) -> dict:
     responses = []
     for name, tid in wanted:
         out: dict = {"name": name, "error_code": ErrorCode.NONE, "error_message": None}
+        by_id = None  # the id the request named the topic by, checked again when its turn comes
         if name is None and tid is not None:
             rec = b.metadata.topics_by_id.get(tid)
             if rec is None:
@@ -155,11 +158,12 @@ def handle_delete_topics(ctx: RequestContext, request: dict) -> dict:
                 continue
             name = rec.name
             out["name"] = name
+            by_id = tid
         rec = b.topic(name)
         if rec is not None:
             out["topic_id"] = rec.topic_id
         try:
-            b.delete_topic(name)
+            await b.delete_topic_async(name, by_id, request["timeout_ms"])
         except KafkaError as e:
             out.update(error_code=e.code, error_message=e.message)
         responses.append(out)
@@ -180,7 +184,12 @@ async def handle_create_partitions(ctx: RequestContext, request: dict) -> dict:
                         raise KafkaError(
                             ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Unknown broker in {a['broker_ids']}"
                         )
-            await b.add_partitions(t["name"], t["count"], validate_only=request.get("validate_only", False))
+            await b.add_partitions(
+                t["name"],
+                t["count"],
+                validate_only=request.get("validate_only", False),
+                timeout_ms=request["timeout_ms"],
+            )
         except KafkaError as e:
             out.update(error_code=e.code, error_message=e.message)
         results.append(out)

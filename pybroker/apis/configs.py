@@ -6,7 +6,7 @@ import logging
 
 from pybroker import config as broker_config
 from pybroker.apis import RequestContext, broker_loggers, handles
-from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +128,10 @@ def _apply_topic_configs(
     except broker_config.ConfigError as e:
         return ErrorCode.INVALID_CONFIG, str(e)
     if not validate_only:
-        b.set_topic_configs(name, new)
+        try:
+            b.set_topic_configs(name, new)
+        except KafkaError as e:  # the change could not be recorded (KAFKA_STORAGE_ERROR)
+            return ErrorCode(e.code), e.message
         log.info("topic %s configs now %s", name, new)
     return ErrorCode.NONE, None
 

@@ -1,12 +1,27 @@
-"""Metadata (3) and DescribeCluster (60): brokers, the controller, topics and partition leaders."""
+"""Metadata (3) and DescribeCluster (60): brokers, the controller, topics and partition leaders.
+
+A topic's Metadata entry (all its partitions) is encoded once and kept, per layout of the topic
+struct (versions that encode it identically share one encoding), until its leaders, epochs,
+replicas, ISR, partition count or the topic itself change: a Metadata of 10,000 partitions is then
+a join of cached bytes, not 10,000 dicts built and encoded per request.
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pybroker.apis import RequestContext, handles
 from pybroker.metadata.store import InvalidTopicName, TopicRecord, is_internal_topic, validate_topic_name
+from pybroker.protocol import codec
+from pybroker.protocol.api import RESPONSES
 from pybroker.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from pybroker.replication.partition import Partition
+
 ZERO_UUID_INT = 0
+METADATA = 3
+TOPICS_PATH = ("topics",)
 
 
 def broker_nodes(ctx: RequestContext, id_key: str = "node_id") -> list[dict]:
@@ -15,10 +30,11 @@ def broker_nodes(ctx: RequestContext, id_key: str = "node_id") -> list[dict]:
 
 
 def topic_metadata(ctx: RequestContext, rec: TopicRecord) -> dict:
-    b = ctx.broker
+    """The topic's Metadata entry as a dict (what ``TopicMetadataCache`` encodes and keeps)."""
     partitions = []
+    partition = ctx.broker.partition
     for i in range(rec.partitions):
-        p = b.partition(rec.name, i)
+        p = partition(rec.name, i)
         if p is None:
             partitions.append(
                 {"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "partition_index": i, "leader_id": -1}
@@ -30,9 +46,9 @@ def topic_metadata(ctx: RequestContext, rec: TopicRecord) -> dict:
                 "partition_index": i,
                 "leader_id": p.leader_id,
                 "leader_epoch": p.leader_epoch,
-                "replica_nodes": list(p.replicas),
-                "isr_nodes": list(p.isr),
-                "offline_replicas": [],
+                "replica_nodes": p.replicas,
+                "isr_nodes": p.isr,
+                "offline_replicas": (),
             }
         )
     return {
@@ -42,6 +58,47 @@ def topic_metadata(ctx: RequestContext, rec: TopicRecord) -> dict:
         "is_internal": rec.internal,
         "partitions": partitions,
     }
+
+
+class TopicMetadataCache:
+    """Encoded Metadata topic entries: topic name -> (the record they were built from, its partition
+    count then, {encoding key: encoded entry}).
+
+    ``invalidate`` is called for every change of a partition's leadership state (``Partition``'s
+    listener) and when partitions are registered or removed; an entry built from another
+    ``TopicRecord`` object (the topic deleted and created again) or another partition count is never
+    served, whatever the hooks did.  Entries with a partition not yet registered are not kept."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, tuple[TopicRecord, int, dict[tuple, codec.Encoded]]] = {}
+
+    def invalidate(self, topic: str) -> None:
+        self._entries.pop(topic, None)
+
+    def partition_changed(self, partition: Partition) -> None:
+        self._entries.pop(partition.topic, None)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def encoded(self, ctx: RequestContext, rec: TopicRecord) -> codec.Encoded | dict:
+        spec = RESPONSES[METADATA]
+        key = codec.element_encoding_key(spec, ctx.version, TOPICS_PATH)
+        entry = self._entries.get(rec.name)
+        if entry is not None and entry[0] is rec and entry[1] == rec.partitions:
+            by_key = entry[2]
+            cached = by_key.get(key)
+            if cached is not None:
+                return cached
+        else:
+            by_key = {}
+        value = topic_metadata(ctx, rec)
+        if any(p["error_code"] != ErrorCode.NONE for p in value["partitions"]):
+            return value  # a partition still being created: answer from the live state, keep nothing
+        encoded = codec.encode_element(spec, ctx.version, TOPICS_PATH, value)
+        by_key[key] = encoded
+        self._entries[rec.name] = (rec, rec.partitions, by_key)
+        return encoded
 
 
 def _error_topic(name: str | None, code: ErrorCode, topic_id=None) -> dict:
@@ -56,13 +113,14 @@ def _error_topic(name: str | None, code: ErrorCode, topic_id=None) -> dict:
 @handles(3, 0, 12)
 def handle_metadata(ctx: RequestContext, request: dict) -> dict:
     b = ctx.broker
+    cache: TopicMetadataCache = b.metadata_cache
     requested = request.get("topics")
     # v0: an empty list means every topic; v1+: null means every topic and [] none.
     all_topics = requested is None or (ctx.version == 0 and not requested)
     allow_auto_create = request.get("allow_auto_topic_creation", True) if ctx.version >= 4 else True
     topics: list[dict] = []
     if all_topics:
-        topics = [topic_metadata(ctx, rec) for rec in b.metadata.topics.values()]
+        topics = [cache.encoded(ctx, rec) for rec in b.metadata.topics.values()]
     else:
         for t in requested:
             name = t.get("name")
@@ -74,7 +132,7 @@ def handle_metadata(ctx: RequestContext, request: dict) -> dict:
                     unknown_name = None if ctx.version >= 12 else ""
                     topics.append(_error_topic(unknown_name, ErrorCode.UNKNOWN_TOPIC_ID, tid))
                 else:
-                    topics.append(topic_metadata(ctx, rec))
+                    topics.append(cache.encoded(ctx, rec))
                 continue
             rec = b.topic(name)
             if rec is None:
@@ -88,7 +146,7 @@ def handle_metadata(ctx: RequestContext, request: dict) -> dict:
             if rec is None:
                 topics.append(_error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             else:
-                topics.append(topic_metadata(ctx, rec))
+                topics.append(cache.encoded(ctx, rec))
     return {
         "throttle_time_ms": 0,
         "brokers": broker_nodes(ctx),

@@ -37,6 +37,7 @@ from pybroker.storage.config import LogConfig
 from pybroker.storage.errors import (
     InvalidProducerEpochError,
     InvalidTxnStateError,
+    KafkaStorageError,
     OutOfOrderSequenceError,
     RecordTooLargeError,
     StorageError,
@@ -241,7 +242,8 @@ def _append(ctx: RequestContext, p, index: int, buf: bytearray, batches: list[Ba
     except _REFUSED as e:  # the client's doing (some are StorageErrors): no error log
         return _error_result(index, e), None
     except StorageError as e:
-        log.error("append to %s-%d failed: %s", p.topic, index, e)
+        if not isinstance(e, KafkaStorageError):  # an I/O failure is logged by storage, once per cause
+            log.error("append to %s-%d failed: %s", p.topic, index, e)
         return _error_result(index, e), None
     resp = _result(
         index, ErrorCode.NONE, None, info.first_offset, info.log_append_time_ms, info.log_start_offset

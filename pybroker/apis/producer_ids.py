@@ -10,6 +10,7 @@ import logging
 
 from pybroker.apis import RequestContext, handles
 from pybroker.protocol.errors import ErrorCode
+from pybroker.storage.errors import KafkaStorageError
 
 log = logging.getLogger(__name__)
 MAX_EPOCH = 32767
@@ -29,7 +30,15 @@ def handle_init_producer_id(ctx: RequestContext, request: dict) -> dict:
             "producer_id": pid,
             "producer_epoch": epoch + 1,
         }
-    new_pid = ctx.broker.metadata.allocate_producer_id()
+    try:
+        new_pid = ctx.broker.metadata.allocate_producer_id()
+    except KafkaStorageError:  # a new id block could not be recorded (disk full): retriable
+        return {
+            "throttle_time_ms": 0,
+            "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            "producer_id": -1,
+            "producer_epoch": -1,
+        }
     log.debug("producer id %d for %s", new_pid, ctx.peer)
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": new_pid, "producer_epoch": 0}
 

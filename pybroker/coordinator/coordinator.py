@@ -38,6 +38,7 @@ from pybroker.coordinator.group import (
 )
 from pybroker.coordinator.txn_offsets import TransactionalOffsets
 from pybroker.protocol.errors import ErrorCode
+from pybroker.storage.errors import KafkaStorageError
 
 if TYPE_CHECKING:
     from pybroker.broker import Broker
@@ -1301,7 +1302,14 @@ class GroupCoordinator:
             errors[tp] = ErrorCode.NONE
         if not entries:
             return errors, None
-        wait = self.store.append(group_id, entries)
+        try:
+            wait = self.store.append(group_id, entries)
+        except KafkaStorageError:
+            # __consumer_offsets cannot be written (disk full): Kafka's coordinator answers
+            # NOT_COORDINATOR for a KAFKA_STORAGE_ERROR append; the client retries.
+            for tp, _ in accepted:
+                errors[tp] = ErrorCode.NOT_COORDINATOR
+            return errors, None
         for tp, om in accepted:
             committed[tp] = om
         return errors, wait

@@ -8,18 +8,28 @@ replaces the file with the controller's store without changing this interface.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
+import os
 import re
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pybroker.storage.checkpoint import write_atomically
+from pybroker.storage.errors import KafkaStorageError
 
 log = logging.getLogger(__name__)
 
 FILE_NAME = "pybroker-metadata.json"
+# Space kept aside for the metadata document, so that a change that frees space (deleting a topic)
+# can still be written when the disk is full: the file is deleted to make room for that write and
+# made again once there is room.  Twice the document (the new copy is written before the old one
+# goes), and at least this much.
+RESERVE_FILE_NAME = "pybroker-metadata.reserve"
+MIN_RESERVE_BYTES = 256 * 1024
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME_LENGTH = 249
 PRODUCER_ID_BLOCK = 1000
@@ -85,6 +95,7 @@ class MetadataStore:
         self._next_producer_id = 0
         self._producer_id_block_end = 0
         self.cluster_id: str | None = None
+        self._last_size = 0  # bytes of the document last written (sizes the reserve)
         # Dynamic broker configs by resource name ("" the cluster default, "<node id>" one broker),
         # as Kafka keeps them in its metadata log (ConfigRecords of the BROKER resource).
         self.broker_configs: dict[str, dict[str, str]] = {}
@@ -92,7 +103,9 @@ class MetadataStore:
     def load(self) -> None:
         if not self.path.exists():
             return
-        doc = json.loads(self.path.read_text())
+        text = self.path.read_text()
+        self._last_size = len(text)
+        doc = json.loads(text)
         for t in doc.get("topics", []):
             rec = TopicRecord.from_json(t)
             self.topics[rec.name] = rec
@@ -102,14 +115,67 @@ class MetadataStore:
         self.broker_configs = {str(k): dict(v) for k, v in doc.get("broker_configs", {}).items()}
         log.info("loaded metadata for %d topics from %s", len(self.topics), self.path)
 
-    def save(self) -> None:
-        doc = {
+    def save(self, *, may_use_reserve: bool = False) -> None:
+        """Write the document atomically.  On a full disk, only a change that frees space
+        (``may_use_reserve``) gives up the reserve to be written; others raise KafkaStorageError."""
+        data = json.dumps(self._document(), indent=1, sort_keys=True).encode()
+        try:
+            write_atomically(self.path, data)
+        except OSError as e:
+            if e.errno != errno.ENOSPC or not may_use_reserve or not self.reserve_path.exists():
+                raise KafkaStorageError(f"writing {self.path.name} failed: {e.strerror or e}", e.errno) from e
+            log.warning("disk full: deleting the metadata reserve to record a change that frees space")
+            self.reserve_path.unlink()
+            try:
+                write_atomically(self.path, data)
+            except OSError as e2:
+                raise KafkaStorageError(f"writing {self.path.name} failed: {e2.strerror or e2}", e2.errno) from e2
+        self._last_size = len(data)
+
+    def _document(self) -> dict:
+        return {
             "version": 1,
             "topics": [t.to_json() for t in sorted(self.topics.values(), key=lambda t: t.name)],
             "producer_id_block_end": self._producer_id_block_end,
             "broker_configs": {k: v for k, v in self.broker_configs.items() if v},
         }
-        write_atomically(self.path, json.dumps(doc, indent=1, sort_keys=True).encode())
+
+    @property
+    def reserve_path(self) -> Path:
+        return self.path.with_name(RESERVE_FILE_NAME)
+
+    def ensure_reserve(self) -> bool:
+        """Make (or grow) the reserve file when there is room; True if it is in place."""
+        wanted = max(MIN_RESERVE_BYTES, 2 * self._last_size)
+        try:
+            if self.reserve_path.stat().st_size >= wanted:
+                return True
+        except FileNotFoundError:
+            pass
+        try:
+            fd = os.open(self.reserve_path, os.O_WRONLY | os.O_CREAT, 0o644)
+            try:
+                os.posix_fallocate(fd, 0, wanted)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            try:
+                self.reserve_path.unlink()  # a partial reserve would only hide the missing one
+            except OSError:
+                pass
+            log.debug("metadata reserve of %d bytes not made: %s", wanted, e)
+            return False
+        return True
+
+    def _change(self, apply: Callable[[], None], undo: Callable[[], None], *, frees_space: bool = False) -> None:
+        """Apply a change in memory and write it; when the write fails, undo it and raise."""
+        apply()
+        try:
+            self.save(may_use_reserve=frees_space)
+        except KafkaStorageError:
+            undo()
+            raise
 
     def add_topic(
         self,
@@ -122,35 +188,70 @@ class MetadataStore:
         """``topic_id`` is given when the partitions' directories were made (and named in their
         partition.metadata) before the topic is recorded, as large CreateTopics do."""
         rec = TopicRecord(name, topic_id or uuid.uuid4(), partitions, dict(configs), internal)
-        self.topics[name] = rec
-        self.topics_by_id[rec.topic_id] = rec
-        self.save()
+
+        def apply() -> None:
+            self.topics[name] = rec
+            self.topics_by_id[rec.topic_id] = rec
+
+        def undo() -> None:
+            self.topics.pop(name, None)
+            self.topics_by_id.pop(rec.topic_id, None)
+
+        self._change(apply, undo)
         return rec
 
     def remove_topic(self, name: str) -> TopicRecord:
-        rec = self.topics.pop(name)
-        self.topics_by_id.pop(rec.topic_id, None)
-        self.save()
+        rec = self.topics[name]
+
+        def apply() -> None:
+            del self.topics[name]
+            self.topics_by_id.pop(rec.topic_id, None)
+
+        def undo() -> None:
+            self.topics[name] = rec
+            self.topics_by_id[rec.topic_id] = rec
+
+        self._change(apply, undo, frees_space=True)
         return rec
 
     def set_partitions(self, name: str, partitions: int) -> None:
-        self.topics[name].partitions = partitions
-        self.save()
+        rec = self.topics[name]
+        old = rec.partitions
+        self._change(lambda: setattr(rec, "partitions", partitions), lambda: setattr(rec, "partitions", old))
 
     def set_configs(self, name: str, configs: dict[str, str]) -> None:
-        self.topics[name].configs = dict(configs)
-        self.save()
+        rec = self.topics[name]
+        old = rec.configs
+        # Lowering retention is how an operator frees a full disk: this change may use the reserve.
+        self._change(
+            lambda: setattr(rec, "configs", dict(configs)),
+            lambda: setattr(rec, "configs", old),
+            frees_space=True,
+        )
 
     def set_broker_configs(self, resource_name: str, configs: dict[str, str]) -> None:
-        self.broker_configs[resource_name] = dict(configs)
-        self.save()
+        old = self.broker_configs.get(resource_name)
+
+        def undo() -> None:
+            if old is None:
+                self.broker_configs.pop(resource_name, None)
+            else:
+                self.broker_configs[resource_name] = old
+
+        # A lower broker-wide retention frees space too: this change may use the reserve.
+        self._change(
+            lambda: self.broker_configs.__setitem__(resource_name, dict(configs)), undo, frees_space=True
+        )
 
     def allocate_producer_id(self) -> int:
         """Ids come from persisted blocks, as Kafka's ProducerIdManager does, so an id is never
         reused across restarts even though only the block boundary is written."""
         if self._next_producer_id >= self._producer_id_block_end:
-            self._producer_id_block_end = self._next_producer_id + PRODUCER_ID_BLOCK
-            self.save()
+            old = self._producer_id_block_end
+            self._change(
+                lambda: setattr(self, "_producer_id_block_end", self._next_producer_id + PRODUCER_ID_BLOCK),
+                lambda: setattr(self, "_producer_id_block_end", old),
+            )
         pid = self._next_producer_id
         self._next_producer_id += 1
         return pid

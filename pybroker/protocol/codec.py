@@ -492,6 +492,34 @@ def _array_writer(field: FieldSpec, element_writer: Writer, flexible: bool, null
     return write_array
 
 
+def _struct_array_writer(
+    field: FieldSpec, element_writer: Writer, encoding_key: tuple, flexible: bool, nullable: bool
+) -> Writer:
+    """An array of structs whose elements may also be ``Encoded`` (see ``encode_element``): those are
+    written as they are, provided they were encoded for this struct at an identical encoding."""
+    name = field.json_name
+    pack32 = _INT32.pack
+    null_marker = b"\x00" if flexible else _NULL_INT32
+
+    def write_struct_array(out: list, value: Any) -> None:
+        if value is None:
+            if not nullable:
+                raise EncodeError(f"non-nullable field {name} cannot be null")
+            out.append(null_marker)
+            return
+        count = len(value)
+        out.append(_uvarint_bytes(count + 1) if flexible else pack32(count))
+        for item in value:
+            if item.__class__ is Encoded:
+                if item.encoding_key is not encoding_key:
+                    raise EncodeError(f"{name}: an element encoded for another version's layout")
+                out.append(item)
+            else:
+                element_writer(out, item)
+
+    return write_struct_array
+
+
 def _fixed_array_writer(field: FieldSpec, code: str, flexible: bool, nullable: bool) -> Writer:
     name = field.json_name
     pack32 = _INT32.pack
@@ -545,7 +573,8 @@ def _field_writer(field: FieldSpec, version: int, message_flexible: bool, tagged
     if field.is_struct:
         inner = _compile_struct(field.fields, version, message_flexible).write
         if field.is_array:
-            return _array_writer(field, inner, flexible, nullable)
+            key = _encoding_key(field.fields, version, message_flexible)
+            return _struct_array_writer(field, inner, key, flexible, nullable)
         return _struct_value_writer(field, inner, nullable, tagged)
     if field.is_array:
         element = field.element_type
@@ -569,6 +598,40 @@ def _default_factory(field: FieldSpec, version: int, message_flexible: bool) -> 
 
 
 _STRUCT_CACHE: dict[tuple[int, int, bool], tuple[tuple[FieldSpec, ...], _StructCodec]] = {}
+_KEY_CACHE: dict[tuple[int, int, bool], tuple[tuple[FieldSpec, ...], tuple]] = {}
+_INTERNED_KEYS: dict[tuple, tuple] = {}
+
+
+def _layout(fields: tuple[FieldSpec, ...], version: int, flexible: bool) -> tuple:
+    """Everything the compiled writer of a struct at ``version`` depends on, and nothing else."""
+    layout: list = [flexible]
+    for field in fields:
+        present = in_range(field.versions, version)
+        entry: tuple = (field.name, field.type, field.default, field.ignorable, present)
+        if present:
+            entry += (
+                in_range(field.nullable_versions, version),
+                _field_is_flexible(field, version, flexible),
+                flexible and in_range(field.tagged_versions, version),
+                field.tag,
+            )
+            if field.is_struct:
+                entry += (_layout(field.fields, version, flexible),)
+        layout.append(entry)
+    return tuple(layout)
+
+
+def _encoding_key(fields: tuple[FieldSpec, ...], version: int, flexible: bool) -> tuple:
+    """One shared object per distinct layout: versions with the same key encode a value of this
+    struct byte for byte the same, so an encoding made at one serves them all (compared by identity)."""
+    key = (id(fields), version, flexible)
+    cached = _KEY_CACHE.get(key)
+    if cached is not None:
+        return cached[1]
+    layout = _layout(fields, version, flexible)
+    interned = _INTERNED_KEYS.setdefault(layout, layout)
+    _KEY_CACHE[key] = (fields, interned)  # pins ``fields`` so its id is not reused
+    return interned
 
 
 def _compile_struct(fields: tuple[FieldSpec, ...], version: int, flexible: bool) -> _StructCodec:
@@ -832,6 +895,55 @@ def encode_parts(spec: MessageSpec, version: int, msg: dict) -> list:
     if pending:
         parts.append(b"".join(pending))
     return parts
+
+
+class Encoded(bytes):
+    """One element of an array of structs, already encoded by ``encode_element``.  Placed in the
+    array in place of its dict, it is written as it is; a handler caches these for large elements
+    that rarely change (Metadata's topics with all their partitions)."""
+
+    encoding_key: tuple
+
+
+def _element_struct(spec: MessageSpec, path: tuple[str, ...]) -> FieldSpec:
+    fields = spec.fields
+    found: FieldSpec | None = None
+    for name in path:
+        found = next((f for f in fields if f.name == name), None)
+        if found is None or not found.is_struct:
+            raise ValueError(f"{spec.name} has no struct field {'.'.join(path)}")
+        fields = found.fields
+    if found is None or not found.is_array:
+        raise ValueError(f"{spec.name}.{'.'.join(path)} is not an array of structs")
+    return found
+
+
+def element_encoding_key(spec: MessageSpec, version: int, path: tuple[str, ...]) -> tuple:
+    """Equal (identical) for the versions of ``spec`` that encode an element of the array of structs
+    at ``path`` (field names from the top, e.g. ``("topics",)``) the same way: a cache of
+    ``encode_element`` results can be keyed by it and shared between those versions."""
+    if not spec.supports(version):
+        raise UnsupportedVersionError(f"{spec.name} has no version {version} (valid: {spec.valid_versions})")
+    return _encoding_key(_element_struct(spec, path).fields, version, spec.is_flexible(version))
+
+
+def encode_element(spec: MessageSpec, version: int, path: tuple[str, ...], value: dict) -> Encoded:
+    """``value`` encoded as one element of the array of structs at ``path``, ready to be placed in
+    that array of a message of any version with the same ``element_encoding_key``."""
+    fields = _element_struct(spec, path).fields
+    flexible = spec.is_flexible(version)
+    if not spec.supports(version):
+        raise UnsupportedVersionError(f"{spec.name} has no version {version} (valid: {spec.valid_versions})")
+    out: list = []
+    try:
+        _compile_struct(fields, version, flexible).write(out, value)
+        encoded = Encoded(b"".join(out))
+    except EncodeError:
+        raise
+    except (struct.error, TypeError, AttributeError, OverflowError) as exc:
+        raise EncodeError(f"{spec.name} v{version} {'.'.join(path)}: {exc}") from exc
+    encoded.encoding_key = _encoding_key(fields, version, flexible)
+    return encoded
 
 
 def encode(spec: MessageSpec, version: int, msg: dict) -> bytes:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -27,10 +27,11 @@ class Partition:
         "index",
         "topic_id",
         "log",
-        "leader_id",
-        "leader_epoch",
-        "replicas",
-        "isr",
+        "_leader_id",
+        "_leader_epoch",
+        "_replicas",
+        "_isr",
+        "state_listener",
         "high_watermark",
         "min_insync_replicas",
         "_follower_offsets",
@@ -45,16 +46,61 @@ class Partition:
         self.index = index
         self.topic_id = topic_id
         self.log = log_
-        self.leader_id = node_id
-        self.leader_epoch = leader_epoch
-        self.replicas = [node_id]
-        self.isr = [node_id]
+        # Told (with this partition) whenever leader, epoch, replicas or ISR change: Metadata caches
+        # its encoding of them per topic.  Set before the partition is published.
+        self.state_listener: Callable[[Partition], None] | None = None
+        self._leader_id = node_id
+        self._leader_epoch = leader_epoch
+        self._replicas: tuple[int, ...] = (node_id,)
+        self._isr: tuple[int, ...] = (node_id,)
         self._follower_offsets: dict[int, int] = {}
         self._acks_waiters: list[tuple[int, asyncio.Future[None]]] = []
         # Callables run after every append (long-poll fetches registered on this partition).
         self._data_listeners: set[Callable[[], None]] = set()
         self.high_watermark = log_.log_end_offset
         self.min_insync_replicas = 1  # the topic's min.insync.replicas; acks=all needs this many in the ISR
+
+    # -- leadership state (what Metadata reports) -------------------------------------------
+    # Replicas and ISR are tuples, so they cannot change in place without the listener hearing.
+    @property
+    def leader_id(self) -> int:
+        return self._leader_id
+
+    @leader_id.setter
+    def leader_id(self, value: int) -> None:
+        self._leader_id = value
+        self._state_changed()
+
+    @property
+    def leader_epoch(self) -> int:
+        return self._leader_epoch
+
+    @leader_epoch.setter
+    def leader_epoch(self, value: int) -> None:
+        self._leader_epoch = value
+        self._state_changed()
+
+    @property
+    def replicas(self) -> tuple[int, ...]:
+        return self._replicas
+
+    @replicas.setter
+    def replicas(self, value: Iterable[int]) -> None:
+        self._replicas = tuple(value)
+        self._state_changed()
+
+    @property
+    def isr(self) -> tuple[int, ...]:
+        return self._isr
+
+    @isr.setter
+    def isr(self, value: Iterable[int]) -> None:
+        self._isr = tuple(value)
+        self._state_changed()
+
+    def _state_changed(self) -> None:
+        if self.state_listener is not None:
+            self.state_listener(self)
 
     # -- offsets ---------------------------------------------------------------------------
     @property

@@ -1,10 +1,59 @@
 """Storage exceptions; the broker maps them to Kafka error codes."""
 
+import logging
+import os
+
 from pybroker.records.errors import CorruptRecordError, InvalidRecordError
+
+logger = logging.getLogger(__name__)
 
 
 class StorageError(Exception):
     """An I/O or consistency failure of the log itself (Kafka: KAFKA_STORAGE_ERROR)."""
+
+
+class KafkaStorageError(StorageError):
+    """The operating system refused a write or read of a log directory (ENOSPC, EIO, EROFS, EMFILE,
+    ...): Kafka's KafkaStorageException, answered as KAFKA_STORAGE_ERROR for the partitions it
+    hit.  Unlike Kafka, which takes the directory offline (and stops when it was the only one),
+    the broker stays up: nothing was written, reads go on, writes resume once the cause is gone."""
+
+    def __init__(self, message: str, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno
+
+
+# (log directory, errno) -> failures since the first one was logged.  Logged once per cause, not
+# per request: a full disk fails every produce request until space returns.
+failing: dict[tuple[str, int | None], int] = {}
+
+
+def io_failure(directory: os.PathLike[str] | str, what: str, exc: OSError) -> KafkaStorageError:
+    """The KafkaStorageError for ``exc`` (``what`` failed in log directory ``directory``), logged
+    the first time this cause appears in that directory."""
+    key = (os.fspath(directory), exc.errno)
+    seen = failing.get(key)
+    failing[key] = (seen or 0) + 1
+    if seen is None:
+        logger.error(
+            "storage error in log directory %s: %s failed: %s (logged once; the affected partitions "
+            "answer KAFKA_STORAGE_ERROR until it succeeds again)",
+            key[0],
+            what,
+            exc.strerror or exc,
+        )
+    return KafkaStorageError(f"{what} failed: {exc.strerror or exc}", exc.errno)
+
+
+def io_success(directory: os.PathLike[str] | str) -> None:
+    """A write to ``directory`` succeeded: its failures are over (the hot path calls it only when
+    ``failing`` is not empty)."""
+    name = os.fspath(directory)
+    for key in [k for k in failing if k[0] == name]:
+        count = failing.pop(key)
+        logger.warning(
+            "log directory %s writes again after %d failed attempt(s) (errno %s)", name, count, key[1]
+        )
 
 
 class OffsetOutOfRangeError(StorageError):
@@ -36,6 +85,7 @@ __all__ = [
     "InvalidProducerEpochError",
     "InvalidRecordError",
     "InvalidTxnStateError",
+    "KafkaStorageError",
     "LogDirLockedError",
     "OffsetOutOfRangeError",
     "OutOfOrderSequenceError",

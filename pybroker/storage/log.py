@@ -19,8 +19,9 @@ from pybroker.records.batch import (
 )
 from pybroker.records.control import build_marker_batch, parse_marker
 from pybroker.records.recompress import needs_recompression, recompress_batches
+from pybroker.storage import errors as storage_errors
 from pybroker.storage.config import LogConfig
-from pybroker.storage.errors import OffsetOutOfRangeError, RecordTooLargeError, StorageError
+from pybroker.storage.errors import OffsetOutOfRangeError, RecordTooLargeError, StorageError, io_failure
 from pybroker.storage.file_slice import FileSlice
 from pybroker.storage.leader_epoch import LeaderEpochCache
 from pybroker.storage.producer_state import CompletedTxn, ProducerStateManager
@@ -229,12 +230,20 @@ class Log:
                 max_timestamp = now_ms
             next_offset += batch.last_offset_delta + 1
             infos.append((next_offset - 1, max_timestamp, batch.size))
-        # The epoch is recorded before its first batch is written, so a crash cannot leave a batch
-        # of an epoch the checkpoint does not know.
-        self.leader_epochs.assign(leader_epoch, first_offset)
-        self._write(buf, batches, infos, now_ms)
+        try:
+            # The epoch is recorded before its first batch is written, so a crash cannot leave a
+            # batch of an epoch the checkpoint does not know.
+            self.leader_epochs.assign(leader_epoch, first_offset)
+            self._write(buf, batches, infos, now_ms)
+        except OSError as e:  # disk full, I/O error, read-only: nothing of this append was kept
+            raise io_failure(self.directory.parent, f"append to {self.name}", e) from e
         self.producer_state.commit(plan)
-        self._maybe_flush_after_append(now_ms)
+        try:
+            self._maybe_flush_after_append(now_ms)
+        except OSError as e:  # written but not made durable: the recovery point stays behind
+            raise io_failure(self.directory.parent, f"flush of {self.name}", e) from e
+        if storage_errors.failing:  # one truth test per append while nothing failed
+            storage_errors.io_success(self.directory.parent)
         return AppendInfo(
             first_offset, next_offset - 1, now_ms if log_append_time else -1, self.log_start_offset, False
         )
@@ -260,11 +269,20 @@ class Log:
         )
         stamp_base_offset(buf, 0, offset)
         stamp_partition_leader_epoch(buf, 0, leader_epoch)
-        self.leader_epochs.assign(leader_epoch, offset)
-        self._write(buf, batches, [(offset, batches[0].max_timestamp, batches[0].size)], now_ms)
+        try:
+            self.leader_epochs.assign(leader_epoch, offset)
+            self._write(buf, batches, [(offset, batches[0].max_timestamp, batches[0].size)], now_ms)
+        except OSError as e:  # nothing of the marker was kept: the coordinator writes it again
+            raise io_failure(self.directory.parent, f"transaction marker to {self.name}", e) from e
         self.producer_state.commit_marker(plan)
-        self._record_completed(plan.completed)
-        self._maybe_flush_after_append(now_ms)
+        try:
+            self._record_completed(plan.completed)
+        except OSError as e:  # the entry is kept in memory; a recovery from before it rebuilds it
+            io_failure(self.directory.parent, f"transaction index of {self.name}", e)
+        try:
+            self._maybe_flush_after_append(now_ms)
+        except OSError as e:
+            raise io_failure(self.directory.parent, f"flush of {self.name}", e) from e
         return AppendInfo(offset, offset, -1, self.log_start_offset, False)
 
     def collect_aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
@@ -425,8 +443,16 @@ class Log:
         if offset > self.log_start_offset:
             self.log_start_offset = offset
         deleted = self._delete_segments_below_log_start()
-        self.leader_epochs.truncate_from_start(self.log_start_offset)
+        self._truncate_epochs_from_start()
         return deleted
+
+    def _truncate_epochs_from_start(self) -> None:
+        # Freeing space must work on a full disk: the epoch checkpoint is only rewritten by the
+        # next change that succeeds, and at start-up it is cut to the log start offset anyway.
+        try:
+            self.leader_epochs.truncate_from_start(self.log_start_offset)
+        except OSError as e:
+            io_failure(self.directory.parent, f"leader epoch checkpoint of {self.name}", e)
 
     def _delete_segments_below_log_start(self) -> int:
         count = 0
@@ -463,7 +489,7 @@ class Log:
                 self._delete_oldest_segment()
                 deleted += 1
         if deleted:
-            self.leader_epochs.truncate_from_start(self.log_start_offset)
+            self._truncate_epochs_from_start()
             logger.info(
                 "%s: deleted %d segments, log start offset now %d", self.name, deleted, self.log_start_offset
             )

@@ -19,7 +19,7 @@ from pybroker.storage.checkpoint import (
     write_partition_metadata,
 )
 from pybroker.storage.config import LogConfig
-from pybroker.storage.errors import LogDirLockedError, StorageError
+from pybroker.storage.errors import LogDirLockedError, StorageError, io_failure
 from pybroker.storage.log import Log
 from pybroker.storage.syncfs import syncfs, syncfs_available
 
@@ -39,6 +39,13 @@ def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
     if not sep or not topic or not partition.isdigit():
         return None
     return topic, int(partition)
+
+
+def remove_directories(paths: list[Path]) -> list[Path]:
+    """Delete whole directories (deleted partitions); safe on any thread."""
+    for path in paths:
+        shutil.rmtree(path, ignore_errors=True)
+    return paths
 
 
 class LogManager:
@@ -231,20 +238,23 @@ class LogManager:
         self._pending_deletes.append((self.now_ms() + log.config.file_delete_delay_ms, target))
 
     def purge_deleted(self, force: bool = False) -> int:
+        return len(remove_directories(self.take_due_deletes(force)))
+
+    def take_due_deletes(self, force: bool = False) -> list[Path]:
+        """The renamed-away partition directories whose delay is over, no longer pending: the
+        caller removes them (``remove_directories``), off the event loop — unlinking thousands of
+        files can take seconds (minutes on a disk that discards freed blocks synchronously)."""
         now_ms = self.now_ms()
-        due = [(t, p) for t, p in self._pending_deletes if force or t <= now_ms]
-        for item in due:
-            shutil.rmtree(item[1], ignore_errors=True)
-            self._pending_deletes.remove(item)
-        return len(due)
+        due = [p for t, p in self._pending_deletes if force or t <= now_ms]
+        if due:
+            self._pending_deletes = [(t, p) for t, p in self._pending_deletes if not (force or t <= now_ms)]
+        return due
 
     # ---- periodic work ------------------------------------------------------------------------------------
 
     def retention_pass(self, now_ms: int | None = None) -> int:
         now_ms = self.now_ms() if now_ms is None else now_ms
-        deleted = sum(log.apply_retention(now_ms) for log in self._logs.values())
-        self.purge_deleted()
-        return deleted
+        return sum(log.apply_retention(now_ms) for log in self._logs.values())
 
     def remove_expired_producers(self, expiration_ms: int, now_ms: int | None = None) -> int:
         now_ms = self.now_ms() if now_ms is None else now_ms
@@ -252,14 +262,25 @@ class LogManager:
 
     def flush_dirty(self, now_ms: int | None = None) -> int:
         now_ms = self.now_ms() if now_ms is None else now_ms
-        return sum(1 for log in self._logs.values() if log.flush_if_due(now_ms))
+        flushed = 0
+        for key, log in self._logs.items():
+            try:
+                flushed += log.flush_if_due(now_ms)
+            except OSError as e:
+                io_failure(self._log_dir_of.get(key, log.directory.parent), f"flush of {log.name}", e)
+        return flushed
 
     def checkpoint(self) -> None:
         for log_dir in self.log_dirs:
             keys = [k for k, d in self._log_dir_of.items() if d == log_dir]
-            write_offset_checkpoint(
-                log_dir / RECOVERY_POINT_CHECKPOINT, {k: self._logs[k].recovery_point for k in keys}
-            )
-            write_offset_checkpoint(
-                log_dir / LOG_START_OFFSET_CHECKPOINT, {k: self._logs[k].log_start_offset for k in keys}
-            )
+            try:
+                write_offset_checkpoint(
+                    log_dir / RECOVERY_POINT_CHECKPOINT, {k: self._logs[k].recovery_point for k in keys}
+                )
+                write_offset_checkpoint(
+                    log_dir / LOG_START_OFFSET_CHECKPOINT, {k: self._logs[k].log_start_offset for k in keys}
+                )
+            except OSError as e:
+                # A full disk: the older checkpoints stay (recovery scans a little more after a
+                # crash; moved log starts are written by the next checkpoint that succeeds).
+                io_failure(log_dir, "writing checkpoints", e)

@@ -105,7 +105,16 @@ class LogSegment:
 
     def append(self, data: bytes | bytearray | memoryview, batches: list[BatchInfo]) -> None:
         position = self.size
-        _write_fully(self.file.fileno(), data, position)
+        try:
+            _write_fully(self.file.fileno(), data, position)
+        except OSError:
+            # A partial write (disk full mid-batch) must not stay behind the valid end: give the
+            # space back, so the file ends where the log does.
+            try:
+                os.ftruncate(self.file.fileno(), position)
+            except OSError:
+                pass  # recovery truncates a torn tail anyway
+            raise
         self._index_batches(batches, position)
         self.size = position + len(data)
 

@@ -21,7 +21,11 @@ def test_quick_compare_runs_against_pybroker_and_kafka() -> None:
         os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
     )
     result = subprocess.run(
-        [sys.executable, "-m", "bench.compare", "--quick", "--systems", "pybroker,kafka"],
+        [
+            sys.executable, "-m", "bench.compare", "--quick", "--systems", "pybroker,kafka",
+            # Every flag of the full harness, at toy sizes: the sustained row, the warm-up, pinning.
+            "--sustained", "--gib", "0.008", "--warmup-mib", "2", "--sustained-gib", "0.016",
+        ],  # fmt: skip
         cwd=REPO_ROOT,
         env=env,
         capture_output=True,
@@ -31,10 +35,21 @@ def test_quick_compare_runs_against_pybroker_and_kafka() -> None:
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     rows = [line for line in result.stdout.splitlines() if line.startswith("| ")]
     assert rows and rows[0].startswith("| system | loader | workload")
+    header = [cell.strip() for cell in rows[0].strip("|").split("|")]
+    cpu_column = header.index("CPU s/GB")
     systems = {row.split("|")[1].strip() for row in rows[1:]}
     assert systems == {"pybroker", "kafka"}
     workloads = {row.split("|")[3].strip().strip("`") for row in rows[1:]}
-    assert {"produce/1KiB/p1/acks1", "consume/1KiB/p1", "at-half-peak/1KiB/p1/acks1"} <= workloads
+    assert {
+        "produce/1KiB/p1/acks1", "consume/1KiB/p1", "at-half-peak/1KiB/p1/acks1", "sustained/1KiB/p1/acks1"
+    } <= workloads  # fmt: skip
     # Every pybroker row that has a Kafka row carries a ratio (the cell is a number followed by ×).
     pybroker_rows = [row for row in rows[1:] if row.startswith("| pybroker")]
     assert all(row.count("×") >= 1 for row in pybroker_rows)
+    # Every row moving data reports the broker's CPU-seconds per GB as a number.
+    for row in rows[1:]:
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        if "e2e-serial" not in cells[2]:
+            float(cells[cpu_column].replace(",", ""))
+    assert "warmed up: 2 MiB in and out" in result.stdout
+    assert "CPUs: " in result.stdout

@@ -31,29 +31,41 @@ def test_median_skips_missing_values_and_ratio_guards() -> None:
     assert math.isnan(ratio(float("nan"), 2.0))
 
 
-def _m(system: str, mb: float, p99: float = float("nan"), rss: float = 100.0) -> Measurement:
-    return Measurement(system, "java", "produce/1KiB/p1/acks1", mb * 1000, mb, p99_ms=p99, rss_mb=rss)
+def _m(
+    system: str, mb: float, p99: float = float("nan"), rss: float = 100.0, cpu: float = float("nan")
+) -> Measurement:
+    return Measurement(
+        system, "java", "produce/1KiB/p1/acks1", mb * 1000, mb, p99_ms=p99, rss_mb=rss, cpu_s=cpu,
+        payload_bytes=2e9,
+    )  # fmt: skip
 
 
 def test_summaries_are_medians_and_ratios_are_pybroker_over_kafka() -> None:
     runs = [
-        _m("pybroker", 90, p99=4, rss=40),
-        _m("kafka", 200, p99=2, rss=400),
-        _m("pybroker", 100, p99=6, rss=50),
-        _m("kafka", 100, p99=4, rss=420),
-        _m("pybroker", 500, p99=5, rss=45),
-        _m("kafka", 150, p99=3, rss=410),
+        _m("pybroker", 90, p99=4, rss=40, cpu=2.0),
+        _m("kafka", 200, p99=2, rss=400, cpu=6.0),
+        _m("kafka-constrained", 120, p99=9, rss=300, cpu=9.0),
+        _m("pybroker", 100, p99=6, rss=50, cpu=3.0),
+        _m("kafka", 100, p99=4, rss=420, cpu=8.0),
+        _m("pybroker", 500, p99=5, rss=45, cpu=2.2),
+        _m("kafka", 150, p99=3, rss=410, cpu=7.0),
     ]
     summaries = summarize(runs)
-    assert [s.system for s in summaries] == ["kafka", "pybroker"]  # reference first
-    kafka, pybroker = summaries
+    assert [s.system for s in summaries] == ["kafka", "kafka-constrained", "pybroker"]  # reference first
+    kafka, constrained, pybroker = summaries
     assert (kafka.mb_per_s, pybroker.mb_per_s, pybroker.runs) == (150, 100, 3)
+    assert (kafka.cpu_s_per_gb, pybroker.cpu_s_per_gb) == (3.5, 1.1)  # CPU s over 2 GB, median of runs
     table = compare_table(summaries)
+    header = [cell.strip() for cell in table.splitlines()[0].strip("|").split("|")]
+    assert header[6] == "CPU s/GB" and header[-3] == "CPU s/GB ÷ Kafka"
     pybroker_row = next(line for line in table.splitlines() if line.startswith("| pybroker"))
     cells = [cell.strip() for cell in pybroker_row.strip("|").split("|")]
-    assert cells[-3:] == ["0.67×", "1.67×", "0.11×"]  # MB/s 100/150, p99 5/3, RSS 45/410
-    kafka_row = next(line for line in table.splitlines() if line.startswith("| kafka"))
-    assert kafka_row.rstrip(" |").endswith("– | – | –")
+    assert cells[6] == "1.10"
+    # MB/s 100/150, CPU s/GB 1.1/3.5 (never to the constrained row's 4.5), p99 5/3, RSS 45/410
+    assert cells[-4:] == ["0.67×", "0.31×", "1.67×", "0.11×"]
+    for system in ("kafka", "kafka-constrained"):
+        row = next(line for line in table.splitlines() if line.startswith(f"| {system} "))
+        assert row.rstrip(" |").endswith("– | – | – | –")
 
 
 def test_results_section_is_replaced_not_duplicated(tmp_path: Path) -> None:
@@ -81,5 +93,6 @@ def test_workload_selection_pulls_in_the_peak_a_paced_run_needs() -> None:
     assert Workload("produce", 1024, 1, "1") in chosen
     assert [w.name for w in chosen] == ["produce/1KiB/p1/acks1", "at-half-peak/1KiB/p1/acks1"]
     assert len(all_workloads(quick=False)) == 12 + 6 + 2 + 1
+    assert len(all_workloads(quick=False, sustained=True)) == 12 + 6 + 2 + 1 + 2
     with pytest.raises(SystemExit):
         select(all_workloads(quick=False), "nothing/*")

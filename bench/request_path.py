@@ -1,0 +1,74 @@
+"""CPU time per Produce request through a connection's whole input path, in-process: framing
+(``FrameReader``), the request memory pool (``queued.max.request.bytes``), dispatch, the handler and
+the append — what ``bench.metrics_overhead`` measures from ``_handle`` on, plus what comes before.
+
+    python -m bench.request_path                      # this tree
+    PYTHONPATH=<other checkout> python -m bench.request_path   # e.g. a tree from before a change
+
+The same Produce request (one batch of 16 x 1 KiB records, acks=1) is fed to ``data_received``
+one per read and eight per read; process CPU time per request, median of ``--rounds``.
+A benchmark: it prints, it never asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import struct
+import sys
+import tempfile
+import time
+
+from bench.metrics_overhead import _NullTransport, produce_frame
+from compat_tests.brokers import free_port
+from pybroker.broker import Broker
+from pybroker.config import BrokerConfig
+from pybroker.server import KafkaConnection
+
+
+async def measure(requests: int, rounds: int) -> dict[str, float]:
+    with tempfile.TemporaryDirectory(prefix="request-path-") as tmp:
+        config = BrokerConfig(
+            {
+                "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}",
+                "log.dirs": tmp,
+                "offsets.topic.num.partitions": "1",
+            }
+        )
+        broker = Broker(config)
+        await broker.start()
+        try:
+            broker.create_topic("bench", 1, {})
+            conn = KafkaConnection(broker)
+            conn.transport = _NullTransport()  # type: ignore[assignment]
+            frame = produce_frame("bench")
+            framed = struct.pack(">i", len(frame)) + frame
+            results: dict[str, float] = {}
+            for name, per_read in (("1 request per read", 1), ("8 requests per read", 8)):
+                chunk = framed * per_read
+                reads = max(1, requests // per_read)
+                samples = []
+                for _ in range(rounds):
+                    start = time.process_time()
+                    for _ in range(reads):
+                        conn.data_received(chunk)
+                    samples.append((time.process_time() - start) / (reads * per_read))
+                results[name] = statistics.median(samples)
+            return results
+        finally:
+            await broker.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=4000)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args(argv)
+    for name, value in asyncio.run(measure(args.requests, args.rounds)).items():
+        print(f"{name:22s} {value * 1e6:8.2f} us CPU per produce request")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""The benchmark harness's honesty settings, checked without running a benchmark: Kafka's JVM options
+(stock for benchmarks, small for the compat suite), CPU pinning, volumes and the results notes."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from bench import pinning
+from bench.compare import FULL, QUICK, all_workloads, result_notes, scaled, select
+from bench.systems import make_broker
+from compat_tests.brokers import PyBroker
+from compat_tests.reference.apache_kafka import ApacheKafka
+
+# kafka-server-start.sh's KAFKA_HEAP_OPTS, then kafka-run-class.sh's KAFKA_JVM_PERFORMANCE_OPTS (4.3).
+STOCK_FLAGS = (
+    "-Xmx1G -Xms1G -server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 "
+    "-XX:+ExplicitGCInvokesConcurrent -XX:MaxInlineLevel=15 -Djava.awt.headless=true"
+).split()
+
+
+def _java_command(broker: object) -> list[str]:
+    assert isinstance(broker, ApacheKafka)
+    return broker._java("cp.jar", "kafka.Kafka", "server.properties")
+
+
+def test_benchmark_kafka_runs_with_its_start_scripts_jvm_options(tmp_path: Path) -> None:
+    command = _java_command(make_broker("kafka", tmp_path / "k"))
+    assert command[1 : 1 + len(STOCK_FLAGS)] == STOCK_FLAGS
+    assert any(arg.startswith("-Xlog:gc*:file=") for arg in command)  # kafka-server-start.sh's -loggc
+    constrained = _java_command(make_broker("kafka-constrained", tmp_path / "c"))
+    assert "-Xmx512m" in constrained and "-Xmx1G" not in constrained
+    assert "-XX:MaxGCPauseMillis=20" not in constrained
+    # The compat suite's launcher keeps its small heap unless told otherwise.
+    assert _java_command(ApacheKafka(tmp_path / "compat"))[1:3] == ["-Xmx512m", "-Xms128m"]
+
+
+def test_pinned_broker_runs_only_on_its_cpu(tmp_path: Path) -> None:
+    assert not pinning.plan(enabled=False).enabled
+    assert pinning.plan(enabled=False).broker_prefix() == []
+    pins = pinning.plan()
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < 2:
+        assert not pins.enabled and "CPU" in pins.why_not
+        return
+    assert pins.broker_cpus == {allowed[0]} and pins.loader_cpus == set(allowed[1:])
+    broker = make_broker("pybroker", tmp_path, command_prefix=pins.broker_prefix())
+    assert isinstance(broker, PyBroker)
+    broker.start()
+    try:
+        assert broker.pid is not None
+        status = Path(f"/proc/{broker.pid}/status").read_text()
+        cpus = next(line.split()[1] for line in status.splitlines() if line.startswith("Cpus_allowed_list:"))
+        assert cpus == str(allowed[0])
+        for task in Path(f"/proc/{broker.pid}/task").iterdir():  # every thread, not just the first
+            assert os.sched_getaffinity(int(task.name)) == {allowed[0]}
+    finally:
+        broker.stop()
+
+
+def test_volumes_are_at_least_a_gigabyte_after_a_warm_up() -> None:
+    assert FULL.bytes_per_run >= 10**9 and FULL.records(100) * 100 >= 10**9
+    assert FULL.warmup_bytes >= 256 * 2**20
+    assert FULL.sustained_bytes >= 6 * 10**9 and FULL.records(1024, sustained=True) * 1024 >= 6 * 10**9
+    assert QUICK.bytes_per_run < FULL.bytes_per_run  # --quick stays a smoke run
+    tiny = scaled(QUICK, 0.001, 1, 0.002)
+    assert (tiny.bytes_per_run, tiny.warmup_bytes, tiny.sustained_bytes) == (2**30 // 1000, 2**20, 2**31 // 1000)
+    names = [w.name for w in all_workloads(quick=False, sustained=True)]
+    assert {"sustained/1KiB/p1/acks1", "sustained/1KiB/p8/acks1"} <= set(names)
+    assert not any(n.startswith("sustained") for n in (w.name for w in all_workloads(quick=False)))
+    assert [w.name for w in select(all_workloads(False, True), "sustained/*/p1/*")] == ["sustained/1KiB/p1/acks1"]
+
+
+def test_results_notes_name_both_kafka_settings_the_cpus_and_the_volumes() -> None:
+    args = argparse.Namespace(systems=["pybroker", "kafka"], runs=3)
+    pins = pinning.Pinning(frozenset({0}), frozenset({1}))
+    notes = "\n".join(result_notes(args, FULL, pins, "0.10 0.20 0.30"))
+    assert "-Xmx1G -Xms1G" in notes and "-XX:MaxGCPauseMillis=20" in notes
+    assert "`kafka-constrained` (not run)" in notes and "-Xmx512m" in notes
+    assert "broker pinned to CPU 0 (taskset), loaders to CPU 1" in notes
+    assert "1 GiB of payload per produce workload" in notes and "6 GiB per sustained" in notes
+    assert "256 MiB are produced and consumed untimed" in notes
+    assert "load average when started: 0.10 0.20 0.30" in notes
+    unpinned = "\n".join(result_notes(args, FULL, pinning.plan(enabled=False), "x"))
+    assert "not pinned (--no-pin)" in unpinned

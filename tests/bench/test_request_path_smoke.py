@@ -1,0 +1,11 @@
+"""Smoke run of bench.request_path at a toy size: it runs to the end and prints both cases."""
+
+from __future__ import annotations
+
+from bench import request_path
+
+
+def test_request_path_runs(capsys) -> None:
+    assert request_path.main(["--requests", "16", "--rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "1 request per read" in out and "8 requests per read" in out

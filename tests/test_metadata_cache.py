@@ -1,0 +1,188 @@
+"""Metadata's per-topic encoding cache (apis/metadata.py): the response it gives is byte for byte
+the response built without it, at every Metadata version, and it follows every change of leader,
+epoch, replicas, ISR, partition count and topic identity.
+
+The handler runs against a small stand-in for the broker holding real ``Partition`` objects (the
+listener wiring of the real broker is exercised by tests/integration/test_metadata_cache_live.py).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+import pytest
+
+from pybroker.apis import RequestContext
+from pybroker.apis.metadata import TopicMetadataCache, handle_metadata, topic_metadata
+from pybroker.metadata.store import TopicRecord
+from pybroker.protocol import codec
+from pybroker.protocol.api import RESPONSES
+from pybroker.protocol.codec import RequestHeader
+from pybroker.replication.partition import Partition
+
+METADATA = RESPONSES[3]
+VERSIONS = range(METADATA.min_version, METADATA.max_version + 1)
+
+
+class _Log:
+    log_end_offset = 0
+
+
+@dataclass
+class _Store:
+    topics: dict[str, TopicRecord] = field(default_factory=dict)
+    topics_by_id: dict[uuid.UUID, TopicRecord] = field(default_factory=dict)
+
+
+class _Broker:
+    node_id = 1
+    advertised_host = "127.0.0.1"
+    advertised_port = 9092
+    cluster_id = "cluster"
+
+    def __init__(self) -> None:
+        self.metadata = _Store()
+        self.metadata_cache = TopicMetadataCache()
+        self.partitions: dict[tuple[str, int], Partition] = {}
+
+    def add_topic(self, name: str, count: int) -> TopicRecord:
+        rec = TopicRecord(name, uuid.uuid4(), count)
+        self.metadata.topics[name] = rec
+        self.metadata.topics_by_id[rec.topic_id] = rec
+        for i in range(count):
+            self.register(rec, i)
+        return rec
+
+    def register(self, rec: TopicRecord, index: int) -> Partition:
+        p = Partition(rec.name, index, rec.topic_id, _Log(), self.node_id)  # type: ignore[arg-type]
+        p.state_listener = self.metadata_cache.partition_changed
+        self.metadata_cache.invalidate(rec.name)
+        self.partitions[(rec.name, index)] = p
+        return p
+
+    def delete_topic(self, name: str) -> None:
+        rec = self.metadata.topics.pop(name)
+        self.metadata.topics_by_id.pop(rec.topic_id)
+        self.metadata_cache.invalidate(name)
+        for i in range(rec.partitions):
+            self.partitions.pop((name, i))
+
+    def partition(self, topic: str, index: int) -> Partition | None:
+        return self.partitions.get((topic, index))
+
+    def topic(self, name: str) -> TopicRecord | None:
+        return self.metadata.topics.get(name)
+
+    def auto_create_topic(self, name: str) -> TopicRecord | None:
+        return None
+
+
+def _ctx(broker: _Broker, version: int) -> RequestContext:
+    header = RequestHeader(
+        api_key=3, api_version=version, correlation_id=1, client_id="test", body_offset=0, complete=True
+    )
+    return RequestContext(broker, header, "peer", None)  # type: ignore[arg-type]  # Metadata counts nothing
+
+
+def _all_topics(version: int) -> dict:
+    return {"topics": None if version >= 1 else [], "allow_auto_topic_creation": True}
+
+
+def _cached(broker: _Broker, version: int, request: dict | None = None) -> bytes:
+    return codec.encode(METADATA, version, handle_metadata(_ctx(broker, version), request or _all_topics(version)))
+
+
+def _uncached(broker: _Broker, version: int, names: list[str] | None = None) -> bytes:
+    """The same response with every topic built as dicts, as the handler did before the cache."""
+    ctx = _ctx(broker, version)
+    recs = [broker.metadata.topics[n] for n in names] if names else list(broker.metadata.topics.values())
+    response = handle_metadata(ctx, _all_topics(version))
+    response["topics"] = [topic_metadata(ctx, rec) for rec in recs]  # replaces the cached entries
+    return codec.encode(METADATA, version, response)
+
+
+@pytest.fixture
+def broker() -> _Broker:
+    b = _Broker()
+    b.add_topic("orders", 50)
+    b.add_topic("events", 3)
+    return b
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_cached_response_is_byte_identical_at_every_version(broker: _Broker, version: int) -> None:
+    first = _cached(broker, version)  # builds the entries
+    assert len(broker.metadata_cache) == 2
+    second = _cached(broker, version)  # served from them
+    assert first == second == _uncached(broker, version)
+    named = {"topics": [{"name": "events", "topic_id": uuid.UUID(int=0)}], "allow_auto_topic_creation": True}
+    if version >= 1:
+        assert _cached(broker, version, named) == _uncached(broker, version, ["events"])
+
+
+def test_versions_share_an_entry_only_when_they_encode_alike(broker: _Broker) -> None:
+    for version in VERSIONS:  # every version, in one cache: each answer must still be its own
+        _cached(broker, version)
+    for version in reversed(VERSIONS):
+        assert _cached(broker, version) == _uncached(broker, version)
+
+
+@pytest.mark.parametrize("version", [0, 7, 12])
+def test_leadership_changes_reach_the_next_response(broker: _Broker, version: int) -> None:
+    _cached(broker, version)
+    p = broker.partition("orders", 7)
+    assert p is not None
+    p.leader_epoch = 4
+    assert len(broker.metadata_cache) == 1  # only that topic's entry went
+    assert _cached(broker, version) == _uncached(broker, version)
+    p.isr = [1, 2]
+    p.replicas = [1, 2, 3]
+    after = _cached(broker, version)
+    assert after == _uncached(broker, version)
+    p.leader_id = 2
+    assert _cached(broker, version) == _uncached(broker, version) != after
+    decoded, _ = codec.decode(METADATA, version, _cached(broker, version))
+    orders = next(t for t in decoded["topics"] if t["name"] == "orders")
+    assert (orders["partitions"][7]["leader_id"], orders["partitions"][7]["replica_nodes"]) == (2, [1, 2, 3])
+    assert orders["partitions"][7]["isr_nodes"] == [1, 2]
+    if version >= 7:
+        assert orders["partitions"][7]["leader_epoch"] == 4
+
+
+def test_partition_count_and_topic_identity_are_checked_even_without_invalidation(broker: _Broker) -> None:
+    version = 12
+    _cached(broker, version)
+    rec = broker.metadata.topics["events"]
+    # Partitions added without telling the cache: the count it was built for no longer matches.
+    rec.partitions = 5
+    for i in (3, 4):
+        broker.partitions[("events", i)] = Partition("events", i, rec.topic_id, _Log(), 1)  # type: ignore[arg-type]
+    assert _cached(broker, version) == _uncached(broker, version)
+    decoded, _ = codec.decode(METADATA, version, _cached(broker, version))
+    assert len(next(t for t in decoded["topics"] if t["name"] == "events")["partitions"]) == 5
+    # Deleted and created again under the same name: a new record (and topic id), never the old entry.
+    old_id = rec.topic_id
+    del broker.metadata.topics["events"]
+    broker.metadata.topics_by_id.pop(old_id)
+    new = TopicRecord("events", uuid.uuid4(), 2)
+    broker.metadata.topics["events"] = new
+    for i in range(2):
+        broker.partitions[("events", i)] = Partition("events", i, new.topic_id, _Log(), 1)  # type: ignore[arg-type]
+    decoded, _ = codec.decode(METADATA, version, _cached(broker, version))
+    events = next(t for t in decoded["topics"] if t["name"] == "events")
+    assert events["topic_id"] == new.topic_id and len(events["partitions"]) == 2
+    broker.delete_topic("orders")
+    assert [t["name"] for t in codec.decode(METADATA, version, _cached(broker, version))[0]["topics"]] == ["events"]
+
+
+def test_a_partition_not_yet_registered_is_answered_live_and_not_kept(broker: _Broker) -> None:
+    rec = broker.add_topic("growing", 2)
+    broker.partitions.pop(("growing", 1))
+    decoded, _ = codec.decode(METADATA, 12, _cached(broker, 12))
+    growing = next(t for t in decoded["topics"] if t["name"] == "growing")
+    assert [p["error_code"] for p in growing["partitions"]] == [0, 5]  # LEADER_NOT_AVAILABLE
+    broker.register(rec, 1)
+    decoded, _ = codec.decode(METADATA, 12, _cached(broker, 12))
+    growing = next(t for t in decoded["topics"] if t["name"] == "growing")
+    assert [p["error_code"] for p in growing["partitions"]] == [0, 0]
