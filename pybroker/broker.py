@@ -21,6 +21,8 @@ from pybroker.apis.fetch_session import FetchSessions
 from pybroker.apis.metadata import TopicMetadataCache
 from pybroker.coordinator.coordinator import GroupCoordinator
 from pybroker.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
+from pybroker.coordinator.transaction.coordinator import TransactionCoordinator
+from pybroker.coordinator.transaction.service import start_transaction_coordinator
 from pybroker.metadata.store import InvalidTopicName, MetadataStore, TopicRecord, validate_topic_name
 from pybroker.metrics.recorder import BrokerMetrics
 from pybroker.protocol.api import REQUESTS
@@ -156,6 +158,7 @@ class Broker:
         self._creating: set[str] = set()  # topics whose partitions are being created right now
         self.topic_locks = TopicLocks()  # admin changes to one topic run one at a time
         self.group_coordinator: GroupCoordinator | None = None
+        self.transaction_coordinator: TransactionCoordinator | None = None
         self.fetch_sessions = FetchSessions(config.max_incremental_fetch_session_cache_slots)
         # Byte and message totals are counted always (plain ints: the console shows them too); request
         # latency only when metrics.listener serves it.
@@ -192,6 +195,7 @@ class Broker:
             raise SystemExit("listeners must name a port")
         self.group_coordinator = GroupCoordinator(self)
         await self.group_coordinator.start()
+        self.transaction_coordinator = await start_transaction_coordinator(self)
         if self.config.get("metrics.listener") or self.config.get("console.listener"):
             from pybroker.metrics.http import HttpEndpoints  # imports aiohttp: only when asked for
 
@@ -219,6 +223,8 @@ class Broker:
             conn.close("broker shutting down")
         for t in self._tasks:
             t.cancel()
+        if self.transaction_coordinator is not None:
+            await self.transaction_coordinator.stop()
         if self._http is not None:
             await self._http.stop()
         if self.group_coordinator is not None:

@@ -95,11 +95,84 @@ class AiokafkaClient:
 
         return _run(run)
 
-    def consume(
+    def produce_transactions(
+        self,
+        bootstrap: str,
+        topic: str,
+        transactional_id: str,
+        transactions: list[tuple[list[Record], bool]],
+    ) -> list[list[Delivery]]:
+        """See ConfluentClient.produce_transactions."""
+
+        async def run() -> list[list[Delivery]]:
+            producer = AIOKafkaProducer(
+                bootstrap_servers=bootstrap,
+                transactional_id=transactional_id,
+                linger_ms=5,
+                request_timeout_ms=int(TIMEOUT_S * 1000),
+            )
+            await producer.start()  # InitProducerId with the transactional id
+            try:
+                out = []
+                for records, commit in transactions:
+                    await producer.begin_transaction()
+                    futures = [
+                        await producer.send(
+                            topic,
+                            value=record.value,
+                            key=record.key,
+                            partition=record.partition,
+                            headers=list(record.headers) if record.headers else None,
+                        )
+                        for record in records
+                    ]
+                    deliveries = []
+                    for future in futures:
+                        metadata = await future
+                        deliveries.append(Delivery(metadata.partition, metadata.offset, metadata.timestamp))
+                    if commit:
+                        await producer.commit_transaction()
+                    else:
+                        await producer.abort_transaction()
+                    out.append(deliveries)
+                return out
+            finally:
+                await producer.stop()
+
+        return _run(run)
+
+    def consume_committed(
         self, bootstrap: str, topic: str, partition: int, *, start: Start, count: int, timeout_s: float = 30.0
     ) -> list[ConsumedRecord]:
+        """``consume`` with isolation_level=read_committed."""
+        return self.consume(
+            bootstrap,
+            topic,
+            partition,
+            start=start,
+            count=count,
+            timeout_s=timeout_s,
+            isolation="read_committed",
+        )
+
+    def consume(
+        self,
+        bootstrap: str,
+        topic: str,
+        partition: int,
+        *,
+        start: Start,
+        count: int,
+        timeout_s: float = 30.0,
+        isolation: str = "read_uncommitted",
+    ) -> list[ConsumedRecord]:
         async def run() -> list[ConsumedRecord]:
-            consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
+            consumer = AIOKafkaConsumer(
+                bootstrap_servers=bootstrap,
+                group_id=None,
+                enable_auto_commit=False,
+                isolation_level=isolation,
+            )
             await consumer.start()
             try:
                 tp = TopicPartition(topic, partition)

@@ -139,7 +139,80 @@ class ConfluentClient:
                 raise result
         return [r for r in results if isinstance(r, Delivery)]
 
-    def _consumer(self, bootstrap: str) -> Consumer:
+    # ---- transactions ----------------------------------------------------------------------------
+    def produce_transactions(
+        self,
+        bootstrap: str,
+        topic: str,
+        transactional_id: str,
+        transactions: list[tuple[list[Record], bool]],
+    ) -> list[list[Delivery]]:
+        """init_transactions(), then per (records, commit): begin, send, commit or abort.
+        Returns each transaction's deliveries (offsets of aborted records included)."""
+        producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "transactional.id": transactional_id,
+                "linger.ms": 5,
+                "message.timeout.ms": int(TIMEOUT_S * 1000),
+            }
+        )
+        try:
+            producer.init_transactions(TIMEOUT_S)
+            out: list[list[Delivery]] = []
+            for records, commit in transactions:
+                producer.begin_transaction()
+                results: list[Delivery | ClientError | None] = [None] * len(records)
+
+                def on_delivery_for(index: int, results=results):  # noqa: ANN202 - librdkafka callback
+                    def on_delivery(err: KafkaError | None, msg) -> None:  # noqa: ANN001
+                        results[index] = (
+                            to_client_error(err)
+                            if err is not None
+                            else Delivery(msg.partition(), msg.offset(), msg.timestamp()[1])
+                        )
+
+                    return on_delivery
+
+                for index, record in enumerate(records):
+                    kwargs: dict = {
+                        "value": record.value,
+                        "key": record.key,
+                        "on_delivery": on_delivery_for(index),
+                    }
+                    if record.headers:
+                        kwargs["headers"] = list(record.headers)
+                    if record.partition is not None:
+                        kwargs["partition"] = record.partition
+                    producer.produce(topic, **kwargs)
+                producer.flush(TIMEOUT_S)
+                if commit:
+                    producer.commit_transaction(TIMEOUT_S)
+                else:
+                    producer.abort_transaction(TIMEOUT_S)
+                for result in results:
+                    if isinstance(result, ClientError):
+                        raise result
+                out.append([r for r in results if isinstance(r, Delivery)])
+            return out
+        except KafkaException as exc:
+            raise _raise_from(exc) from exc
+
+    def consume_committed(
+        self, bootstrap: str, topic: str, partition: int, *, start: Start, count: int, timeout_s: float = 30.0
+    ) -> list[ConsumedRecord]:
+        """``consume`` with isolation.level=read_committed."""
+        return self.consume(
+            bootstrap,
+            topic,
+            partition,
+            start=start,
+            count=count,
+            timeout_s=timeout_s,
+            isolation="read_committed",
+        )
+
+    def _consumer(self, bootstrap: str, isolation: str = "read_uncommitted") -> Consumer:
         return Consumer(
             {
                 "bootstrap.servers": bootstrap,
@@ -147,14 +220,22 @@ class ConfluentClient:
                 "enable.auto.commit": False,
                 "allow.auto.create.topics": False,
                 "enable.partition.eof": False,
-                "isolation.level": "read_uncommitted",
+                "isolation.level": isolation,
             }
         )
 
     def consume(
-        self, bootstrap: str, topic: str, partition: int, *, start: Start, count: int, timeout_s: float = 30.0
+        self,
+        bootstrap: str,
+        topic: str,
+        partition: int,
+        *,
+        start: Start,
+        count: int,
+        timeout_s: float = 30.0,
+        isolation: str = "read_uncommitted",
     ) -> list[ConsumedRecord]:
-        consumer = self._consumer(bootstrap)
+        consumer = self._consumer(bootstrap, isolation)
         try:
             offset = OFFSET_BEGINNING if start == "beginning" else OFFSET_END if start == "end" else start
             consumer.assign([TopicPartition(topic, partition, offset)])

@@ -175,6 +175,18 @@ class JavaClient:
     def consume(
         self, bootstrap: str, topic: str, partition: int, *, start: Start, count: int, timeout_s: float = 30.0
     ) -> list[ConsumedRecord]:
+        return self._consume(bootstrap, topic, partition, start, count, timeout_s, "read_uncommitted")
+
+    def _consume(
+        self,
+        bootstrap: str,
+        topic: str,
+        partition: int,
+        start: Start,
+        count: int,
+        timeout_s: float,
+        isolation: str,
+    ) -> list[ConsumedRecord]:
         options = [
             "--topic",
             topic,
@@ -184,6 +196,8 @@ class JavaClient:
             str(start),
             "--count",
             str(count),
+            "--isolation",
+            isolation,
         ]
         out = self._run("consume", bootstrap, options, timeout_s=timeout_s)
         return [
@@ -199,6 +213,44 @@ class JavaClient:
             )
             for item in out
         ]
+
+    def produce_transactions(
+        self,
+        bootstrap: str,
+        topic: str,
+        transactional_id: str,
+        transactions: list[tuple[list[Record], bool]],
+    ) -> list[list[Delivery]]:
+        """See ConfluentClient.produce_transactions (the program's ``transactions`` command)."""
+        lines = [
+            json.dumps(
+                {
+                    "commit": commit,
+                    "records": [
+                        {
+                            "key": _b64(record.key),
+                            "value": _b64(record.value),
+                            "headers": [[name, _b64(value)] for name, value in record.headers],
+                            "partition": record.partition,
+                        }
+                        for record in records
+                    ],
+                }
+            )
+            for records, commit in transactions
+        ]
+        options = ["--topic", topic, "--transactional-id", transactional_id]
+        out = self._run("transactions", bootstrap, options, stdin="\n".join(lines) + "\n")
+        return [
+            [Delivery(d["partition"], d["offset"], d["timestamp"]) for d in item["deliveries"]]
+            for item in out
+        ]
+
+    def consume_committed(
+        self, bootstrap: str, topic: str, partition: int, *, start: Start, count: int, timeout_s: float = 30.0
+    ) -> list[ConsumedRecord]:
+        """``consume`` with isolation.level=read_committed."""
+        return self._consume(bootstrap, topic, partition, start, count, timeout_s, "read_committed")
 
     def offset_for_time(self, bootstrap: str, topic: str, partition: int, timestamp_ms: int) -> int | None:
         options = ["--topic", topic, "--partition", str(partition), "--timestamp", str(timestamp_ms)]

@@ -92,11 +92,71 @@ class KafkaPythonClient:
         finally:
             producer.close(timeout=5)
 
-    def _consumer(self, bootstrap: str) -> KafkaConsumer:
+    def produce_transactions(
+        self,
+        bootstrap: str,
+        topic: str,
+        transactional_id: str,
+        transactions: list[tuple[list[Record], bool]],
+    ) -> list[list[Delivery]]:
+        """See ConfluentClient.produce_transactions."""
+        producer = KafkaProducer(
+            bootstrap_servers=bootstrap,
+            transactional_id=transactional_id,
+            linger_ms=5,
+            request_timeout_ms=int(TIMEOUT_S * 1000),
+        )
+        try:
+            producer.init_transactions()
+            out = []
+            for records, commit in transactions:
+                producer.begin_transaction()
+                futures = [
+                    producer.send(
+                        topic,
+                        value=record.value,
+                        key=record.key,
+                        headers=list(record.headers) if record.headers else None,
+                        partition=record.partition,
+                    )
+                    for record in records
+                ]
+                producer.flush(TIMEOUT_S)
+                deliveries = []
+                for future in futures:
+                    metadata = future.get(TIMEOUT_S)
+                    deliveries.append(Delivery(metadata.partition, metadata.offset, metadata.timestamp))
+                if commit:
+                    producer.commit_transaction()
+                else:
+                    producer.abort_transaction()
+                out.append(deliveries)
+            return out
+        except kerrors.KafkaError as exc:
+            raise to_client_error(exc) from exc
+        finally:
+            producer.close(timeout=5)
+
+    def consume_committed(
+        self, bootstrap: str, topic: str, partition: int, *, start: Start, count: int, timeout_s: float = 30.0
+    ) -> list[ConsumedRecord]:
+        """``consume`` with isolation_level=read_committed."""
+        return self.consume(
+            bootstrap,
+            topic,
+            partition,
+            start=start,
+            count=count,
+            timeout_s=timeout_s,
+            isolation="read_committed",
+        )
+
+    def _consumer(self, bootstrap: str, isolation: str = "read_uncommitted") -> KafkaConsumer:
         consumer = KafkaConsumer(
             bootstrap_servers=bootstrap,
             group_id=None,
             enable_auto_commit=False,
+            isolation_level=isolation,
             allow_auto_create_topics=False,
             request_timeout_ms=int(TIMEOUT_S * 1000),
         )
@@ -107,9 +167,17 @@ class KafkaPythonClient:
         return consumer
 
     def consume(
-        self, bootstrap: str, topic: str, partition: int, *, start: Start, count: int, timeout_s: float = 30.0
+        self,
+        bootstrap: str,
+        topic: str,
+        partition: int,
+        *,
+        start: Start,
+        count: int,
+        timeout_s: float = 30.0,
+        isolation: str = "read_uncommitted",
     ) -> list[ConsumedRecord]:
-        consumer = self._consumer(bootstrap)
+        consumer = self._consumer(bootstrap, isolation)
         try:
             tp = TopicPartition(topic, partition)
             consumer.assign([tp])

@@ -123,8 +123,58 @@ class GoCliClient:
         out = self._run("produce", bootstrap, [*options, "--acks", acks], stdin="\n".join(lines) + "\n")
         return [Delivery(item["partition"], item["offset"], item["timestamp"]) for item in out]
 
+    def produce_transactions(
+        self,
+        bootstrap: str,
+        topic: str,
+        transactional_id: str,
+        transactions: list[tuple[list[Record], bool]],
+    ) -> list[list[Delivery]]:
+        """See ConfluentClient.produce_transactions (the program's ``transactions`` command)."""
+        lines = [
+            json.dumps(
+                {
+                    "commit": commit,
+                    "records": [
+                        {
+                            "key": _b64(r.key),
+                            "value": _b64(r.value),
+                            "headers": [[name, _b64(value)] for name, value in r.headers],
+                            "partition": r.partition,
+                        }
+                        for r in records
+                    ],
+                }
+            )
+            for records, commit in transactions
+        ]
+        options = ["--topic", topic, "--transactional-id", transactional_id]
+        out = self._run("transactions", bootstrap, options, stdin="\n".join(lines) + "\n")
+        return [
+            [Delivery(d["partition"], d["offset"], d["timestamp"]) for d in item["deliveries"]]
+            for item in out
+        ]
+
+    def consume_committed(
+        self, bootstrap: str, topic: str, partition: int, *, start: Start, count: int, timeout_s: float = 30.0
+    ) -> list[ConsumedRecord]:
+        """``consume`` with the read_committed isolation level."""
+        return self._consume(bootstrap, topic, partition, start, count, timeout_s, "read_committed")
+
     def consume(
         self, bootstrap: str, topic: str, partition: int, *, start: Start, count: int, timeout_s: float = 30.0
+    ) -> list[ConsumedRecord]:
+        return self._consume(bootstrap, topic, partition, start, count, timeout_s, "read_uncommitted")
+
+    def _consume(
+        self,
+        bootstrap: str,
+        topic: str,
+        partition: int,
+        start: Start,
+        count: int,
+        timeout_s: float,
+        isolation: str,
     ) -> list[ConsumedRecord]:
         options = [
             "--topic",
@@ -135,6 +185,8 @@ class GoCliClient:
             str(start),
             "--count",
             str(count),
+            "--isolation",
+            isolation,
         ]
         out = self._run("consume", bootstrap, options, timeout_s=timeout_s)
         return [

@@ -57,6 +57,9 @@ func runFranz(command string, a *args) {
 	case "produce":
 		franzProduce(ctx, a, opts)
 		return
+	case "transactions":
+		franzTransactions(ctx, a, opts)
+		return
 	case "consume":
 		franzConsume(ctx, a, opts)
 		return
@@ -313,6 +316,9 @@ func franzConsume(ctx context.Context, a *args, opts []kgo.Opt) {
 	}
 	// kgo never asks the broker to auto-create topics unless AllowAutoTopicCreation is given.
 	opts = append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: start}}))
+	if a.str("isolation", "read_uncommitted") == "read_committed" {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
 	client, err := kgo.NewClient(opts...)
 	if err != nil {
 		franzFail(err)

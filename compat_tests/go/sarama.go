@@ -64,6 +64,9 @@ func runSarama(command string, a *args) {
 	case "produce":
 		saramaProduce(a, config, brokers)
 		return
+	case "transactions":
+		saramaTransactions(a, config, brokers)
+		return
 	case "consume":
 		saramaConsume(a, config, brokers)
 		return
@@ -279,6 +282,9 @@ func saramaConsume(a *args, config *sarama.Config, brokers []string) {
 		start = n
 	}
 	config.Consumer.Return.Errors = true
+	if a.str("isolation", "read_uncommitted") == "read_committed" {
+		config.Consumer.IsolationLevel = sarama.ReadCommitted
+	}
 	consumer, err := sarama.NewConsumer(brokers, config)
 	if err != nil {
 		saramaFail(err)

@@ -68,6 +68,7 @@ def load_all() -> dict[int, ApiHandler]:
         offsets,
         produce,
         producer_ids,
+        transactions,
     )
 
     return REGISTRY

@@ -176,6 +176,12 @@ def _read_all(broker, wanted: list[_Wanted], max_bytes: int, read_committed: boo
         if sl is not None and sl.size > 0:
             resp["records"] = sl
             total += sl.size
+            if read_committed:
+                # The consumer drops the batches of these producers from their first offset on.
+                resp["aborted_transactions"] = [
+                    {"producer_id": a.producer_id, "first_offset": a.first_offset}
+                    for a in p.log.collect_aborted_transactions(w.fetch_offset, upper)
+                ]
     return total, errored
 
 

@@ -57,8 +57,12 @@ def _client_id(ctx: RequestContext) -> str:
 def _find_one(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
     b = ctx.broker
     coordinator = _coordinator(ctx)
+    txn = getattr(b, "transaction_coordinator", None)
     if key_type == KEY_TYPE_GROUP and coordinator is not None:
         coordinator.ensure_offsets_topic()  # as Kafka's FindCoordinator, should it have been deleted
+    if (key_type == KEY_TYPE_GROUP and coordinator is not None) or (
+        key_type == KEY_TYPE_TRANSACTION and txn is not None and txn.started
+    ):
         return {
             "key": key,
             "node_id": b.node_id,
@@ -354,6 +358,7 @@ def _fetch_group(
     version: int,
     member_id: str | None = None,
     member_epoch: int = -1,
+    require_stable: bool = False,
 ) -> tuple[ErrorCode, list[dict[str, Any]]]:
     wanted = None if topics is None else [(t["name"], list(t["partition_indexes"])) for t in topics]
     if coordinator is None:
@@ -362,6 +367,11 @@ def _fetch_group(
     out = []
     for name, parts in found:
         partitions = [_fetched_partition(i, om) for i, om in parts]
+        if require_stable:
+            # KIP-447: a partition with offsets pending in an open transaction is not answered yet.
+            for p in partitions:
+                if coordinator.txn_offsets.is_pending(group_id, (name, p["partition_index"])):
+                    p.update(committed_offset=-1, error_code=ErrorCode.UNSTABLE_OFFSET_COMMIT)
         if version < 5:
             for p in partitions:
                 p.pop("committed_leader_epoch")
@@ -384,10 +394,17 @@ def handle_offset_fetch(ctx: RequestContext, request: dict) -> dict:
                 # v9 (KIP-848): a consumer group member names itself, and its epoch is checked.
                 g.get("member_id") if version >= 9 else None,
                 g.get("member_epoch", -1) if version >= 9 else -1,
+                request.get("require_stable", False),
             )
             groups.append({"group_id": g["group_id"], "topics": topics, "error_code": error})
         return {"throttle_time_ms": 0, "groups": groups}
-    error, topics = _fetch_group(coordinator, request["group_id"], request["topics"], version)
+    error, topics = _fetch_group(
+        coordinator,
+        request["group_id"],
+        request["topics"],
+        version,
+        require_stable=version >= 7 and request.get("require_stable", False),
+    )
     if version < 2 and error != ErrorCode.NONE:
         # v0/v1 have no top-level error: report it on every partition asked for.
         topics = [

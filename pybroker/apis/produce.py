@@ -36,6 +36,7 @@ from pybroker.records.validator import (
 from pybroker.storage.config import LogConfig
 from pybroker.storage.errors import (
     InvalidProducerEpochError,
+    InvalidTxnStateError,
     KafkaStorageError,
     OutOfOrderSequenceError,
     RecordTooLargeError,
@@ -127,15 +128,55 @@ def _error_result(index: int, e: Exception) -> dict:
         return _result(index, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, str(e))
     if isinstance(e, InvalidProducerEpochError):
         return _result(index, ErrorCode.INVALID_PRODUCER_EPOCH, str(e))
+    if isinstance(e, InvalidTxnStateError):
+        return _result(index, ErrorCode.INVALID_TXN_STATE, str(e))
     if isinstance(e, StorageError):
         return _result(index, ErrorCode.KAFKA_STORAGE_ERROR, str(e))
     raise e
 
 
-_REFUSED = (RecordFormatError, RecordTooLargeError, OutOfOrderSequenceError, InvalidProducerEpochError)
+_REFUSED = (
+    RecordFormatError,
+    RecordTooLargeError,
+    OutOfOrderSequenceError,
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+)
 
 
-def _check_one(ctx: RequestContext, topic: str, index: int, records, acks: int, version: int):
+def _check_transactional(
+    ctx: RequestContext, transactional_id: str | None, topic: str, index: int, batch: BatchHeader
+) -> tuple[ErrorCode, str] | None:
+    """Kafka's checks of a transactional producer's batch: no control batch from a client, and the
+    partition must be in the producer's ongoing transaction (AddPartitionsToTxn first; KIP-890)."""
+    if batch.is_control:
+        return ErrorCode.INVALID_RECORD, "Clients are not allowed to write control records"
+    if transactional_id is None or not batch.is_transactional:
+        return None
+    coordinator = getattr(ctx.broker, "transaction_coordinator", None)
+    if coordinator is None or not coordinator.started:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the transaction coordinator is not available"
+    code = coordinator.verify_partitions(
+        transactional_id, batch.producer_id, batch.producer_epoch, [(topic, index)]
+    )[(topic, index)]
+    if code == ErrorCode.NONE:
+        return None
+    if code == ErrorCode.PRODUCER_FENCED:
+        code = ErrorCode.INVALID_PRODUCER_EPOCH
+    elif code == ErrorCode.TRANSACTION_ABORTABLE and ctx.version < 11:
+        code = ErrorCode.INVALID_TXN_STATE  # what Kafka answers Produce v3-10 (v11: TRANSACTION_ABORTABLE)
+    return code, f"{topic}-{index} is not part of an ongoing transaction of {transactional_id!r}"
+
+
+def _check_one(
+    ctx: RequestContext,
+    topic: str,
+    index: int,
+    records,
+    acks: int,
+    version: int,
+    transactional_id: str | None = None,
+):
     """Checks needing no record walk.  Returns (error response, None) or (None, (partition, header))."""
     p = ctx.broker.partition(topic, index)
     if p is None:
@@ -178,6 +219,9 @@ def _check_one(ctx: RequestContext, topic: str, index: int, records, acks: int, 
             ErrorCode.MESSAGE_TOO_LARGE,
             f"batch of {header.size} bytes exceeds max.message.bytes {p.log.config.max_message_bytes}",
         ), None
+    refused = _check_transactional(ctx, transactional_id, topic, index, header)
+    if refused is not None:
+        return _result(index, *refused), None
     return None, (p, header)
 
 
@@ -195,11 +239,11 @@ def _append(ctx: RequestContext, p, index: int, buf: bytearray, batches: list[Ba
     try:
         info = p.append_as_leader(buf, batches, now_ms)
         ctx.metrics.produced(p.topic, len(buf), batches[0].records_count)
+    except _REFUSED as e:  # the client's doing (some are StorageErrors): no error log
+        return _error_result(index, e), None
     except StorageError as e:
         if not isinstance(e, KafkaStorageError):  # an I/O failure is logged by storage, once per cause
             log.error("append to %s-%d failed: %s", p.topic, index, e)
-        return _error_result(index, e), None
-    except _REFUSED as e:
         return _error_result(index, e), None
     resp = _result(
         index, ErrorCode.NONE, None, info.first_offset, info.log_append_time_ms, info.log_start_offset
@@ -218,8 +262,6 @@ def handle_produce(ctx: RequestContext, request: dict):
         error = (ErrorCode.UNSUPPORTED_VERSION, "Produce v0-2 (message format v0/v1) is not supported")
     elif acks not in (0, 1, -1):
         error = (ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} is not one of 0, 1, -1")
-    elif request.get("transactional_id") is not None:
-        error = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported yet")
     else:
         error = None
     for topic_data in request["topic_data"]:
@@ -233,7 +275,9 @@ def handle_produce(ctx: RequestContext, request: dict):
             if is_internal_topic(name):  # Kafka's ReplicaManager: "Cannot append to internal topic"
                 parts.append(_result(index, ErrorCode.INVALID_TOPIC_EXCEPTION))
                 continue
-            refused, checked = _check_one(ctx, name, index, records, acks, ctx.version)
+            refused, checked = _check_one(
+                ctx, name, index, records, acks, ctx.version, request.get("transactional_id")
+            )
             if refused is not None:
                 parts.append(refused)
                 _count_failure(ctx, name, refused)

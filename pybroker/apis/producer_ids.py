@@ -1,8 +1,7 @@
 """InitProducerId (22): producer ids for idempotent producers.
 
 Ids come from the metadata store's persisted blocks, so they are unique across restarts.
-Transactional ids need the transaction coordinator, which does not exist yet: such requests are
-refused with a clear error rather than half-served.
+A transactional id goes to the transaction coordinator (epoch bump, fencing, KIP-360 recovery).
 """
 
 from __future__ import annotations
@@ -20,12 +19,7 @@ MAX_EPOCH = 32767
 @handles(22, 0, 5)
 def handle_init_producer_id(ctx: RequestContext, request: dict) -> dict:
     if request.get("transactional_id") is not None:
-        return {
-            "throttle_time_ms": 0,
-            "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-            "producer_id": -1,
-            "producer_epoch": -1,
-        }
+        return _init_transactional(ctx, request)
     pid = request.get("producer_id", -1)
     epoch = request.get("producer_epoch", -1)
     if pid >= 0 and 0 <= epoch < MAX_EPOCH - 1:
@@ -47,3 +41,19 @@ def handle_init_producer_id(ctx: RequestContext, request: dict) -> dict:
         }
     log.debug("producer id %d for %s", new_pid, ctx.peer)
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": new_pid, "producer_epoch": 0}
+
+
+async def _init_transactional(ctx: RequestContext, request: dict) -> dict:
+    coordinator = getattr(ctx.broker, "transaction_coordinator", None)
+    if coordinator is None or not coordinator.started:
+        error, pid, epoch = ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, -1
+    else:
+        error, pid, epoch = await coordinator.init_producer_id(
+            request["transactional_id"],
+            request["transaction_timeout_ms"],
+            request.get("producer_id", -1),
+            request.get("producer_epoch", -1),
+        )
+    if error == ErrorCode.PRODUCER_FENCED and ctx.version < 4:
+        error = ErrorCode.INVALID_PRODUCER_EPOCH  # PRODUCER_FENCED is new in v4 (KIP-588)
+    return {"throttle_time_ms": 0, "error_code": error, "producer_id": pid, "producer_epoch": epoch}

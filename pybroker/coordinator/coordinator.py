@@ -36,6 +36,7 @@ from pybroker.coordinator.group import (
     Member,
     OffsetAndMetadata,
 )
+from pybroker.coordinator.txn_offsets import TransactionalOffsets
 from pybroker.protocol.errors import ErrorCode
 from pybroker.storage.errors import KafkaStorageError
 
@@ -53,7 +54,14 @@ UNKNOWN_MEMBER_ID = ""
 class GroupStore(Protocol):
     """Where group records go: ``append`` returns None when durable, or an awaitable until it is."""
 
-    def append(self, group_id: str, entries: list[tuple[bytes, bytes | None]]) -> Awaitable[None] | None: ...
+    def append(
+        self,
+        group_id: str,
+        entries: list[tuple[bytes, bytes | None]],
+        *,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+    ) -> Awaitable[None] | None: ...
 
 
 class MemoryStore:
@@ -62,7 +70,14 @@ class MemoryStore:
     def __init__(self) -> None:
         self.entries: list[tuple[bytes, bytes | None]] = []
 
-    def append(self, group_id: str, entries: list[tuple[bytes, bytes | None]]) -> None:
+    def append(
+        self,
+        group_id: str,
+        entries: list[tuple[bytes, bytes | None]],
+        *,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+    ) -> None:
         self.entries.extend(entries)
 
 
@@ -155,6 +170,7 @@ class GroupCoordinator:
         if topics is None:
             topics = BrokerTopics(broker) if broker is not None else NoTopics()
         self.consumer = ConsumerGroupManager(self, self.config.consumer or ConsumerGroupConfig(), topics)
+        self.txn_offsets = TransactionalOffsets(self)
 
     @staticmethod
     def _config_from(broker: Broker) -> CoordinatorConfig:
@@ -184,6 +200,7 @@ class GroupCoordinator:
             self.store = self._offsets_topic
             self.load(self._offsets_topic.replay())
             self._sweep_offsets_of_missing_topics()
+            self.txn_offsets.load_open(self._offsets_topic.open_transactions)
             self._offsets_topic.start_cleaner()
         self._schedule_expiry()
         self.started = True

@@ -1,5 +1,7 @@
 """``__consumer_offsets`` as the coordinator's store: creation, group -> partition, append, replay.
 
+The same machinery (``InternalTopic``) keeps the transaction coordinator's ``__transaction_state``.
+
 Records are appended as the partition leader (as Kafka's coordinator does) and answered once the
 high watermark covers them (acks=all).  At start-up every partition is replayed in offset order.
 """
@@ -13,7 +15,8 @@ from typing import TYPE_CHECKING
 
 from pybroker.records.batch import iter_batch_headers
 from pybroker.records.builder import SimpleRecord, build_batch
-from pybroker.records.reader import read_records
+from pybroker.records.control import COMMIT, control_type
+from pybroker.records.reader import decode_batch_records
 
 if TYPE_CHECKING:
     from pybroker.broker import Broker
@@ -42,45 +45,71 @@ def partition_for(group_id: str, partitions: int) -> int:
     return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
-class OffsetsTopic:
-    def __init__(self, broker: Broker) -> None:
+class InternalTopic:
+    """A compacted internal topic a coordinator keeps its state in (``__consumer_offsets``,
+    ``__transaction_state``): created on first start, keyed to a partition by a Java string hash,
+    written as the partition leader and replayed in offset order.
+
+    Records written inside a transaction (TxnOffsetCommit's offsets) are replayed only once their
+    COMMIT marker is met, and dropped at an ABORT marker; those still open at the end of the log are
+    left in ``open_transactions`` (producer id -> records) for the coordinator to hold as pending."""
+
+    def __init__(self, broker: Broker, name: str, num_partitions: int, configs: dict[str, str]) -> None:
         self.broker = broker
-        self.num_partitions = broker.config.offsets_topic_num_partitions
-        self._cleaner_task: CompactionTask | None = None
+        self.name = name
+        self.num_partitions = num_partitions
+        self.configs = configs
+        self.open_transactions: dict[int, list[tuple[bytes, bytes | None]]] = {}
 
     def ensure_topic(self) -> None:
-        rec = self.broker.topic(TOPIC)
+        rec = self.broker.topic(self.name)
         if rec is None:
-            rec = self.broker.create_topic(TOPIC, self.num_partitions, dict(TOPIC_CONFIGS))
+            rec = self.broker.create_topic(self.name, self.num_partitions, dict(self.configs))
             assert rec is not None
-            log.info("created %s with %d partitions", TOPIC, self.num_partitions)
+            log.info("created %s with %d partitions", self.name, self.num_partitions)
         if not rec.internal:
             rec.internal = True
             self.broker.metadata.save()
-        # Fixed once created (offsets.topic.num.partitions only applies to a new topic).
+        # Fixed once created (the num.partitions setting only applies to a new topic).
         self.num_partitions = rec.partitions
 
-    def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.num_partitions)
+    def partition_for(self, key: str) -> int:
+        return partition_for(key, self.num_partitions)
 
-    def append(self, group_id: str, entries: list[tuple[bytes, bytes | None]]) -> Awaitable[None] | None:
+    def append(
+        self,
+        key: str,
+        entries: list[tuple[bytes, bytes | None]],
+        *,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+    ) -> Awaitable[None] | None:
+        """Append ``entries`` to ``key``'s partition; a producer id makes it a transactional batch."""
         if not entries:
             return None
-        p = self.broker.partition(TOPIC, self.partition_for(group_id))
-        if p is None and self.broker.topic(TOPIC) is None:
-            self.ensure_topic()  # deleted by an admin: groups keep working on a new one
-            p = self.broker.partition(TOPIC, self.partition_for(group_id))
+        p = self.broker.partition(self.name, self.partition_for(key))
+        if p is None and self.broker.topic(self.name) is None:
+            self.ensure_topic()  # deleted by an admin: the coordinator keeps working on a new one
+            p = self.broker.partition(self.name, self.partition_for(key))
         if p is None:
-            raise RuntimeError(f"{TOPIC} partition for group {group_id} is not open")
+            raise RuntimeError(f"{self.name} partition for {key} is not open")
         now_ms = int(time.time() * 1000)
-        buf = bytearray(build_batch([SimpleRecord(k, v, timestamp_ms=now_ms) for k, v in entries]))
+        buf = bytearray(
+            build_batch(
+                [SimpleRecord(k, v, timestamp_ms=now_ms) for k, v in entries],
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                is_transactional=producer_id >= 0,
+            )
+        )
         info = p.append_as_leader(buf, list(iter_batch_headers(buf)), now_ms)
         return p.wait_replicated(info.last_offset)
 
     def replay(self) -> Iterator[tuple[bytes, bytes | None]]:
         """Every (key, value) of every partition, each partition in offset order."""
+        self.open_transactions = {}
         for index in range(self.num_partitions):
-            p = self.broker.partition(TOPIC, index)
+            p = self.broker.partition(self.name, index)
             if p is None:
                 continue
             offset = p.log_start_offset
@@ -93,11 +122,29 @@ class OffsetsTopic:
                 headers = list(iter_batch_headers(data))
                 if not headers:
                     break
-                for r in read_records(data):
-                    if r.offset >= offset and r.key is not None:
-                        yield r.key, r.value
+                view = memoryview(data)
+                for header in headers:
+                    batch = view[header.position : header.end_position]
+                    if header.is_control:
+                        pending = self.open_transactions.pop(header.producer_id, [])
+                        if control_type(batch) == COMMIT:
+                            yield from pending
+                        continue
+                    for r in decode_batch_records(batch, header):
+                        if r.offset < offset or r.key is None:
+                            continue
+                        if header.is_transactional:
+                            self.open_transactions.setdefault(header.producer_id, []).append((r.key, r.value))
+                        else:
+                            yield r.key, r.value
                 # A compacted batch keeps its last offset even when its last records are gone.
                 offset = max(headers[-1].last_offset + 1, offset + 1)
+
+
+class OffsetsTopic(InternalTopic):
+    def __init__(self, broker: Broker) -> None:
+        super().__init__(broker, TOPIC, broker.config.offsets_topic_num_partitions, TOPIC_CONFIGS)
+        self._cleaner_task: CompactionTask | None = None
 
     # -- compaction -----------------------------------------------------------------------------------
     def start_cleaner(self) -> None:

@@ -113,8 +113,9 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        # No transactions yet, so nothing is open: the LSO is the high watermark.
-        return self.high_watermark
+        """The first offset of the earliest ongoing transaction, bounded by the high watermark."""
+        unstable = self.log.first_unstable_offset()
+        return self.high_watermark if unstable is None else min(unstable, self.high_watermark)
 
     def _maybe_advance_high_watermark(self) -> None:
         new_hw = self.log.log_end_offset
@@ -138,6 +139,22 @@ class Partition:
         if not info.duplicate:
             self._maybe_advance_high_watermark()
             self.notify_data()
+        return info
+
+    def append_marker_as_leader(
+        self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, now_ms: int
+    ):
+        """Write a transaction marker (WriteTxnMarkers); readers of the LSO are woken."""
+        info = self.log.append_marker(
+            producer_id,
+            producer_epoch,
+            commit,
+            coordinator_epoch,
+            leader_epoch=self.leader_epoch,
+            now_ms=now_ms,
+        )
+        self._maybe_advance_high_watermark()
+        self.notify_data()
         return info
 
     def has_enough_replicas(self) -> bool:

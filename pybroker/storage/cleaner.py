@@ -7,9 +7,11 @@ One pass over a log (Kafka's LogCleaner, scaled down to one node and one thread)
 2. rewrite every inactive segment keeping only records that are the latest of their key;
    tombstones (null value) are kept as long as they are younger than ``delete.retention.ms``, so
    a consumer reading the topic sees the deletion before it disappears.  Records keep their
-   offsets (a rewritten batch keeps its base offset and offset span), control and transactional
-   batches are kept as they are, records without a key are kept.  A compressed batch is decompressed
-   in chunks and only up to RECOMPRESSION_EXPANSION x max.message.bytes; one that expands further is
+   offsets (a rewritten batch keeps its base offset and offset span), control batches (markers)
+   are kept as they are, records without a key are kept.  Transactions as in Kafka: a
+   record enters the offset map only once its transaction committed, an aborted transaction's
+   batches are removed, an open one's kept whole.  A compressed batch is decompressed in
+   chunks and only up to RECOMPRESSION_EXPANSION x max.message.bytes; one that expands further is
    kept as it is (the cleaner's memory stays bounded whatever a producer managed to store).
 3. swap the cleaned segment in: the new ``.log`` is written beside the old one as
    ``<base>.log.cleaned``, the old indexes are removed, then it replaces the old file with one
@@ -32,6 +34,7 @@ from pathlib import Path
 from pybroker.records.batch import HEADER_STRUCT, LOG_OVERHEAD, BatchHeader, rewrite_crc
 from pybroker.records.builder import SimpleRecord, encode_record
 from pybroker.records.compression import compress
+from pybroker.records.control import COMMIT, control_type
 from pybroker.records.errors import DecompressedSizeLimitError
 from pybroker.records.reader import Record, decode_batch_records
 from pybroker.records.validator import RECOMPRESSION_EXPANSION
@@ -101,17 +104,47 @@ def _decode_bounded(snap: SegmentSnapshot, header: BatchHeader, data: bytes) -> 
         return None
 
 
-def build_offset_map(snapshots: list[SegmentSnapshot]) -> dict[bytes, int]:
+@dataclass
+class LogScan:
+    """What one read of the log tells the cleaner: each key's latest committed offset, and the
+    transactional batches (by base offset) whose transaction was aborted or is still open."""
+
+    latest: dict[bytes, int]
+    aborted: set[int]
+    open: set[int]
+
+
+def scan_log(snapshots: list[SegmentSnapshot]) -> LogScan:
+    """A transactional record counts only once its COMMIT marker is met: an aborted or still open
+    transaction's record must never make the cleaner drop the committed record it would supersede
+    (Kafka leaves aborted records out of its offset map too)."""
     latest: dict[bytes, int] = {}
+    aborted: set[int] = set()
+    pending: dict[int, tuple[list[int], list[tuple[bytes, int]]]] = {}  # pid -> (batches, keys)
     for snap in snapshots:
         for header in snap.headers():
             if header.is_control:
+                batches, entries = pending.pop(header.producer_id, ([], []))
+                if control_type(snap.read_batch(header)) == COMMIT:
+                    latest.update(entries)
+                else:
+                    aborted.update(batches)
                 continue
             records = _decode_bounded(snap, header, snap.read_batch(header))
+            if header.is_transactional:
+                batches, entries = pending.setdefault(header.producer_id, ([], []))
+                batches.append(header.base_offset)
+                entries.extend((r.key, r.offset) for r in records or () if r.key is not None)
+                continue
             for record in records or ():
                 if record.key is not None:
                     latest[record.key] = record.offset
-    return latest
+    return LogScan(latest, aborted, {b for batches, _ in pending.values() for b in batches})
+
+
+def build_offset_map(snapshots: list[SegmentSnapshot]) -> dict[bytes, int]:
+    """key -> offset of its latest committed record (see ``scan_log``)."""
+    return scan_log(snapshots).latest
 
 
 def _rebuild_batch(header: BatchHeader, kept: list[Record]) -> bytes:
@@ -150,15 +183,22 @@ def _rebuild_batch(header: BatchHeader, kept: list[Record]) -> bytes:
 
 
 def _filter_segment(
-    snap: SegmentSnapshot, latest: dict[bytes, int], tombstone_horizon_ms: int, stats: CleanStats
+    snap: SegmentSnapshot, scan: LogScan, tombstone_horizon_ms: int, stats: CleanStats
 ) -> bytearray | None:
-    """The cleaned contents of a segment, or None when nothing would change."""
+    """The cleaned contents of a segment, or None when nothing would change.  As Kafka's cleaner:
+    an aborted transaction's batches go, an open one's stay whole, a committed one's records are
+    compacted like any other; markers are kept."""
+    latest = scan.latest
     out = bytearray()
     changed = False
     for header in snap.headers():
         data = snap.read_batch(header)
-        if header.is_control or header.is_transactional:
+        if header.is_control or (header.is_transactional and header.base_offset in scan.open):
             out += data
+            continue
+        if header.is_transactional and header.base_offset in scan.aborted:
+            changed = True
+            stats.records_removed += header.records_count
             continue
         records = _decode_bounded(snap, header, data)
         if records is None:
@@ -205,11 +245,11 @@ def compute_cleaning(
     stats = CleanStats()
     if len(snapshots) < 2:
         return [], stats
-    latest = build_offset_map(snapshots)
+    scan = scan_log(snapshots)
     horizon = now_ms - delete_retention_ms
     results = []
     for snap in snapshots[:-1]:
-        cleaned = _filter_segment(snap, latest, horizon, stats)
+        cleaned = _filter_segment(snap, scan, horizon, stats)
         if cleaned is None:
             continue
         stats.bytes_before += snap.size

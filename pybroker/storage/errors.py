@@ -68,6 +68,10 @@ class InvalidProducerEpochError(StorageError):
     """A batch from an older producer epoch than the one already seen (a fenced producer)."""
 
 
+class InvalidTxnStateError(StorageError):
+    """A non-transactional batch from a producer with an ongoing transaction (Kafka: INVALID_TXN_STATE)."""
+
+
 class RecordTooLargeError(StorageError):
     """A batch above max.message.bytes, or a request larger than a whole segment."""
 
@@ -80,6 +84,7 @@ __all__ = [
     "CorruptRecordError",
     "InvalidProducerEpochError",
     "InvalidRecordError",
+    "InvalidTxnStateError",
     "KafkaStorageError",
     "LogDirLockedError",
     "OffsetOutOfRangeError",

@@ -12,18 +12,21 @@ from pathlib import Path
 
 from pybroker.records.batch import (
     BatchHeader,
+    iter_batch_headers,
     stamp_base_offset,
     stamp_log_append_time,
     stamp_partition_leader_epoch,
 )
+from pybroker.records.control import build_marker_batch, parse_marker
 from pybroker.records.recompress import needs_recompression, recompress_batches
 from pybroker.storage import errors as storage_errors
 from pybroker.storage.config import LogConfig
 from pybroker.storage.errors import OffsetOutOfRangeError, RecordTooLargeError, StorageError, io_failure
 from pybroker.storage.file_slice import FileSlice
 from pybroker.storage.leader_epoch import LeaderEpochCache
-from pybroker.storage.producer_state import ProducerStateManager
+from pybroker.storage.producer_state import CompletedTxn, ProducerStateManager
 from pybroker.storage.segment import BatchInfo, LogSegment
+from pybroker.storage.txn_index import AbortedTxn
 
 logger = logging.getLogger(__name__)
 
@@ -138,7 +141,20 @@ class Log:
             if self.producer_state.load_snapshot(offset):
                 start = offset
                 break
-        self.producer_state.replay(self.iter_headers(start))
+        # The transaction indexes are rebuilt from the same point: entries of markers at or past
+        # ``start`` come back from the replay (a crash may have lost or torn them).
+        for segment in self.segments[max(0, self._segment_index(start)) :]:
+            segment.txn_index.truncate_to(start)
+        self.producer_state.replay(self.iter_headers(start), self._stored_marker, self._record_completed)
+
+    def _stored_marker(self, header: BatchHeader) -> tuple[int, int] | None:
+        segment = self.segments[max(0, self._segment_index(header.base_offset))]
+        return parse_marker(segment.read_batch(header))
+
+    def _record_completed(self, completed: CompletedTxn) -> None:
+        if completed.aborted:
+            segment = self.segments[max(0, self._segment_index(completed.last_offset))]
+            segment.txn_index.append(completed.aborted_txn())
 
     # ---- basic properties --------------------------------------------------------------------------
 
@@ -153,6 +169,10 @@ class Log:
     @property
     def log_end_offset(self) -> int:
         return self.segments[-1].next_offset
+
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the earliest ongoing transaction, or None when none is open."""
+        return self.producer_state.first_unstable_offset()
 
     @property
     def size_bytes(self) -> int:
@@ -228,6 +248,54 @@ class Log:
             first_offset, next_offset - 1, now_ms if log_append_time else -1, self.log_start_offset, False
         )
 
+    def append_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        *,
+        leader_epoch: int,
+        now_ms: int,
+    ) -> AppendInfo:
+        """Write a COMMIT/ABORT control batch ending ``producer_id``'s transaction, as the leader
+        (Kafka's appendAsLeader with origin COORDINATOR).  An aborted transaction is recorded in the
+        transaction index of the segment that receives the marker."""
+        buf = bytearray(build_marker_batch(producer_id, producer_epoch, commit, coordinator_epoch, now_ms))
+        batches = list(iter_batch_headers(buf))
+        offset = self.log_end_offset
+        plan = self.producer_state.prepare_marker(
+            producer_id, producer_epoch, offset, 1 if commit else 0, coordinator_epoch
+        )
+        stamp_base_offset(buf, 0, offset)
+        stamp_partition_leader_epoch(buf, 0, leader_epoch)
+        try:
+            self.leader_epochs.assign(leader_epoch, offset)
+            self._write(buf, batches, [(offset, batches[0].max_timestamp, batches[0].size)], now_ms)
+        except OSError as e:  # nothing of the marker was kept: the coordinator writes it again
+            raise io_failure(self.directory.parent, f"transaction marker to {self.name}", e) from e
+        self.producer_state.commit_marker(plan)
+        try:
+            self._record_completed(plan.completed)
+        except OSError as e:  # the entry is kept in memory; a recovery from before it rebuilds it
+            io_failure(self.directory.parent, f"transaction index of {self.name}", e)
+        try:
+            self._maybe_flush_after_append(now_ms)
+        except OSError as e:
+            raise io_failure(self.directory.parent, f"flush of {self.name}", e) from e
+        return AppendInfo(offset, offset, -1, self.log_start_offset, False)
+
+    def collect_aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [fetch_offset, upper_bound), for a read_committed fetch
+        (Kafka's collectAbortedTransactions: from the segment holding ``fetch_offset`` onwards)."""
+        found: list[AbortedTxn] = []
+        for segment in self.segments[max(0, self._segment_index(fetch_offset)) :]:
+            entries, complete = segment.txn_index.collect(fetch_offset, upper_bound)
+            found.extend(entries)
+            if complete:
+                break
+        return found
+
     def append_as_follower(self, buf: bytearray | bytes, batches: list[BatchHeader], *, now_ms: int) -> None:
         """Append batches that already carry their offsets (replication); updates producer state."""
         if not batches:
@@ -242,7 +310,10 @@ class Log:
         if batches[0].base_offset > self.log_end_offset and self.active_segment.size == 0:
             self._replace_empty_active_segment(batches[0].base_offset, now_ms)
         self._write(buf, batches, infos, now_ms)
-        self.producer_state.replay(batches)
+        view = memoryview(buf)
+        self.producer_state.replay(
+            batches, lambda b: parse_marker(view[b.position : b.end_position]), self._record_completed
+        )
         self._maybe_flush_after_append(now_ms)
 
     def _write(
@@ -359,7 +430,7 @@ class Log:
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.producer_state.delete_snapshots(above=self.log_end_offset)
-        self.producer_state.producers.clear()
+        self.producer_state.clear()
         self._load_producer_state()
         self.leader_epochs.truncate_from_end(self.log_end_offset)
 

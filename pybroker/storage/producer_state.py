@@ -1,8 +1,11 @@
 """Idempotent-producer state (Kafka's ProducerStateManager / ProducerAppendInfo, scaled down).
 
 Per producer id: its epoch and the metadata of its last five batches, enough to answer a retried batch
-with its original offsets and to reject gaps in the sequence. Snapshots are written at segment roll and
-clean close as `<offset>.snapshot` (a checksummed JSON document) and replayed from on open.
+with its original offsets and to reject gaps in the sequence, and the first offset of its ongoing
+transaction.  The earliest ongoing transaction's first offset bounds the last stable offset; a
+transaction ends with a control batch (COMMIT/ABORT marker) from the coordinator.  Snapshots are
+written at segment roll and clean close as `<offset>.snapshot` (a checksummed JSON document) and
+replayed from on open.
 """
 
 from __future__ import annotations
@@ -10,21 +13,24 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from crc32c import crc32c
 
 from pybroker.records.batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
+from pybroker.records.control import ABORT
 from pybroker.storage.checkpoint import read_if_exists
-from pybroker.storage.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from pybroker.storage.errors import InvalidProducerEpochError, InvalidTxnStateError, OutOfOrderSequenceError
+from pybroker.storage.txn_index import AbortedTxn
 
 logger = logging.getLogger(__name__)
 
 MAX_CACHED_BATCHES = 5
 SNAPSHOT_SUFFIX = ".snapshot"
-_SNAPSHOT_VERSION = 1
+# Version 2 adds each producer's ongoing transaction's first offset; version 1 is still read.
+_SNAPSHOT_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,8 @@ class ProducerEntry:
     epoch: int = NO_PRODUCER_EPOCH
     batches: list[BatchMetadata] = field(default_factory=list)
     last_timestamp: int = -1
+    current_txn_first_offset: int = -1  # -1: no ongoing transaction
+    coordinator_epoch: int = -1  # of the last transaction marker
 
     @property
     def last_sequence(self) -> int:
@@ -56,7 +64,14 @@ class ProducerEntry:
         return None
 
     def copy(self) -> ProducerEntry:
-        return ProducerEntry(self.producer_id, self.epoch, list(self.batches), self.last_timestamp)
+        return ProducerEntry(
+            self.producer_id,
+            self.epoch,
+            list(self.batches),
+            self.last_timestamp,
+            self.current_txn_first_offset,
+            self.coordinator_epoch,
+        )
 
     def add_batch(self, epoch: int, metadata: BatchMetadata) -> None:
         if epoch != self.epoch:
@@ -80,10 +95,46 @@ class AppendPlan:
     duplicate: BatchMetadata | None = None
 
 
+@dataclass(frozen=True)
+class CompletedTxn:
+    """A transaction ended by a marker at ``last_offset``; ``last_stable_offset`` is the LSO after it."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    aborted: bool
+    last_stable_offset: int
+
+    def aborted_txn(self) -> AbortedTxn:
+        return AbortedTxn(self.producer_id, self.first_offset, self.last_offset, self.last_stable_offset)
+
+
+@dataclass
+class MarkerPlan:
+    entry: ProducerEntry
+    completed: CompletedTxn
+
+
 class ProducerStateManager:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.producers: dict[int, ProducerEntry] = {}
+        # producer id -> first offset of its ongoing transaction (kept beside ``producers`` so the
+        # last stable offset does not need a walk over every producer).
+        self.ongoing: dict[int, int] = {}
+
+    def clear(self) -> None:
+        self.producers.clear()
+        self.ongoing.clear()
+
+    def first_unstable_offset(self) -> int | None:
+        return min(self.ongoing.values()) if self.ongoing else None
+
+    def _track(self, entry: ProducerEntry) -> None:
+        if entry.current_txn_first_offset >= 0:
+            self.ongoing[entry.producer_id] = entry.current_txn_first_offset
+        else:
+            self.ongoing.pop(entry.producer_id, None)
 
     # ---- validation and update -----------------------------------------------------------------
 
@@ -112,6 +163,13 @@ class ProducerStateManager:
                     return AppendPlan({}, duplicate)
                 updates[batch.producer_id] = entry
             self._check(entry, batch)
+            if batch.is_transactional:
+                if entry.current_txn_first_offset < 0:
+                    entry.current_txn_first_offset = batch_first_offset
+            elif entry.current_txn_first_offset >= 0:
+                raise InvalidTxnStateError(
+                    f"producer {batch.producer_id}: non-transactional write during its ongoing transaction"
+                )
             entry.add_batch(
                 batch.producer_epoch,
                 BatchMetadata(
@@ -147,21 +205,78 @@ class ProducerStateManager:
 
     def commit(self, plan: AppendPlan) -> None:
         self.producers.update(plan.updates)
+        for entry in plan.updates.values():
+            self._track(entry)
+
+    # ---- transaction markers -------------------------------------------------------------------
+
+    def prepare_marker(
+        self, producer_id: int, epoch: int, marker_offset: int, kind: int, coordinator_epoch: int = -1
+    ) -> MarkerPlan:
+        """Validate an end-of-transaction marker (Kafka's appendEndTxnMarker); raises
+        InvalidProducerEpochError for a marker of an older epoch than the producer's."""
+        known = self.producers.get(producer_id)
+        entry = known.copy() if known else ProducerEntry(producer_id)
+        if epoch < entry.epoch:
+            raise InvalidProducerEpochError(
+                f"marker for producer {producer_id} has epoch {epoch}, older than {entry.epoch}"
+            )
+        if epoch != entry.epoch:
+            entry.epoch = epoch
+            entry.batches = []
+        first = entry.current_txn_first_offset if entry.current_txn_first_offset >= 0 else marker_offset
+        entry.current_txn_first_offset = -1
+        entry.coordinator_epoch = coordinator_epoch
+        others = [o for pid, o in self.ongoing.items() if pid != producer_id]
+        lso = min(others) if others else marker_offset + 1
+        return MarkerPlan(entry, CompletedTxn(producer_id, first, marker_offset, kind == ABORT, lso))
+
+    def commit_marker(self, plan: MarkerPlan) -> None:
+        self.producers[plan.entry.producer_id] = plan.entry
+        self._track(plan.entry)
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
         """Forget producers whose last batch is ``expiration_ms`` old or older (Kafka's
         ``removeExpiredProducers``: the age is measured from the batch's max timestamp).  A retry
         from a forgotten producer is then a new producer to this log, as in Kafka.  Returns the
         number removed."""
-        expired = [pid for pid, e in self.producers.items() if now_ms - e.last_timestamp >= expiration_ms]
+        # A producer with an ongoing transaction is kept (Kafka's isProducerExpired).
+        expired = [
+            pid
+            for pid, e in self.producers.items()
+            if now_ms - e.last_timestamp >= expiration_ms and e.current_txn_first_offset < 0
+        ]
         for pid in expired:
             del self.producers[pid]
         return len(expired)
 
-    def replay(self, batches: Iterable[BatchHeader]) -> None:
-        """Rebuild state from batches already in the log (stored offsets; no validation, like Kafka)."""
+    def replay(
+        self,
+        batches: Iterable[BatchHeader],
+        read_marker: Callable[[BatchHeader], tuple[int, int] | None] | None = None,
+        on_completed: Callable[[CompletedTxn], None] | None = None,
+    ) -> None:
+        """Rebuild state from batches already in the log (stored offsets; no validation, like Kafka).
+
+        ``read_marker`` reads a control batch's (marker type, coordinator epoch) from its record;
+        ``on_completed`` is told of every transaction a marker ends (the log rebuilds its transaction
+        index from them)."""
         for batch in batches:
             if batch.producer_id < 0:
+                continue
+            if batch.is_control:
+                marker = read_marker(batch) if read_marker is not None else None
+                if marker is None:
+                    continue
+                try:
+                    plan = self.prepare_marker(
+                        batch.producer_id, batch.producer_epoch, batch.base_offset, marker[0], marker[1]
+                    )
+                except InvalidProducerEpochError:
+                    continue
+                self.commit_marker(plan)
+                if on_completed is not None:
+                    on_completed(plan.completed)
                 continue
             entry = self.producers.get(batch.producer_id)
             if entry is None:
@@ -176,6 +291,9 @@ class ProducerStateManager:
                     batch.max_timestamp,
                 ),
             )
+            if batch.is_transactional and entry.current_txn_first_offset < 0:
+                entry.current_txn_first_offset = batch.base_offset
+                self._track(entry)
 
     # ---- snapshots -----------------------------------------------------------------------------------
 
@@ -200,7 +318,14 @@ class ProducerStateManager:
             "version": _SNAPSHOT_VERSION,
             "offset": offset,
             "producers": [
-                [e.producer_id, e.epoch, e.last_timestamp, [list(vars(b).values()) for b in e.batches]]
+                [
+                    e.producer_id,
+                    e.epoch,
+                    e.last_timestamp,
+                    [list(vars(b).values()) for b in e.batches],
+                    e.current_txn_first_offset,
+                    e.coordinator_epoch,
+                ]
                 for e in self.producers.values()
             ],
         }
@@ -225,17 +350,20 @@ class ProducerStateManager:
             if int(checksum, 16) != crc32c(body):
                 raise ValueError("checksum mismatch")
             document = json.loads(body)
-            if document["version"] != _SNAPSHOT_VERSION:
+            if document["version"] not in (1, _SNAPSHOT_VERSION):
                 raise ValueError(f"unknown snapshot version {document['version']}")
             producers = {}
-            for producer_id, epoch, last_timestamp, batches in document["producers"]:
+            for producer_id, epoch, last_timestamp, batches, *rest in document["producers"]:
                 producers[producer_id] = ProducerEntry(
-                    producer_id, epoch, [BatchMetadata(*b) for b in batches], last_timestamp
+                    producer_id, epoch, [BatchMetadata(*b) for b in batches], last_timestamp, *rest[:2]
                 )
         except (OSError, ValueError, KeyError, TypeError) as exc:
             logger.warning("ignoring producer snapshot %s: %s", self.snapshot_path(offset), exc)
             return False
         self.producers = producers
+        self.ongoing = {
+            pid: e.current_txn_first_offset for pid, e in producers.items() if e.current_txn_first_offset >= 0
+        }
         return True
 
     def delete_snapshots(

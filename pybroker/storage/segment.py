@@ -22,6 +22,7 @@ from pybroker.storage.config import LogConfig
 from pybroker.storage.errors import StorageError
 from pybroker.storage.file_slice import FileSlice, SegmentFile
 from pybroker.storage.index import CorruptIndexError, OffsetIndex, TimeIndex
+from pybroker.storage.txn_index import TransactionIndex
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +52,7 @@ class LogSegment:
             base_offset,
             config.max_time_index_entries,
         )
+        self.txn_index = TransactionIndex.load(directory / segment_file_name(base_offset, ".txnindex"))
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = base_offset
@@ -262,6 +264,7 @@ class LogSegment:
         self.size = header.position
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
         self.next_offset = self.base_offset
         _, position = self.offset_index.last_entry
@@ -285,6 +288,7 @@ class LogSegment:
             os.fsync(self.file.fileno())
         self.offset_index.flush(fsync=fsync)
         self.time_index.flush(fsync=fsync)
+        self.txn_index.flush(fsync=fsync)
 
     def close(self, fsync_log: bool = True, fsync_indexes: bool = True) -> None:
         """``fsync_log=False`` when the caller has just flushed the log (Log.close): a second fsync
@@ -293,13 +297,14 @@ class LogSegment:
         self.on_become_inactive()
         self.offset_index.flush(fsync=fsync_indexes)
         self.time_index.flush(fsync=fsync_indexes)
+        self.txn_index.flush(fsync=fsync_indexes)
         if fsync_log:
             os.fsync(self.file.fileno())
         # Dropping the reference closes the descriptor once no FileSlice holds it.
         self.file = None  # type: ignore[assignment]
 
     def delete(self) -> None:
-        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+        for path in (self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path):
             try:
                 os.unlink(path)
             except FileNotFoundError:

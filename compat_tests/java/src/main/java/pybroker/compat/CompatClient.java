@@ -45,6 +45,7 @@ public final class CompatClient {
     private static void run(String command, Args args) throws Exception {
         switch (command) {
             case "produce" -> ProduceCommand.run(args);
+            case "transactions" -> TransactionsCommand.run(args);
             case "consume" -> ConsumeCommand.consume(args);
             case "offset-for-time" -> ConsumeCommand.offsetForTime(args);
             case "group-consume" -> GroupConsumeCommand.run(args);

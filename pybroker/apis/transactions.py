@@ -1,0 +1,331 @@
+"""Transaction APIs (KIP-98): AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26),
+WriteTxnMarkers (27), TxnOffsetCommit (28).  InitProducerId (22) is in ``producer_ids``.
+
+The handlers translate requests for the transaction coordinator and the group coordinator; the
+state machine lives in ``pybroker.coordinator.transaction``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pybroker.apis import RequestContext, handles
+from pybroker.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
+from pybroker.coordinator.transaction.service import marker_writer
+from pybroker.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+
+def _txn(ctx: RequestContext):  # noqa: ANN202
+    c = getattr(ctx.broker, "transaction_coordinator", None)
+    return c if c is not None and c.started else None
+
+
+# -- AddPartitionsToTxn --------------------------------------------------------------------------------------
+def _topic_results(topics: list[dict], errors: dict[tuple[str, int], ErrorCode]) -> list[dict]:
+    return [
+        {
+            "name": t["name"],
+            "results_by_partition": [
+                {"partition_index": p, "partition_error_code": errors[(t["name"], p)]}
+                for p in t["partitions"]
+            ],
+        }
+        for t in topics
+    ]
+
+
+async def _add_one(ctx: RequestContext, txn_id: str, pid: int, epoch: int, topics: list[dict], verify: bool):
+    wanted = [(t["name"], p) for t in topics for p in t["partitions"]]
+    coordinator = _txn(ctx)
+    if coordinator is None:
+        return {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE for tp in wanted}
+    unknown = {tp for tp in wanted if ctx.broker.partition(*tp) is None}
+    if unknown:
+        # Kafka: the unknown partitions fail and the rest are not attempted.
+        return {
+            tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
+            for tp in wanted
+        }
+    if verify:
+        return coordinator.verify_partitions(txn_id, pid, epoch, wanted)
+    error = await coordinator.add_partitions(txn_id, pid, epoch, wanted)
+    return {tp: error for tp in wanted}
+
+
+@handles(24, 0, 5)
+async def handle_add_partitions_to_txn(ctx: RequestContext, request: dict) -> dict:
+    if ctx.version <= 3:
+        topics = request["v3_and_below_topics"]
+        errors = await _add_one(
+            ctx,
+            request["v3_and_below_transactional_id"],
+            request["v3_and_below_producer_id"],
+            request["v3_and_below_producer_epoch"],
+            topics,
+            False,
+        )
+        return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _topic_results(topics, errors)}
+    results = []
+    for t in request["transactions"]:
+        errors = await _add_one(
+            ctx, t["transactional_id"], t["producer_id"], t["producer_epoch"], t["topics"], t["verify_only"]
+        )
+        results.append(
+            {"transactional_id": t["transactional_id"], "topic_results": _topic_results(t["topics"], errors)}
+        )
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results_by_transaction": results}
+
+
+# -- AddOffsetsToTxn -----------------------------------------------------------------------------------------
+@handles(25, 0, 4)
+async def handle_add_offsets_to_txn(ctx: RequestContext, request: dict) -> dict:
+    coordinator = _txn(ctx)
+    gc = ctx.broker.group_coordinator
+    if coordinator is None or gc is None:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
+    if not request["group_id"]:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_GROUP_ID}
+    tp = (OFFSETS_TOPIC, gc.partition_for(request["group_id"]))
+    error = await coordinator.add_partitions(
+        request["transactional_id"], request["producer_id"], request["producer_epoch"], [tp]
+    )
+    return {"throttle_time_ms": 0, "error_code": error}
+
+
+# -- EndTxn --------------------------------------------------------------------------------------------------
+# v5 is transaction version 2 (KIP-890 part 2, epoch bump per transaction): not advertised, as Kafka
+# 4.3.1 marks it unstable.
+@handles(26, 0, 4)
+async def handle_end_txn(ctx: RequestContext, request: dict) -> dict:
+    coordinator = _txn(ctx)
+    if coordinator is None:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
+    error = await coordinator.end_transaction(
+        request["transactional_id"], request["producer_id"], request["producer_epoch"], request["committed"]
+    )
+    if error == ErrorCode.PRODUCER_FENCED and ctx.version < 2:
+        error = ErrorCode.INVALID_PRODUCER_EPOCH  # PRODUCER_FENCED is new in v2 (KIP-588)
+    return {"throttle_time_ms": 0, "error_code": error}
+
+
+# -- WriteTxnMarkers -----------------------------------------------------------------------------------------
+@handles(27, 0, 1)
+def handle_write_txn_markers(ctx: RequestContext, request: dict) -> dict:
+    write = marker_writer(ctx.broker)
+    out = []
+    for m in request["markers"]:
+        wanted = [(t["name"], p) for t in m["topics"] for p in t["partition_indexes"]]
+        errors = write(
+            m["producer_id"], m["producer_epoch"], m["transaction_result"], m["coordinator_epoch"], wanted
+        )
+        out.append(
+            {
+                "producer_id": m["producer_id"],
+                "topics": [
+                    {
+                        "name": t["name"],
+                        "partitions": [
+                            {"partition_index": p, "error_code": errors[(t["name"], p)]}
+                            for p in t["partition_indexes"]
+                        ],
+                    }
+                    for t in m["topics"]
+                ],
+            }
+        )
+    return {"markers": out}
+
+
+# -- TxnOffsetCommit -----------------------------------------------------------------------------------------
+def _commit_response(request: dict, errors: dict[tuple[str, int], ErrorCode]) -> dict[str, Any]:
+    return {
+        "throttle_time_ms": 0,
+        "topics": [
+            {
+                "name": t["name"],
+                "partitions": [
+                    {
+                        "partition_index": p["partition_index"],
+                        "error_code": errors[(t["name"], p["partition_index"])],
+                    }
+                    for p in t["partitions"]
+                ],
+            }
+            for t in request["topics"]
+        ],
+    }
+
+
+@handles(28, 0, 4)
+async def handle_txn_offset_commit(ctx: RequestContext, request: dict) -> dict:
+    wanted = [
+        (
+            t["name"],
+            p["partition_index"],
+            p["committed_offset"],
+            p.get("committed_leader_epoch", -1),
+            p["committed_metadata"],
+        )
+        for t in request["topics"]
+        for p in t["partitions"]
+    ]
+    coordinator = _txn(ctx)
+    gc = ctx.broker.group_coordinator
+    if coordinator is None or gc is None:
+        return _commit_response(request, {(t, p): ErrorCode.COORDINATOR_NOT_AVAILABLE for t, p, *_ in wanted})
+    group_id = request["group_id"]
+    # The __consumer_offsets partition of the group must have been added (AddOffsetsToTxn) first.
+    tp = (OFFSETS_TOPIC, gc.partition_for(group_id))
+    check = coordinator.verify_partitions(
+        request["transactional_id"], request["producer_id"], request["producer_epoch"], [tp]
+    )[tp]
+    if check != ErrorCode.NONE:
+        if check == ErrorCode.PRODUCER_FENCED and ctx.version < 2:
+            check = ErrorCode.INVALID_PRODUCER_EPOCH
+        elif check == ErrorCode.TRANSACTION_ABORTABLE:
+            check = ErrorCode.INVALID_TXN_STATE
+        return _commit_response(request, {(t, p): check for t, p, *_ in wanted})
+    b = ctx.broker
+    errors, wait = gc.txn_offsets.commit(
+        group_id=group_id,
+        producer_id=request["producer_id"],
+        producer_epoch=request["producer_epoch"],
+        generation_id=request.get("generation_id", -1) if ctx.version >= 3 else -1,
+        member_id=request.get("member_id", "") if ctx.version >= 3 else "",
+        group_instance_id=request.get("group_instance_id") if ctx.version >= 3 else None,
+        offsets=wanted,
+        topic_exists=lambda topic, partition: b.partition(topic, partition) is not None,
+    )
+    if wait is not None:
+        await wait
+    return _commit_response(request, errors)
+
+
+# -- DescribeTransactions / ListTransactions / DescribeProducers (KIP-664) ---------------------------------
+@handles(65, 0, 0)
+def handle_describe_transactions(ctx: RequestContext, request: dict) -> dict:
+    coordinator = _txn(ctx)
+    states = []
+    for txn_id in request["transactional_ids"]:
+        md = coordinator.describe(txn_id) if coordinator is not None else None
+        if md is None:
+            code = (
+                ErrorCode.COORDINATOR_NOT_AVAILABLE
+                if coordinator is None
+                else ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+            )
+            states.append(
+                {
+                    "error_code": code,
+                    "transactional_id": txn_id,
+                    "transaction_state": "",
+                    "transaction_timeout_ms": 0,
+                    "transaction_start_time_ms": -1,
+                    "producer_id": -1,
+                    "producer_epoch": -1,
+                    "topics": [],
+                }
+            )
+            continue
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(md.partitions):
+            by_topic.setdefault(topic, []).append(partition)
+        states.append(
+            {
+                "error_code": ErrorCode.NONE,
+                "transactional_id": txn_id,
+                "transaction_state": md.state.kafka_name,
+                "transaction_timeout_ms": md.timeout_ms,
+                "transaction_start_time_ms": md.start_timestamp_ms,
+                "producer_id": md.producer_id,
+                "producer_epoch": md.producer_epoch,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
+            }
+        )
+    return {"throttle_time_ms": 0, "transaction_states": states}
+
+
+@handles(66, 0, 1)
+def handle_list_transactions(ctx: RequestContext, request: dict) -> dict:
+    from pybroker.coordinator.transaction.metadata import TransactionState
+
+    coordinator = _txn(ctx)
+    if coordinator is None:
+        return {
+            "throttle_time_ms": 0,
+            "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            "unknown_state_filters": [],
+            "transaction_states": [],
+        }
+    known = {s.kafka_name for s in TransactionState}
+    state_filters = set(request["state_filters"])
+    pid_filters = set(request["producer_id_filters"])
+    duration = request.get("duration_filter", -1) if ctx.version >= 1 else -1
+    now = coordinator.clock.now_ms()
+    out = []
+    for txn_id, md in sorted(coordinator.transactions.items()):
+        if state_filters and md.state.kafka_name not in state_filters:
+            continue
+        if pid_filters and md.producer_id not in pid_filters:
+            continue
+        if md.state == TransactionState.DEAD:
+            continue
+        # KIP-994: only transactions running longer than the duration.
+        if duration >= 0 and now - md.start_timestamp_ms < duration:
+            continue
+        out.append(
+            {
+                "transactional_id": txn_id,
+                "producer_id": md.producer_id,
+                "transaction_state": md.state.kafka_name,
+            }
+        )
+    return {
+        "throttle_time_ms": 0,
+        "error_code": ErrorCode.NONE,
+        "unknown_state_filters": sorted(state_filters - known),
+        "transaction_states": out,
+    }
+
+
+@handles(61, 0, 0)
+def handle_describe_producers(ctx: RequestContext, request: dict) -> dict:
+    topics = []
+    for t in request["topics"]:
+        parts = []
+        for index in t["partition_indexes"]:
+            p = ctx.broker.partition(t["name"], index)
+            if p is None:
+                parts.append(
+                    {
+                        "partition_index": index,
+                        "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        "error_message": None,
+                        "active_producers": [],
+                    }
+                )
+                continue
+            producers = [
+                {
+                    "producer_id": e.producer_id,
+                    "producer_epoch": e.epoch,
+                    "last_sequence": e.last_sequence,
+                    "last_timestamp": e.last_timestamp,
+                    "coordinator_epoch": e.coordinator_epoch,
+                    "current_txn_start_offset": e.current_txn_first_offset,
+                }
+                for e in p.log.producer_state.producers.values()
+            ]
+            parts.append(
+                {
+                    "partition_index": index,
+                    "error_code": ErrorCode.NONE,
+                    "error_message": None,
+                    "active_producers": producers,
+                }
+            )
+        topics.append({"name": t["name"], "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics}
