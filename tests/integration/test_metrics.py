@@ -18,6 +18,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from compat_tests.brokers import PyBroker, free_port
+from compat_tests.scenarios.test_cli import cli_json
 from tests.integration.conftest import against_kafka
 from tests.wire import WireClient
 
@@ -200,6 +201,9 @@ def test_counters_move_and_lag_matches_the_wire(broker: Any) -> None:
     assert value(scraped, "kafka_consumergroup_lag_sum", consumergroup=group, topic=topic) == sum(
         expected.values()
     )
+    # ... and equals what the operator's CLI shows for the group.
+    described = cli_json(broker.bootstrap, "group", "describe", group)
+    assert {r["partition"]: r["lag"] for r in described["partitions"] if r["topic"] == topic} == expected
     assert value(scraped, "kafka_consumergroup_members", consumergroup=group) == 0  # it left
     assert (
         value(scraped, "kafka_consumergroup_state", consumergroup=group, state="Empty", type="classic") == 1
