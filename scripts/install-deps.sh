@@ -6,6 +6,7 @@
 #
 # Steps: system (apt: kcat, Java 17, Maven), python (pip install -e '.[test]'),
 #        java-client (build compat_tests/java/target/compat-client.jar),
+#        streams-client (build compat_tests/streams/target/streams-wordcount.jar: Kafka Streams 4.3.1),
 #        apache-kafka (resolve the reference Apache Kafka jars for compat_tests/reference, and the
 #        kafka-tools jars for bench/compare.py),
 #        go-client (apt golang-go if there is no go; build compat_tests/go into .cache/go-bin/compat-go,
@@ -100,6 +101,17 @@ step_java_client() {
   note "built $jar"
 }
 
+step_streams_client() {
+  local jar=compat_tests/streams/target/streams-wordcount.jar
+  if [ -f "$jar" ] && [ -z "$(find compat_tests/streams/pom.xml compat_tests/streams/src -newer "$jar" -print -quit)" ]; then
+    note "$jar is up to date"
+    return
+  fi
+  (cd compat_tests/streams && mvn -B -q -Dstyle.color=never -Dmaven.repo.local="$MAVEN_REPO" package -DskipTests)
+  test -f "$jar"
+  note "built $jar"
+}
+
 step_apache_kafka() {
   "$PYTHON" -m compat_tests.reference.apache_kafka install
   # Kafka's own load tools (ProducerPerformance, ...) for python -m bench.compare.
@@ -140,12 +152,12 @@ step_browser() {
 main() {
   local steps=("$@")
   if [ "${#steps[@]}" -eq 0 ]; then
-    steps=(system python java-client apache-kafka go-client spark browser)
+    steps=(system python java-client streams-client apache-kafka go-client spark browser)
   fi
   for step in "${steps[@]}"; do
     case "$step" in
-      system | python | java-client | apache-kafka | go-client | spark | browser) run_step "$step" ;;
-      *) log "unknown step: $step (steps: system python java-client apache-kafka go-client spark browser)"; exit 2 ;;
+      system | python | java-client | streams-client | apache-kafka | go-client | spark | browser) run_step "$step" ;;
+      *) log "unknown step: $step (steps: system python java-client streams-client apache-kafka go-client spark browser)"; exit 2 ;;
     esac
   done
 }
