@@ -1,6 +1,6 @@
 """Kafka Streams (kafka-streams 4.3.1, unmodified): Kafka's word count (groupBy word -> count, so a
 repartition topic and a compacted changelog) with exactly_once_v2 and with at_least_once, through a
-kill -9 of its instance midway.  The output, read with read_committed, must reach exactly the counts
+kill -9 of its instance while it has uncommitted output.  The output, read with read_committed, must reach exactly the counts
 computed here from the input."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ def test_word_count_through_an_instance_restart(bootstrap, admin, make_topic, tm
     input_topic = make_topic("-in", partitions=PARTITIONS)
     output_topic = make_topic("-out", partitions=PARTITIONS)
     want = expected_counts(LINES)
-    seqs = run_word_count(
+    run = run_word_count(
         bootstrap,
         admin,
         tmp_path,
@@ -28,6 +28,9 @@ def test_word_count_through_an_instance_restart(bootstrap, admin, make_topic, tm
         partitions=PARTITIONS,
         lines=LINES,
     )
+    # The kill must have hit the instance with uncommitted output (an open transaction under EOS).
+    assert run.killed_in_flight
+    seqs = run.sequences
     final = {word: seq[-1] for word, seq in seqs.items()}
     if guarantee == "exactly_once_v2":
         # Exactly once: every occurrence counted once, and (no record cache) each word's committed

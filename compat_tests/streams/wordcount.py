@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import signal
 import struct
@@ -17,10 +18,13 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from compat_tests.reference.maven import build_lock, run_maven
 
@@ -129,7 +133,10 @@ class WordCountInstance:
         guarantee: str,
         log_path: Path,
     ) -> None:
-        argv = ["java", "-Xmx384m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-jar", str(ensure_jar())]
+        argv = ["java", "-Xmx384m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
+        # STREAMS_LOG_LEVEL=info (or debug) for Kafka Streams' own account of a run; warn by default.
+        argv += [f"-Dorg.slf4j.simpleLogger.defaultLogLevel={os.environ.get('STREAMS_LOG_LEVEL', 'warn')}"]
+        argv += ["-jar", str(ensure_jar())]
         argv += ["--bootstrap", bootstrap, "--application-id", application_id, "--input", input_topic]
         argv += ["--output", output_topic, "--state-dir", str(state_dir), "--guarantee", guarantee]
         self.log_path = log_path
@@ -202,6 +209,24 @@ def wait_for_counts(bootstrap: str, topic: str, partitions: int, want: dict[str,
         time.sleep(0.5)  # poll interval; the deadline bounds the wait
 
 
+@dataclass
+class WordCountRun:
+    sequences: dict[str, list[int]]  # per word, its counts in the output as read_committed sees them
+    killed_in_flight: bool  # the first instance died with output not yet committed (see run_word_count)
+
+
+def output_ends(bootstrap: str, topic: str, partitions: int) -> tuple[list[int], list[int]]:
+    """(high watermarks, last stable offsets) of the topic's partitions."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+
+    def ends(level: IsolationLevel) -> list[int]:
+        result = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}, isolation_level=level)
+        return [result[tp].result(TIMEOUT_S).offset for tp in tps]
+
+    return ends(IsolationLevel.READ_UNCOMMITTED), ends(IsolationLevel.READ_COMMITTED)
+
+
 def run_word_count(
     bootstrap: str,
     admin: Any,
@@ -212,15 +237,19 @@ def run_word_count(
     output_topic: str,
     partitions: int,
     lines: list[str],
-    while_running: Any = None,
-) -> dict[str, list[int]]:
-    """The word count through a restart of its instance: the first ~60% of ``lines`` go in, an instance
-    runs until some counts are in the output, ``while_running()`` (e.g. a broker restart) runs, the
-    instance is killed -9, the rest of the lines go in, a second instance (same state directory, so
-    the same process id and transactional ids) runs until the output reaches the expected counts and
-    closes cleanly.  Returns each word's count sequence in the output, as read_committed sees it."""
+    while_running: Callable[[], None] | None = None,
+) -> WordCountRun:
+    """The word count through a kill -9 of its instance.  The first 40% of ``lines`` go in and an
+    instance runs until some counts are in the output; ``while_running()`` runs (e.g. a broker
+    restart); once the output holds the first 40%'s counts (so the instance kept processing and
+    committing), more lines go in, a few at a time, and the instance is killed -9 as soon as it has
+    written output it has not committed: under exactly_once_v2 an open transaction on an output
+    partition (high watermark past the last stable offset), under at_least_once output past what the
+    first 40% made.  The rest of the lines go in and a second instance (same state directory, so the
+    same process id and transactional ids) runs until the output reaches the expected counts and
+    closes cleanly."""
     application_id = f"wc-{guarantee.replace('_', '-')}-{uuid.uuid4().hex[:8]}"
-    split = len(lines) * 3 // 5
+    first_part, second_part = len(lines) * 2 // 5, len(lines) * 3 // 5
     want = expected_counts(lines)
     common: dict[str, Any] = {
         "application_id": application_id,
@@ -230,8 +259,9 @@ def run_word_count(
         "guarantee": guarantee,
         "log_path": workdir / "streams.log",
     }
-    produce_lines(bootstrap, input_topic, lines[:split])
+    produce_lines(bootstrap, input_topic, lines[:first_part])
     first = WordCountInstance(bootstrap, **common)
+    produced, in_flight = first_part, False
     try:
         first.wait_running()
         deadline = time.monotonic() + TIMEOUT_S
@@ -241,9 +271,25 @@ def run_word_count(
             time.sleep(0.2)  # poll interval; the deadline bounds the wait
         if while_running is not None:
             while_running()
+        try:
+            wait_for_counts(bootstrap, output_topic, partitions, expected_counts(lines[:first_part]), TIMEOUT_S)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; {first.log_tail()}") from None
+        settled = sum(output_ends(bootstrap, output_topic, partitions)[0])
+        while produced < second_part and not in_flight:
+            chunk = lines[produced : produced + 10]
+            produce_lines(bootstrap, input_topic, chunk, first_index=produced)
+            produced += len(chunk)
+            deadline = time.monotonic() + 5
+            while not in_flight and time.monotonic() < deadline:
+                high, stable = output_ends(bootstrap, output_topic, partitions)
+                if guarantee == "exactly_once_v2":
+                    in_flight = any(h > s for h, s in zip(high, stable, strict=True))
+                else:
+                    in_flight = sum(high) > settled
     finally:
         first.kill()
-    produce_lines(bootstrap, input_topic, lines[split:], first_index=split)
+    produce_lines(bootstrap, input_topic, lines[produced:], first_index=produced)
     second = WordCountInstance(bootstrap, **common)
     try:
         second.wait_running(TIMEOUT_S * 2)
@@ -256,7 +302,7 @@ def run_word_count(
     finally:
         second.kill()
     check_internal_topics(bootstrap, admin, application_id, partitions, guarantee, want)
-    return count_sequences(read_topic(bootstrap, output_topic, partitions))
+    return WordCountRun(count_sequences(read_topic(bootstrap, output_topic, partitions)), in_flight)
 
 
 def check_internal_topics(

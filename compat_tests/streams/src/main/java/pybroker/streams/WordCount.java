@@ -45,9 +45,10 @@ public final class WordCount {
     props.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, need(args, "bootstrap"));
     props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, need(args, "guarantee"));
     props.put(StreamsConfig.STATE_DIR_CONFIG, need(args, "state-dir"));
-    // Every update is forwarded (no record cache), so the output shows each count in turn.
+    // Every update is forwarded (no record cache), so the output shows each count in turn; a commit
+    // (a transaction, under EOS) a second leaves the test time to kill the instance in the middle of one.
     props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
-    props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 200);
+    props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 1000);
     // A killed instance's group membership must expire within the test's patience (the minimum the
     // brokers accept); everything else is Kafka Streams' default.
     props.put(StreamsConfig.consumerPrefix(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG), 6000);
