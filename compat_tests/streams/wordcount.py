@@ -212,7 +212,7 @@ def wait_for_counts(bootstrap: str, topic: str, partitions: int, want: dict[str,
 @dataclass
 class WordCountRun:
     sequences: dict[str, list[int]]  # per word, its counts in the output as read_committed sees them
-    killed_in_flight: bool  # the first instance died with output not yet committed (see run_word_count)
+    killed_in_flight: bool  # the first instance was killed with output not yet committed (run_word_count)
 
 
 def output_ends(bootstrap: str, topic: str, partitions: int) -> tuple[list[int], list[int]]:
@@ -239,17 +239,17 @@ def run_word_count(
     lines: list[str],
     while_running: Callable[[], None] | None = None,
 ) -> WordCountRun:
-    """The word count through a kill -9 of its instance.  The first 40% of ``lines`` go in and an
-    instance runs until some counts are in the output; ``while_running()`` runs (e.g. a broker
-    restart); once the output holds the first 40%'s counts (so the instance kept processing and
-    committing), more lines go in, a few at a time, and the instance is killed -9 as soon as it has
-    written output it has not committed: under exactly_once_v2 an open transaction on an output
-    partition (high watermark past the last stable offset), under at_least_once output past what the
-    first 40% made.  The rest of the lines go in and a second instance (same state directory, so the
+    """The word count through a kill -9 of its instance.  The first 30% of ``lines`` go in and an
+    instance runs until the output holds their counts.  With ``while_running`` (e.g. a broker
+    restart), more lines go in, a few at a time, up to 50%, and it runs as soon as the instance has
+    output it has not committed (see below); the instance must then go on to count everything
+    produced so far.  Then more lines go in the same way, up to 70%, and the instance is killed -9 as
+    soon as it has uncommitted output: under exactly_once_v2 an open transaction on an output
+    partition (high watermark past the last stable offset), under at_least_once output past what was
+    there before.  The rest of the lines go in and a second instance (same state directory, so the
     same process id and transactional ids) runs until the output reaches the expected counts and
     closes cleanly."""
     application_id = f"wc-{guarantee.replace('_', '-')}-{uuid.uuid4().hex[:8]}"
-    first_part, second_part = len(lines) * 2 // 5, len(lines) * 3 // 5
     want = expected_counts(lines)
     common: dict[str, Any] = {
         "application_id": application_id,
@@ -259,34 +259,45 @@ def run_word_count(
         "guarantee": guarantee,
         "log_path": workdir / "streams.log",
     }
-    produce_lines(bootstrap, input_topic, lines[:first_part])
+    produced = len(lines) * 3 // 10
+    produce_lines(bootstrap, input_topic, lines[:produced])
     first = WordCountInstance(bootstrap, **common)
-    produced, in_flight = first_part, False
-    try:
-        first.wait_running()
-        deadline = time.monotonic() + TIMEOUT_S
-        while not read_topic(bootstrap, output_topic, partitions, 0.1):
-            if time.monotonic() > deadline or first.process.poll() is not None:
-                raise AssertionError(f"no output from the first instance; {first.log_tail()}")
-            time.sleep(0.2)  # poll interval; the deadline bounds the wait
-        if while_running is not None:
-            while_running()
+
+    def counted_so_far(timeout_s: float) -> None:
         try:
-            wait_for_counts(bootstrap, output_topic, partitions, expected_counts(lines[:first_part]), TIMEOUT_S)
+            wait_for_counts(bootstrap, output_topic, partitions, expected_counts(lines[:produced]), timeout_s)
         except AssertionError as exc:
             raise AssertionError(f"{exc}; {first.log_tail()}") from None
+
+    def until_in_flight(limit: int) -> bool:
+        """Produce lines 10 at a time (up to ``limit``) until the instance has uncommitted output."""
+        nonlocal produced
         settled = sum(output_ends(bootstrap, output_topic, partitions)[0])
-        while produced < second_part and not in_flight:
-            chunk = lines[produced : produced + 10]
+        while produced < limit:
+            chunk = lines[produced : min(produced + 10, limit)]
             produce_lines(bootstrap, input_topic, chunk, first_index=produced)
             produced += len(chunk)
             deadline = time.monotonic() + 5
-            while not in_flight and time.monotonic() < deadline:
+            while time.monotonic() < deadline:
                 high, stable = output_ends(bootstrap, output_topic, partitions)
                 if guarantee == "exactly_once_v2":
-                    in_flight = any(h > s for h, s in zip(high, stable, strict=True))
-                else:
-                    in_flight = sum(high) > settled
+                    if any(h > s for h, s in zip(high, stable, strict=True)):
+                        return True
+                elif sum(high) > settled:
+                    return True
+        return False
+
+    in_flight = False
+    try:
+        first.wait_running()
+        counted_so_far(TIMEOUT_S)
+        if while_running is not None:
+            assert until_in_flight(len(lines) // 2), "no uncommitted output to restart the broker under"
+            while_running()
+            # The instance rides through it (under EOS: its open transaction is completed or aborted,
+            # and redone) and counts everything so far.
+            counted_so_far(TIMEOUT_S * 2)
+        in_flight = until_in_flight(len(lines) * 7 // 10)
     finally:
         first.kill()
     produce_lines(bootstrap, input_topic, lines[produced:], first_index=produced)
@@ -314,10 +325,20 @@ def check_internal_topics(
     changelog = f"{application_id}-counts-changelog"
     assert admin.describe_topic(bootstrap, repartition).partitions == partitions
     assert admin.describe_topic(bootstrap, changelog).partitions == partitions
-    assert admin.describe_configs(bootstrap, repartition)["cleanup.policy"] == "delete"
-    assert admin.describe_configs(bootstrap, changelog)["cleanup.policy"] == "compact"
-    # The repartition topic carried every word once per occurrence (Streams purges what it consumed,
-    # so only check that it was used: its log end is past zero on some partition).
+    # The configs Streams creates them with (RepartitionTopicConfig, UnwindowedUnversionedChangelogTopicConfig).
+    repartition_configs = admin.describe_configs(bootstrap, repartition)
+    assert repartition_configs["cleanup.policy"] == "delete"
+    assert repartition_configs["retention.ms"] == "-1"
+    assert repartition_configs["message.timestamp.type"] == "CreateTime"
+    changelog_configs = admin.describe_configs(bootstrap, changelog)
+    assert changelog_configs["cleanup.policy"] == "compact"
+    assert changelog_configs["message.timestamp.type"] == "CreateTime"
+    # The repartition topic carried the words, and Streams purged (DeleteRecords) what it committed.
+    client = AdminClient({"bootstrap.servers": bootstrap})
+    tps = [TopicPartition(repartition, p) for p in range(partitions)]
+    earliest = client.list_offsets({tp: OffsetSpec.earliest() for tp in tps})
+    starts = [earliest[tp].result(TIMEOUT_S).offset for tp in tps]
+    assert all(start > 0 for start in starts), f"repartition topic not purged: log start offsets {starts}"
     stored = {w: s[-1] for w, s in count_sequences(read_topic(bootstrap, changelog, partitions)).items()}
     if guarantee == "exactly_once_v2":
         assert stored == want

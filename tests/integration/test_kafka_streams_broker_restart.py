@@ -1,7 +1,8 @@
 """Kafka Streams (kafka-streams 4.3.1, unmodified) word count with exactly_once_v2 through a kill -9
-and restart of pybroker while the Streams instance runs, then a kill -9 of the instance itself: the
-output (read_committed) is exactly the counts of the input, each word's count going up by one per
-occurrence.  The broker-agnostic part (instance restart, at_least_once, internal topics on both
+and restart of pybroker while the Streams instance has a transaction open, then a kill -9 of the
+instance itself (again with a transaction open): the output (read_committed) is exactly the counts
+of the input, each word's count going up by one per occurrence.  INTEGRATION_BROKER=kafka runs the
+same against Apache Kafka.  The broker-agnostic part (instance restart, at_least_once, internal topics on both
 brokers) is compat_tests/scenarios/test_kafka_streams.py; this needs its own broker to restart."""
 
 from __future__ import annotations

@@ -49,6 +49,9 @@ public final class WordCount {
     // (a transaction, under EOS) a second leaves the test time to kill the instance in the middle of one.
     props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
     props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 1000);
+    // Streams deletes the repartition records it has committed past (DeleteRecords) at most this
+    // often (default 30 s): often enough to happen within a test run.
+    props.put(StreamsConfig.REPARTITION_PURGE_INTERVAL_MS_CONFIG, 1000);
     // A killed instance's group membership must expire within the test's patience (the minimum the
     // brokers accept); everything else is Kafka Streams' default.
     props.put(StreamsConfig.consumerPrefix(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG), 6000);
