@@ -1,5 +1,5 @@
 """Kafka Streams (kafka-streams 4.3.1, unmodified) word count with exactly_once_v2 through a kill -9
-and restart of pybroker while the Streams instance has a transaction open, then a kill -9 of the
+(and, separately, a clean SIGTERM) and restart of pybroker while the Streams instance has a transaction open, then a kill -9 of the
 instance itself (again with a transaction open): the output (read_committed) is exactly the counts
 of the input, each word's count going up by one per occurrence.  INTEGRATION_BROKER=kafka runs the
 same against Apache Kafka.  The broker-agnostic part (instance restart, at_least_once, internal topics on both
@@ -12,6 +12,8 @@ import signal
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from compat_tests.brokers import PyBroker, free_port
 from compat_tests.clients.confluent import ConfluentClient
 from compat_tests.streams.wordcount import expected_counts, run_word_count, sentences
@@ -21,7 +23,8 @@ from .conftest import against_kafka
 PARTITIONS = 2
 
 
-def test_exactly_once_v2_word_count_through_a_broker_kill9(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop_signal", [signal.SIGKILL, signal.SIGTERM], ids=["kill9", "sigterm"])
+def test_exactly_once_v2_word_count_through_a_broker_restart(tmp_path: Path, stop_signal: int) -> None:
     broker: Any
     if against_kafka():  # INTEGRATION_BROKER=kafka: the same run against Apache Kafka
         from compat_tests.reference.apache_kafka import ApacheKafka
@@ -33,10 +36,12 @@ def test_exactly_once_v2_word_count_through_a_broker_kill9(tmp_path: Path) -> No
     restarted: list[int] = []
 
     def restart_broker() -> None:
-        """kill -9 by pid, then start again on the same port and data."""
+        """kill -9 (or SIGTERM: a clean shutdown) by pid, then start again on the same port and data."""
         old_pid = broker.pid
-        os.kill(old_pid, signal.SIGKILL)
-        broker.stop()  # reaps the killed process
+        os.kill(old_pid, stop_signal)
+        code = broker.stop()  # waits for the process to go
+        if stop_signal == signal.SIGTERM and isinstance(broker, PyBroker):
+            assert code == 0, f"pybroker's clean shutdown exited {code}"
         broker.start()
         restarted.append(old_pid)
 
