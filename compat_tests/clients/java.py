@@ -34,6 +34,7 @@ from .base import (
     TopicDescription,
 )
 from .group_member import drive_group_member
+from .program_lines import transaction_deliveries, transactions_input
 
 logger = logging.getLogger(__name__)
 
@@ -222,29 +223,9 @@ class JavaClient:
         transactions: list[tuple[list[Record], bool]],
     ) -> list[list[Delivery]]:
         """See ConfluentClient.produce_transactions (the program's ``transactions`` command)."""
-        lines = [
-            json.dumps(
-                {
-                    "commit": commit,
-                    "records": [
-                        {
-                            "key": _b64(record.key),
-                            "value": _b64(record.value),
-                            "headers": [[name, _b64(value)] for name, value in record.headers],
-                            "partition": record.partition,
-                        }
-                        for record in records
-                    ],
-                }
-            )
-            for records, commit in transactions
-        ]
         options = ["--topic", topic, "--transactional-id", transactional_id]
-        out = self._run("transactions", bootstrap, options, stdin="\n".join(lines) + "\n")
-        return [
-            [Delivery(d["partition"], d["offset"], d["timestamp"]) for d in item["deliveries"]]
-            for item in out
-        ]
+        out = self._run("transactions", bootstrap, options, stdin=transactions_input(transactions))
+        return transaction_deliveries(out)
 
     def consume_committed(
         self, bootstrap: str, topic: str, partition: int, *, start: Start, count: int, timeout_s: float = 30.0

@@ -32,6 +32,7 @@ from compat_tests.clients.base import (
     TopicDescription,
 )
 from compat_tests.clients.group_member import drive_group_member
+from compat_tests.clients.program_lines import transaction_deliveries, transactions_input
 from compat_tests.reference.maven import CACHE_DIR, build_lock
 
 logger = logging.getLogger(__name__)
@@ -131,29 +132,9 @@ class GoCliClient:
         transactions: list[tuple[list[Record], bool]],
     ) -> list[list[Delivery]]:
         """See ConfluentClient.produce_transactions (the program's ``transactions`` command)."""
-        lines = [
-            json.dumps(
-                {
-                    "commit": commit,
-                    "records": [
-                        {
-                            "key": _b64(r.key),
-                            "value": _b64(r.value),
-                            "headers": [[name, _b64(value)] for name, value in r.headers],
-                            "partition": r.partition,
-                        }
-                        for r in records
-                    ],
-                }
-            )
-            for records, commit in transactions
-        ]
         options = ["--topic", topic, "--transactional-id", transactional_id]
-        out = self._run("transactions", bootstrap, options, stdin="\n".join(lines) + "\n")
-        return [
-            [Delivery(d["partition"], d["offset"], d["timestamp"]) for d in item["deliveries"]]
-            for item in out
-        ]
+        out = self._run("transactions", bootstrap, options, stdin=transactions_input(transactions))
+        return transaction_deliveries(out)
 
     def consume_committed(
         self, bootstrap: str, topic: str, partition: int, *, start: Start, count: int, timeout_s: float = 30.0
