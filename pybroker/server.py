@@ -20,8 +20,9 @@ import socket
 import struct
 import time
 from collections import deque
+from collections.abc import Mapping
 from time import perf_counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pybroker.apis import REGISTRY, RequestContext
 from pybroker.protocol import codec
@@ -30,7 +31,11 @@ from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.framing import FrameError, FrameReader
 
 if TYPE_CHECKING:
-    from pybroker.broker import Broker
+    from pybroker.apis.services import BrokerServices
+    from pybroker.config import BrokerConfig
+    from pybroker.metrics.recorder import BrokerMetrics
+    from pybroker.protocol.memory_pool import MemoryPool
+    from pybroker.protocol.schema import MessageSpec
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +44,21 @@ API_VERSIONS = 18
 SENDFILE_MIN_BYTES = 64 * 1024  # below this a pread copy is cheaper than a sendfile call
 # PYBROKER_SENDFILE=0 serves every slice by pread, for benchmarking the two paths against each other.
 USE_SENDFILE = os.environ.get("PYBROKER_SENDFILE", "1") != "0"
+
+
+class ServerHost(Protocol):
+    """What the server uses of the broker that runs it (``pybroker.broker.Broker``): settings, the
+    request memory pool, the open connections, the counters, and the services it hands each
+    request's handler."""
+
+    config: BrokerConfig
+    memory_pool: MemoryPool
+    memory_waiters: MemoryWaiters
+    connections: set[Any]
+    metrics: BrokerMetrics
+    acceptor: Acceptor | None
+    request_specs: Mapping[int, MessageSpec]
+    services: BrokerServices
 
 
 class CloseConnection(Exception):
@@ -54,7 +74,7 @@ def _part_size(part: Any) -> int:
 
 
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: ServerHost) -> None:
         self.broker = broker
         self.pool = broker.memory_pool
         self.reader = FrameReader(broker.config.socket_request_max_bytes, self.pool)
@@ -285,7 +305,7 @@ class KafkaConnection(asyncio.Protocol):
                 f"unparseable {codec_name(header.api_key)} v{version} request: {e}"
             ) from None
         metrics = self.broker.metrics
-        ctx = RequestContext(self.broker, header, self.peer, metrics)
+        ctx = RequestContext(self.broker.services, header, self.peer, metrics)
         response = handler.fn(ctx, request)
         if response is None:
             if started:
@@ -478,7 +498,7 @@ class Acceptor:
     as soon as a connection closes (or after ``ACCEPT_RETRY_S``), and the waiting connections stay
     in the kernel's backlog instead of being reset."""
 
-    def __init__(self, broker: Broker, sock: socket.socket) -> None:
+    def __init__(self, broker: ServerHost, sock: socket.socket) -> None:
         self.broker = broker
         self.sock = sock
         self.address = "{}:{}".format(*sock.getsockname()[:2])
@@ -622,7 +642,7 @@ def raise_open_file_limit() -> tuple[int, int]:
     return soft, hard
 
 
-async def serve(broker: Broker, host: str, port: int) -> Acceptor:
+async def serve(broker: ServerHost, host: str, port: int) -> Acceptor:
     loop = asyncio.get_running_loop()
     if not host:  # every interface, as Kafka binds an empty listener host
         family = socket.AF_INET6 if socket.has_dualstack_ipv6() else socket.AF_INET

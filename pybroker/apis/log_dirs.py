@@ -20,12 +20,12 @@ DESCRIBE_LOG_DIRS = 35
 
 @handles(DESCRIBE_LOG_DIRS, 1, 4)
 def handle_describe_log_dirs(ctx: RequestContext, request: dict) -> dict:
-    b = ctx.broker
+    b = ctx.services
     wanted: set[tuple[str, int]] | None = None
     if request["topics"] is not None:
         wanted = {(t["topic"], p) for t in request["topics"] for p in t["partitions"]}
     by_dir: dict[Path, dict[str, list[dict]]] = {Path(d).resolve(): {} for d in b.log_dirs}
-    for (topic, index), partition in sorted(b.partitions.items()):
+    for (topic, index), partition in sorted(b.replica_manager.partitions.items()):
         if wanted is not None and (topic, index) not in wanted:
             continue
         log = partition.log

@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 
 
 def _txn(ctx: RequestContext):  # noqa: ANN202
-    c = getattr(ctx.broker, "transaction_coordinator", None)
+    c = getattr(ctx.services, "transaction_coordinator", None)
     return c if c is not None and c.started else None
 
 
@@ -42,7 +42,7 @@ async def _add_one(ctx: RequestContext, txn_id: str, pid: int, epoch: int, topic
     coordinator = _txn(ctx)
     if coordinator is None:
         return {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE for tp in wanted}
-    unknown = {tp for tp in wanted if ctx.broker.partition(*tp) is None}
+    unknown = {tp for tp in wanted if ctx.replica_manager.get_partition(*tp) is None}
     if unknown:
         # Kafka: the unknown partitions fail and the rest are not attempted.
         return {
@@ -83,7 +83,7 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, request: dict) -> di
 @handles(25, 0, 4)
 async def handle_add_offsets_to_txn(ctx: RequestContext, request: dict) -> dict:
     coordinator = _txn(ctx)
-    gc = ctx.broker.group_coordinator
+    gc = ctx.services.group_coordinator
     if coordinator is None or gc is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
     if not request["group_id"]:
@@ -114,7 +114,8 @@ async def handle_end_txn(ctx: RequestContext, request: dict) -> dict:
 # -- WriteTxnMarkers -----------------------------------------------------------------------------------------
 @handles(27, 0, 1)
 def handle_write_txn_markers(ctx: RequestContext, request: dict) -> dict:
-    write = marker_writer(ctx.broker)
+    services = ctx.services
+    write = marker_writer(services.replica_manager.get_partition, lambda: services.group_coordinator)
     out = []
     for m in request["markers"]:
         wanted = [(t["name"], p) for t in m["topics"] for p in t["partition_indexes"]]
@@ -173,7 +174,7 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: dict) -> dict:
         for p in t["partitions"]
     ]
     coordinator = _txn(ctx)
-    gc = ctx.broker.group_coordinator
+    gc = ctx.services.group_coordinator
     if coordinator is None or gc is None:
         return _commit_response(request, {(t, p): ErrorCode.COORDINATOR_NOT_AVAILABLE for t, p, *_ in wanted})
     group_id = request["group_id"]
@@ -188,7 +189,7 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: dict) -> dict:
         elif check == ErrorCode.TRANSACTION_ABORTABLE:
             check = ErrorCode.INVALID_TXN_STATE
         return _commit_response(request, {(t, p): check for t, p, *_ in wanted})
-    b = ctx.broker
+    rm = ctx.replica_manager
     errors, wait = gc.txn_offsets.commit(
         group_id=group_id,
         producer_id=request["producer_id"],
@@ -197,7 +198,7 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: dict) -> dict:
         member_id=request.get("member_id", "") if ctx.version >= 3 else "",
         group_instance_id=request.get("group_instance_id") if ctx.version >= 3 else None,
         offsets=wanted,
-        topic_exists=lambda topic, partition: b.partition(topic, partition) is not None,
+        topic_exists=lambda topic, partition: rm.get_partition(topic, partition) is not None,
     )
     if wait is not None:
         await wait
@@ -297,7 +298,7 @@ def handle_describe_producers(ctx: RequestContext, request: dict) -> dict:
     for t in request["topics"]:
         parts = []
         for index in t["partition_indexes"]:
-            p = ctx.broker.partition(t["name"], index)
+            p = ctx.replica_manager.get_partition(t["name"], index)
             if p is None:
                 parts.append(
                     {
