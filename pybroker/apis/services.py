@@ -31,7 +31,9 @@ class TopicAdmin(Protocol):
     """Topic and configuration changes, as a controller applies them (KafkaApis forwards these to the
     controller).  Each raises KafkaError with the code the request answers."""
 
-    def check_new_topic(self, name: str, num_partitions: int, configs: dict[str, str | None]) -> dict[str, str]:
+    def check_new_topic(
+        self, name: str, num_partitions: int, configs: dict[str, str | None]
+    ) -> dict[str, str]:
         """Validate a CreateTopics entry; the configs that are set."""
         ...
 

@@ -12,6 +12,7 @@ MAX_RECORDS_PER_USER_OP = 10_000
 TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
 TOO_MANY_RECORDS = "Unable to perform excessively large batch operation."
 
+
 def new_topic_records(num_partitions: int, configs: dict[str, str | None]) -> int:
     """The metadata records Kafka's controller writes to create a topic: a TopicRecord, a
     ConfigRecord per config set, a PartitionRecord per partition."""

@@ -102,7 +102,6 @@ class TopicLocks:
         return len(self._locks)
 
 
-
 class LocalController:
     """Topic administration of a broker that is its own controller (Kafka's controller, in small)."""
 
@@ -396,7 +395,9 @@ class LocalController:
             )
         if total == rec.partitions:
             # Kafka 4.3.1's controller words, measured (compat_tests/scenarios/test_admin_concurrency.py).
-            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {rec.partitions} partition(s).")
+            raise KafkaError(
+                ErrorCode.INVALID_PARTITIONS, f"Topic already has {rec.partitions} partition(s)."
+            )
         if total - rec.partitions > MAX_RECORDS_PER_USER_OP:  # a PartitionRecord per new partition
             raise KafkaError(ErrorCode.POLICY_VIOLATION, TOO_MANY_RECORDS)
         return rec

@@ -58,7 +58,9 @@ class FetchPartitionStatus:
 
     __slots__ = ("partition", "fetch_offset", "max_bytes", "leader_epoch", "resp")
 
-    def __init__(self, partition: Partition, fetch_offset: int, max_bytes: int, leader_epoch: int, resp: dict):
+    def __init__(
+        self, partition: Partition, fetch_offset: int, max_bytes: int, leader_epoch: int, resp: dict
+    ):
         self.partition = partition
         self.fetch_offset = fetch_offset
         self.max_bytes = max_bytes
@@ -199,7 +201,9 @@ class ReplicaManager:
         if code == ErrorCode.PRODUCER_FENCED:
             code = ErrorCode.INVALID_PRODUCER_EPOCH
         elif code == ErrorCode.TRANSACTION_ABORTABLE and api_version < 11:
-            code = ErrorCode.INVALID_TXN_STATE  # what Kafka answers Produce v3-10 (v11: TRANSACTION_ABORTABLE)
+            code = (
+                ErrorCode.INVALID_TXN_STATE
+            )  # what Kafka answers Produce v3-10 (v11: TRANSACTION_ABORTABLE)
         return code, f"{topic}-{index} is not part of an ongoing transaction of {transactional_id!r}"
 
     def _check_one(
@@ -234,7 +238,9 @@ class ReplicaManager:
         header = batches[0]
         if header.compression > CompressionType.ZSTD:
             return partition_response(
-                index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"unknown compression codec {header.compression}"
+                index,
+                ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                f"unknown compression codec {header.compression}",
             ), None
         if header.compression == CompressionType.ZSTD and version < ZSTD_MIN_PRODUCE_VERSION:
             # Kafka's ProduceRequest.validateRecords: zstd needs Produce v7 (KIP-110).
@@ -309,7 +315,9 @@ class ReplicaManager:
             self.metrics.produce_failed(topic)
 
     @staticmethod
-    def _wait_for_acks(responses: list[dict], waits: list, timeout_ms: int) -> list[dict] | Awaitable[list[dict]]:
+    def _wait_for_acks(
+        responses: list[dict], waits: list, timeout_ms: int
+    ) -> list[dict] | Awaitable[list[dict]]:
         pending = []
         for resp, p, last_offset in waits:
             fut = p.wait_replicated(last_offset)
