@@ -29,6 +29,7 @@ from pybroker.protocol.api import REQUESTS
 from pybroker.protocol.errors import ErrorCode, KafkaError
 from pybroker.protocol.memory_pool import MemoryPool
 from pybroker.replication.partition import Partition
+from pybroker.security.authorizer import Authorizer, authorizer_from_config
 from pybroker.server import Acceptor, MemoryWaiters, raise_open_file_limit, serve
 from pybroker.storage import LogConfig, LogManager
 from pybroker.storage.errors import LogDirLockedError, StorageError, io_failure
@@ -149,6 +150,7 @@ class Broker:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.metadata = MetadataStore(self.log_dirs[0])
         self.metadata_cache = TopicMetadataCache()  # encoded Metadata topic entries
+        self.authorizer: Authorizer | None = None  # set at start when authorizer.class.name is set
         self.log_manager: LogManager | None = None
         self.cluster_id = ""
         self.host, self.port = config.listener_host_port()
@@ -179,6 +181,7 @@ class Broker:
         self.cluster_id = broker_config.ensure_meta_properties(self.config)
         self.metadata.load()
         self.metadata.ensure_reserve()
+        self.authorizer = authorizer_from_config(self.config, self.metadata)
         self._load_dynamic_configs()
         t0 = time.monotonic()
         # One LogConfig per topic, not per partition (computing it is most of a partition's cost).

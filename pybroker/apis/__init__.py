@@ -10,6 +10,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pybroker.security.acl import ANONYMOUS
+
 if TYPE_CHECKING:
     from pybroker.broker import Broker
     from pybroker.metrics.recorder import BrokerMetrics
@@ -25,10 +27,23 @@ class RequestContext:
     header: RequestHeader
     peer: str
     metrics: BrokerMetrics  # running totals the handlers bump (bytes and messages per topic)
+    # Who sent the request (Kafka's KafkaPrincipal as "Type:name"): User:ANONYMOUS on a PLAINTEXT listener.
+    principal: str = ANONYMOUS
 
     @property
     def version(self) -> int:
         return self.header.api_version
+
+    @property
+    def client_host(self) -> str:
+        """The client's address without the port, as ACL hosts name it."""
+        host = self.peer.rsplit(":", 1)[0]
+        return host[1:-1] if host.startswith("[") else host
+
+
+class CloseConnection(Exception):
+    """The request cannot be answered in Kafka's protocol (as Kafka, which fails to parse it): the
+    server logs the reason and closes the connection."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +72,7 @@ def handles(api_key: int, min_version: int, max_version: int, *, advertised_min:
 def load_all() -> dict[int, ApiHandler]:
     """Import every handler module so it registers itself."""
     from pybroker.apis import (  # noqa: F401
+        acls,
         admin,
         api_versions,
         configs,

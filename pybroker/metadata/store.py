@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pybroker.security.acl import AclBinding
 from pybroker.storage.checkpoint import write_atomically
 from pybroker.storage.errors import KafkaStorageError
 
@@ -99,6 +100,8 @@ class MetadataStore:
         # Dynamic broker configs by resource name ("" the cluster default, "<node id>" one broker),
         # as Kafka keeps them in its metadata log (ConfigRecords of the BROKER resource).
         self.broker_configs: dict[str, dict[str, str]] = {}
+        # ACLs by id, as Kafka's controller keeps AccessControlEntryRecords (the authorizer indexes them).
+        self.acls: dict[uuid.UUID, AclBinding] = {}
 
     def load(self) -> None:
         if not self.path.exists():
@@ -113,6 +116,7 @@ class MetadataStore:
         # Never hand out an id from a block that may already have been used before a crash.
         self._next_producer_id = self._producer_id_block_end = int(doc.get("producer_id_block_end", 0))
         self.broker_configs = {str(k): dict(v) for k, v in doc.get("broker_configs", {}).items()}
+        self.acls = {uuid.UUID(a["id"]): AclBinding.from_json(a) for a in doc.get("acls", [])}
         log.info("loaded metadata for %d topics from %s", len(self.topics), self.path)
 
     def save(self, *, may_use_reserve: bool = False) -> None:
@@ -138,6 +142,7 @@ class MetadataStore:
             "topics": [t.to_json() for t in sorted(self.topics.values(), key=lambda t: t.name)],
             "producer_id_block_end": self._producer_id_block_end,
             "broker_configs": {k: v for k, v in self.broker_configs.items() if v},
+            "acls": [{"id": str(i), **acl.to_json()} for i, acl in self.acls.items()],
         }
 
     @property
@@ -241,6 +246,14 @@ class MetadataStore:
         # A lower broker-wide retention frees space too: this change may use the reserve.
         self._change(
             lambda: self.broker_configs.__setitem__(resource_name, dict(configs)), undo, frees_space=True
+        )
+
+    def set_acls(self, acls: dict[uuid.UUID, AclBinding]) -> None:
+        """Replace the ACL set in one atomic write; on failure nothing changes (KafkaStorageError)."""
+        old = self.acls
+        # Deleting ACLs only shrinks the document: such a change may use the reserve.
+        self._change(
+            lambda: setattr(self, "acls", dict(acls)), lambda: setattr(self, "acls", old), frees_space=len(acls) < len(old)
         )
 
     def allocate_producer_id(self) -> int:
