@@ -88,3 +88,10 @@ def authorized_operations(ctx: RequestContext, rtype: ResourceType, name: str) -
             bits |= 1 << op
         return bits
     return authorizer.authorized_operations(ctx.principal, ctx.client_host, rtype, name)
+
+
+def unauthorized_last(entries: list[dict], unauthorized: frozenset[str], key: str) -> list[dict]:
+    """Kafka answers the authorized entries first, then the refused ones (``responses ++ unauthorized``)."""
+    if not unauthorized:
+        return entries
+    return [e for e in entries if e[key] not in unauthorized] + [e for e in entries if e[key] in unauthorized]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from pybroker.apis import RequestContext, handles
+from pybroker.apis import RequestContext, auth, handles
 from pybroker.apis.fetch_session import (
     FINAL_EPOCH,
     INVALID_SESSION_ID,
@@ -73,17 +73,27 @@ def _requested(request: dict, by_id: bool) -> tuple[list[FetchItem], list[Partit
     return items, forgotten
 
 
-def _resolve(ctx: RequestContext, items: list[FetchItem], by_id: bool) -> tuple[list[dict], list[_Wanted]]:
-    """A response entry per item (errors for unknown partitions) and the partitions to read."""
+def _resolve(
+    ctx: RequestContext, items: list[FetchItem], by_id: bool, follower: bool = False
+) -> tuple[list[dict], list[_Wanted]]:
+    """A response entry per item (errors for unknown or unauthorized partitions) and the partitions to read."""
     b = ctx.broker
     entries: list[dict] = []
     wanted: list[_Wanted] = []
     missing = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    for item in items:
-        topic, idx = item.key
-        if by_id:
-            rec = b.metadata.topics_by_id.get(topic)
-            topic = rec.name if rec is not None else None
+    names = [(b.metadata.topics_by_id.get(i.key[0]) if by_id else i.key[0]) for i in items]
+    if by_id:
+        names = [rec.name if rec is not None else None for rec in names]
+    # Kafka: a follower needs ClusterAction on the cluster, a consumer Read on each topic.
+    if follower:
+        unauthorized = frozenset() if auth.authorize_cluster(ctx, auth.CLUSTER_ACTION) else frozenset(names)
+    else:
+        unauthorized = auth.denied(ctx, auth.READ, auth.TOPIC, names)
+    for item, topic in zip(items, names, strict=True):
+        idx = item.key[1]
+        if topic is not None and topic in unauthorized:
+            entries.append(_partition_resp(idx, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            continue
         p = b.partition(topic, idx) if topic is not None else None
         if p is None:
             entries.append(_partition_resp(idx, missing))
@@ -202,7 +212,7 @@ def handle_fetch(ctx: RequestContext, request: dict):
     except SessionError as e:
         return _session_error(e)
     read_committed = request.get("isolation_level", 0) == READ_COMMITTED
-    entries, wanted = _resolve(ctx, fctx.items, by_id)
+    entries, wanted = _resolve(ctx, fctx.items, by_id, replica_id >= 0)
     max_bytes = request.get("max_bytes", 0x7FFFFFFF)
     total, errored = _read_all(ctx.broker, wanted, max_bytes, read_committed)
     max_wait = request["max_wait_ms"]

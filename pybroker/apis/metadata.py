@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pybroker.apis import RequestContext, handles
+from pybroker.apis import RequestContext, auth, handles
 from pybroker.metadata.store import InvalidTopicName, TopicRecord, is_internal_topic, validate_topic_name
 from pybroker.protocol import codec
 from pybroker.protocol.api import RESPONSES
 from pybroker.protocol.errors import ErrorCode
+from pybroker.security.acl import CLUSTER_NAME
 
 if TYPE_CHECKING:
     from pybroker.replication.partition import Partition
@@ -118,10 +119,24 @@ def handle_metadata(ctx: RequestContext, request: dict) -> dict:
     # v0: an empty list means every topic; v1+: null means every topic and [] none.
     all_topics = requested is None or (ctx.version == 0 and not requested)
     allow_auto_create = request.get("allow_auto_topic_creation", True) if ctx.version >= 4 else True
-    topics: list[dict] = []
+    with_operations = ctx.version >= 8 and request.get("include_topic_authorized_operations", False)
+
+    def entry(rec: TopicRecord) -> codec.Encoded | dict:
+        if not with_operations:
+            return cache.encoded(ctx, rec)
+        value = topic_metadata(ctx, rec)
+        value["topic_authorized_operations"] = auth.authorized_operations(ctx, auth.TOPIC, rec.name)
+        return value
+
+    topics: list = []
+    refused: list[dict] = []  # Kafka lists the topics refused by the authorizer after the others
     if all_topics:
-        topics = [cache.encoded(ctx, rec) for rec in b.metadata.topics.values()]
+        # Topics the principal may not describe are left out, as if they did not exist.
+        hidden = auth.denied(ctx, auth.DESCRIBE, auth.TOPIC, b.metadata.topics, log_denied=False)
+        topics = [entry(rec) for name, rec in b.metadata.topics.items() if name not in hidden]
     else:
+        names: list[str] = []
+        by_id: set[str] = set()
         for t in requested:
             name = t.get("name")
             if name is None:
@@ -131,30 +146,74 @@ def handle_metadata(ctx: RequestContext, request: dict) -> dict:
                     # Name is nullable only from v12; before that Kafka answers with an empty name.
                     unknown_name = None if ctx.version >= 12 else ""
                     topics.append(_error_topic(unknown_name, ErrorCode.UNKNOWN_TOPIC_ID, tid))
+                    continue
+                name = rec.name
+                by_id.add(name)
+            names.append(name)
+        hidden = auth.denied(ctx, auth.DESCRIBE, auth.TOPIC, names)
+        may_create = None  # decided once, when a missing topic would be created
+        for name in names:
+            if name in hidden:
+                if name in by_id:  # topic ids are not secret: the id is answered, the name is not
+                    tid = b.metadata.topics[name].topic_id
+                    refused.append(_error_topic(None, ErrorCode.TOPIC_AUTHORIZATION_FAILED, tid))
+                    refused[-1]["is_internal"] = False
                 else:
-                    topics.append(cache.encoded(ctx, rec))
+                    refused.append(_refused_topic(name, internal=False))
                 continue
             rec = b.topic(name)
             if rec is None:
+                # Kafka asks for Create (on the cluster, else on the topic) before it looks at the name.
+                if allow_auto_create and b.config.auto_create_topics_enable:
+                    if may_create is None:
+                        may_create = auth.authorize_cluster(ctx, auth.CREATE, log_denied=False)
+                    if not may_create and not auth.authorize(ctx, auth.CREATE, auth.TOPIC, name):
+                        refused.append(_refused_topic(name, internal=is_internal_topic(name)))
+                        continue
                 try:
                     validate_topic_name(name)
                 except InvalidTopicName:
-                    topics.append(_error_topic(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
+                    error = _error_topic(name, ErrorCode.INVALID_TOPIC_EXCEPTION)
+                    topics.append(_with_operations(ctx, error, with_operations))
                     continue
                 if allow_auto_create:
                     rec = b.auto_create_topic(name)
             if rec is None:
-                topics.append(_error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                error = _error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                topics.append(_with_operations(ctx, error, with_operations))
             else:
-                topics.append(cache.encoded(ctx, rec))
-    return {
+                topics.append(entry(rec))
+    out = {
         "throttle_time_ms": 0,
         "brokers": broker_nodes(ctx),
         "cluster_id": b.cluster_id,
         # The single broker is its own controller: admin clients send CreateTopics etc. here.
         "controller_id": b.node_id,
-        "topics": topics,
+        "topics": topics + refused,
     }
+    if 8 <= ctx.version <= 10 and request.get("include_cluster_authorized_operations", False):
+        out["cluster_authorized_operations"] = _cluster_operations(ctx)
+    return out
+
+
+def _refused_topic(name: str, internal: bool) -> dict:
+    out = _error_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    out["is_internal"] = internal
+    return out
+
+
+def _with_operations(ctx: RequestContext, topic: dict, wanted: bool) -> dict:
+    """Kafka fills topic_authorized_operations for every entry it looked up, errors included."""
+    if wanted and topic["name"]:
+        topic["topic_authorized_operations"] = auth.authorized_operations(ctx, auth.TOPIC, topic["name"])
+    return topic
+
+
+def _cluster_operations(ctx: RequestContext) -> int:
+    """The cluster bitfield Metadata v8-10 and DescribeCluster answer: 0 without Describe on the cluster."""
+    if not auth.authorize_cluster(ctx, auth.DESCRIBE):
+        return 0
+    return auth.authorized_operations(ctx, auth.CLUSTER, CLUSTER_NAME)
 
 
 @handles(60, 0, 1)
@@ -168,4 +227,9 @@ def handle_describe_cluster(ctx: RequestContext, request: dict) -> dict:
         "cluster_id": b.cluster_id,
         "controller_id": b.node_id,
         "brokers": broker_nodes(ctx, "broker_id"),
+        "cluster_authorized_operations": (
+            _cluster_operations(ctx)
+            if request.get("include_cluster_authorized_operations", False)
+            else auth.OPERATIONS_NOT_REQUESTED
+        ),
     }

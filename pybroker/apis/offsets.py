@@ -3,7 +3,7 @@ OffsetForLeaderEpoch (23): where a leader epoch ends, from the log's leader-epoc
 
 from __future__ import annotations
 
-from pybroker.apis import RequestContext, handles
+from pybroker.apis import RequestContext, auth, handles
 from pybroker.protocol.errors import ErrorCode
 
 LATEST = -1
@@ -41,6 +41,7 @@ def _lookup(p, timestamp: int, read_committed: bool, version: int) -> tuple[Erro
 def handle_list_offsets(ctx: RequestContext, request: dict) -> dict:
     b = ctx.broker
     read_committed = request.get("isolation_level", 0) == READ_COMMITTED
+    unauthorized = auth.denied(ctx, auth.DESCRIBE, auth.TOPIC, (t["name"] for t in request["topics"]))
     topics = []
     for t in request["topics"]:
         parts = []
@@ -54,7 +55,9 @@ def handle_list_offsets(ctx: RequestContext, request: dict) -> dict:
                 "offset": -1,
                 "leader_epoch": -1,
             }
-            if p is None:
+            if t["name"] in unauthorized:
+                out["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif p is None:
                 out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 epoch = rp.get("current_leader_epoch", -1)
@@ -71,7 +74,7 @@ def handle_list_offsets(ctx: RequestContext, request: dict) -> dict:
                         out["leader_epoch"] = p.leader_epoch
             parts.append(out)
         topics.append({"name": t["name"], "partitions": parts})
-    return {"throttle_time_ms": 0, "topics": topics}
+    return {"throttle_time_ms": 0, "topics": auth.unauthorized_last(topics, unauthorized, "name")}
 
 
 @handles(23, 2, 4)
@@ -79,6 +82,10 @@ def handle_offset_for_leader_epoch(ctx: RequestContext, request: dict) -> dict:
     """Consumers validate their position after a leader change (librdkafka sends v2, Java v3+ when
     advertised); followers will use it to find their truncation point."""
     b = ctx.broker
+    # Kafka: ClusterAction on the cluster (a follower), else Describe on each topic.
+    unauthorized = frozenset()
+    if not auth.authorize_cluster(ctx, auth.CLUSTER_ACTION, log_denied=False):
+        unauthorized = auth.denied(ctx, auth.DESCRIBE, auth.TOPIC, (t["topic"] for t in request["topics"]))
     topics = []
     for t in request["topics"]:
         parts = []
@@ -86,7 +93,9 @@ def handle_offset_for_leader_epoch(ctx: RequestContext, request: dict) -> dict:
             idx = rp["partition"]
             out = {"error_code": ErrorCode.NONE, "partition": idx, "leader_epoch": -1, "end_offset": -1}
             p = b.partition(t["topic"], idx)
-            if p is None:
+            if t["topic"] in unauthorized:
+                out["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif p is None:
                 out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 current = rp.get("current_leader_epoch", -1)
@@ -101,4 +110,4 @@ def handle_offset_for_leader_epoch(ctx: RequestContext, request: dict) -> dict:
                     out.update(leader_epoch=epoch, end_offset=end)
             parts.append(out)
         topics.append({"topic": t["topic"], "partitions": parts})
-    return {"throttle_time_ms": 0, "topics": topics}
+    return {"throttle_time_ms": 0, "topics": auth.unauthorized_last(topics, unauthorized, "topic")}

@@ -13,7 +13,7 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from pybroker.apis import RequestContext, handles
+from pybroker.apis import RequestContext, auth, handles
 from pybroker.metadata.store import is_internal_topic
 from pybroker.protocol.errors import ErrorCode
 from pybroker.records.batch import BatchHeader, iter_batch_headers, validate_produce_batches
@@ -50,6 +50,8 @@ log = logging.getLogger(__name__)
 MIN_IMPLEMENTED = 3
 # KIP-110: zstd batches need Produce v7 or later.
 ZSTD_MIN_PRODUCE_VERSION = 7
+# RecordBatch v2: magic at byte 16, the int16 attributes at 21; bit 4 marks a transactional batch.
+_MAGIC_OFFSET, _ATTRIBUTES_OFFSET, _TRANSACTIONAL_FLAG = 16, 21, 0x10
 
 
 def _result(
@@ -264,11 +266,22 @@ def handle_produce(ctx: RequestContext, request: dict):
         error = (ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} is not one of 0, 1, -1")
     else:
         error = None
+    unauthorized: frozenset[str] = frozenset()
+    if auth.enabled(ctx):
+        tid = request.get("transactional_id")
+        if _has_transactional_records(request) and (
+            tid is None or not auth.authorize(ctx, auth.WRITE, auth.TRANSACTIONAL_ID, tid)
+        ):
+            return _every_partition(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        unauthorized = auth.denied(ctx, auth.WRITE, auth.TOPIC, (t["name"] for t in request["topic_data"]))
     for topic_data in request["topic_data"]:
         name = topic_data["name"]
         parts = []
         for pd in topic_data["partition_data"]:
             index, records = pd["index"], pd["records"]
+            if name in unauthorized:  # Kafka checks Write on the topic before anything else
+                parts.append(_result(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             if error is not None:
                 parts.append(_result(index, *error))
                 continue
@@ -308,6 +321,30 @@ def handle_produce(ctx: RequestContext, request: dict):
     if acks == 0:
         return None  # acks=0: the client expects no response at all
     return _wait_for_acks(response, waits, request["timeout_ms"])
+
+
+def _has_transactional_records(request: dict) -> bool:
+    """Kafka's RequestUtils.hasTransactionalRecords: a batch with the transactional attribute bit."""
+    for topic_data in request["topic_data"]:
+        for pd in topic_data["partition_data"]:
+            records = pd["records"]
+            if records is not None and len(records) > _ATTRIBUTES_OFFSET + 1 and records[_MAGIC_OFFSET] == 2:
+                if records[_ATTRIBUTES_OFFSET + 1] & _TRANSACTIONAL_FLAG:
+                    return True
+    return False
+
+
+def _every_partition(request: dict, code: ErrorCode) -> dict | None:
+    """Kafka's ProduceRequest.getErrorResponse: the one error for every partition (acks=0: nothing)."""
+    if request["acks"] == 0:
+        return None
+    return {
+        "throttle_time_ms": 0,
+        "responses": [
+            {"name": t["name"], "partition_responses": [_result(pd["index"], code) for pd in t["partition_data"]]}
+            for t in request["topic_data"]
+        ],
+    }
 
 
 async def _validate_off_loop(
