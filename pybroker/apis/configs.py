@@ -6,7 +6,7 @@ import logging
 
 from pybroker import config as broker_config
 from pybroker.apis import RequestContext, auth, broker_loggers, handles
-from pybroker.protocol.errors import ERROR_MESSAGES, ErrorCode, KafkaError
+from pybroker.protocol.errors import DEFAULT_MESSAGES, ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ def handle_describe_configs(ctx: RequestContext, request: dict) -> dict:
         }
         denial = _config_denial(ctx, auth.DESCRIBE_CONFIGS, rtype, rname)
         if denial is not None:
-            out.update(error_code=denial, error_message=ERROR_MESSAGES[denial])
+            out.update(error_code=denial, error_message=DEFAULT_MESSAGES[denial])
             refused.append(out)
             continue
         if rtype == TOPIC:
@@ -161,7 +161,7 @@ def _alter(ctx: RequestContext, request: dict, incremental: bool) -> dict:
         code, message = ErrorCode.NONE, None
         denial = _config_denial(ctx, auth.ALTER_CONFIGS, rtype, rname)
         if denial is not None:
-            code, message = denial, ERROR_MESSAGES[denial]
+            code, message = denial, DEFAULT_MESSAGES[denial]
         elif rtype == TOPIC:
             rec = b.topic(rname)
             if rec is None:
