@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from pybroker.apis import RequestContext
+from pybroker.protocol.errors import DEFAULT_MESSAGES, ErrorCode
 from pybroker.security.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
 
 # Kafka's AclOperation / ResourceType names, so a check reads like KafkaApis.
@@ -95,3 +96,8 @@ def unauthorized_last(entries: list[dict], unauthorized: frozenset[str], key: st
     if not unauthorized:
         return entries
     return [e for e in entries if e[key] not in unauthorized] + [e for e in entries if e[key] in unauthorized]
+
+
+def default_message(code: ErrorCode) -> str:
+    """Kafka's message of an error raised without one (Errors.message())."""
+    return DEFAULT_MESSAGES[code]
