@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from pybroker.apis import CloseConnection, RequestContext, handles
+from pybroker.apis import CloseConnection, RequestContext, auth, handles
 from pybroker.apis.auth import ALTER, DESCRIBE, authorize_cluster
 from pybroker.protocol.errors import ErrorCode
 from pybroker.security.acl import (
@@ -74,7 +74,7 @@ def handle_describe_acls(ctx: RequestContext, request: dict) -> dict:
     out = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "resources": []}
     if not authorize_cluster(ctx, DESCRIBE):
         return {**out, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": _NOT_AUTHORIZED.format("Describe")}
-    authorizer = ctx.broker.authorizer
+    authorizer = auth.authorizer_of(ctx)
     if authorizer is None:
         return {
             **out,
@@ -98,7 +98,7 @@ def handle_create_acls(ctx: RequestContext, request: dict) -> dict:
 
     if not authorize_cluster(ctx, ALTER):
         return every(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, _NOT_AUTHORIZED.format("Alter"))
-    authorizer = ctx.broker.authorizer
+    authorizer = auth.authorizer_of(ctx)
     if authorizer is None:
         return every(ErrorCode.SECURITY_DISABLED, _NO_AUTHORIZER)
     bindings = [
@@ -142,7 +142,7 @@ def handle_delete_acls(ctx: RequestContext, request: dict) -> dict:
 
     if not authorize_cluster(ctx, ALTER):
         return every(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, _NOT_AUTHORIZED.format("Alter"))
-    authorizer = ctx.broker.authorizer
+    authorizer = auth.authorizer_of(ctx)
     if authorizer is None:
         return every(ErrorCode.SECURITY_DISABLED, _NO_AUTHORIZER)
     try:
