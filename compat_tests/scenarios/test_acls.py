@@ -198,16 +198,38 @@ def test_create_and_delete_acls_validation(acl_bootstrap: str, name: str) -> Non
                 "creations": [
                     creation(R_CLUSTER, "not-kafka-cluster", P_LITERAL, O_ALTER),
                     creation(R_TOPIC, "", P_LITERAL, O_READ),
-                    creation(R_TOPIC, name, P_MATCH, O_READ),
-                    creation(R_TOPIC, name, P_LITERAL, O_ANY),
-                    creation(R_TOPIC, name, P_LITERAL, O_READ, A_ANY),
-                    creation(R_ANY, name, P_LITERAL, O_READ),
+                    creation(99, name, P_LITERAL, O_READ),  # a type this version does not know
+                    creation(R_TOPIC, name, 99, O_READ),
+                    creation(R_TOPIC, name, P_LITERAL, 99),
+                    {**creation(R_TOPIC, name, P_LITERAL, O_READ), "principal": "alice"},
                     creation(R_TOPIC, name, P_LITERAL, O_READ),
                 ]
             },
         )
-        codes = [r["error_code"] for r in response["results"]]
-        assert codes == [INVALID_REQUEST] * 6 + [NONE]
+        got = [(r["error_code"], r["error_message"]) for r in response["results"]]
+        assert got == [
+            (INVALID_REQUEST, "The only valid name for the CLUSTER resource is kafka-cluster"),
+            (INVALID_REQUEST, "Invalid empty resource name"),
+            (INVALID_REQUEST, "Invalid resourceType UNKNOWN"),
+            (INVALID_REQUEST, "Invalid patternType UNKNOWN"),
+            (INVALID_REQUEST, "Invalid operation UNKNOWN"),
+            (
+                INVALID_REQUEST,
+                "Could not parse principal from `alice` (no colon is present separating the principal type "
+                "from the principal name)",
+            ),
+            (NONE, ""),
+        ]
+        # A filter value (ANY, MATCH) in a creation: Kafka cannot build the binding and the whole request
+        # fails, every entry UNKNOWN_SERVER_ERROR.
+        for bad in (
+            creation(R_TOPIC, name, P_MATCH, O_READ),
+            creation(R_TOPIC, name, P_LITERAL, O_ANY),
+            creation(R_TOPIC, name, P_LITERAL, O_READ, A_ANY),
+            creation(R_ANY, name, P_LITERAL, O_READ),
+        ):
+            response = wire.request(30, 3, {"creations": [creation(R_TOPIC, name, P_LITERAL, O_WRITE), bad]})
+            assert [(r["error_code"], r["error_message"]) for r in response["results"]] == [(-1, None)] * 2
         # A filter naming a resource type this version does not know (code 99) deletes nothing.
         deleted = wire.request(
             31,

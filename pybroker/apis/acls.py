@@ -17,6 +17,7 @@ from pybroker.protocol.errors import ErrorCode
 from pybroker.security.acl import (
     AclBinding,
     AclBindingFilter,
+    is_concrete,
     operation,
     pattern_type,
     permission_type,
@@ -71,7 +72,7 @@ def _describe_resources(acls: list[AclBinding]) -> list[dict]:
 @handles(DESCRIBE_ACLS, 1, 3)
 def handle_describe_acls(ctx: RequestContext, request: dict) -> dict:
     _check_codes(ctx, [request], "DescribeAcls", "resource_type_filter", "pattern_type_filter")
-    out = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "resources": []}
+    out = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": "", "resources": []}
     if not authorize_cluster(ctx, DESCRIBE):
         return {**out, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": _NOT_AUTHORIZED.format("Describe")}
     authorizer = auth.authorizer_of(ctx)
@@ -90,7 +91,7 @@ def handle_create_acls(ctx: RequestContext, request: dict) -> dict:
     creations = request["creations"]
     _check_codes(ctx, creations, "CreateAcls", "resource_type", "resource_pattern_type")
 
-    def every(code: ErrorCode, message: str) -> dict:
+    def every(code: ErrorCode, message: str | None) -> dict:
         return {
             "throttle_time_ms": 0,
             "results": [{"error_code": code, "error_message": message} for _ in creations],
@@ -113,6 +114,8 @@ def handle_create_acls(ctx: RequestContext, request: dict) -> dict:
         )
         for c in creations
     ]
+    if not all(is_concrete(b) for b in bindings):
+        return every(ErrorCode.UNKNOWN_SERVER_ERROR, None)
     try:
         outcomes = authorizer.create_acls(bindings)
     except KafkaStorageError as e:
@@ -120,7 +123,7 @@ def handle_create_acls(ctx: RequestContext, request: dict) -> dict:
     results = []
     for outcome in outcomes:
         if outcome is None:
-            results.append({"error_code": ErrorCode.NONE, "error_message": None})
+            results.append({"error_code": ErrorCode.NONE, "error_message": ""})  # Kafka's default, not null
         else:
             results.append({"error_code": ErrorCode.INVALID_REQUEST, "error_message": str(outcome)})
     log.info("%s created ACLs %s", ctx.principal, [b for b, o in zip(bindings, outcomes, strict=True) if o is None])

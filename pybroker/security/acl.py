@@ -175,6 +175,22 @@ def validate_new_acl(acl: AclBinding) -> None:
         raise InvalidAcl(f"Invalid operation {acl.operation.name}")
     if acl.permission_type not in (AclPermissionType.ALLOW, AclPermissionType.DENY):
         raise InvalidAcl(f"Invalid permissionType {acl.permission_type.name}")
+    if ":" not in acl.principal:
+        raise InvalidAcl(
+            f"Could not parse principal from `{acl.principal}` (no colon is present separating the principal "
+            "type from the principal name)"
+        )
+
+
+def is_concrete(acl: AclBinding) -> bool:
+    """False when Kafka cannot even build the binding (its ResourcePattern and AccessControlEntry refuse
+    ANY, and MATCH): its CreateAcls then fails as a whole, every entry UNKNOWN_SERVER_ERROR."""
+    return (
+        acl.resource_type != ResourceType.ANY
+        and acl.pattern_type not in (PatternType.ANY, PatternType.MATCH)
+        and acl.operation != AclOperation.ANY
+        and acl.permission_type != AclPermissionType.ANY
+    )
 
 
 @dataclass(frozen=True, slots=True)
