@@ -35,6 +35,21 @@ class RequestContext:
         return self.header.api_version
 
     @property
+    def replica_manager(self):
+        return self.broker.replica_manager
+
+    @property
+    def metadata_cache(self):
+        return self.broker.metadata_cache
+
+    @property
+    def topic_admin(self):
+        return self.broker
+
+    def metadata_image(self):
+        return self.broker.metadata_image()
+
+    @property
     def client_host(self) -> str:
         """The client's address without the port, as ACL hosts name it."""
         host = self.peer.rsplit(":", 1)[0]

@@ -234,7 +234,7 @@ async def handle_create_partitions(ctx: RequestContext, request: dict) -> dict:
 
 @handles(21, 0, 2)
 def handle_delete_records(ctx: RequestContext, request: dict) -> dict:
-    b = ctx.broker
+    rm = ctx.replica_manager
     unauthorized = auth.denied(ctx, auth.DELETE, auth.TOPIC, (t["name"] for t in request["topics"]))
     topics = []
     for t in request["topics"]:
@@ -242,11 +242,12 @@ def handle_delete_records(ctx: RequestContext, request: dict) -> dict:
         for rp in t["partitions"]:
             idx = rp["partition_index"]
             out = {"partition_index": idx, "low_watermark": -1, "error_code": ErrorCode.NONE}
-            p = b.partition(t["name"], idx)
-            if t["name"] in unauthorized:
-                out["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            elif p is None:
-                out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            try:
+                if t["name"] in unauthorized:
+                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                p = rm.get_partition_or_error(t["name"], idx)
+            except KafkaError as e:
+                out["error_code"] = e.code
             else:
                 offset = rp["offset"]
                 if offset == -1:  # -1 means "up to the high watermark"
