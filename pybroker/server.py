@@ -28,9 +28,11 @@ from pybroker.protocol import codec
 from pybroker.protocol.api import RESPONSES
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.framing import FrameError, FrameReader
+from pybroker.security.context import ConnectionSecurity
 
 if TYPE_CHECKING:
     from pybroker.broker import Broker
+    from pybroker.config import Endpoint
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +56,10 @@ def _part_size(part: Any) -> int:
 
 
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, listener: Endpoint | None = None) -> None:
         self.broker = broker
+        self.listener = listener if listener is not None else broker.config.listener_endpoints[0]
+        self.security: ConnectionSecurity | None = None  # made once the connection is established
         self.pool = broker.memory_pool
         self.reader = FrameReader(broker.config.socket_request_max_bytes, self.pool)
         self.transport: asyncio.Transport | None = None
@@ -84,6 +88,12 @@ class KafkaConnection(asyncio.Protocol):
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, cfg.socket_receive_buffer_bytes)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.security = ConnectionSecurity(
+            self.listener.listener_name,
+            self.listener.security_protocol,
+            str(peer[0]) if peer else "",
+            int(peer[1]) if peer else -1,
+        )
         self.broker.connections.add(self)
         self.broker.metrics.connection_opened()
         log.debug("connection from %s", self.peer)
@@ -285,7 +295,7 @@ class KafkaConnection(asyncio.Protocol):
                 f"unparseable {codec_name(header.api_key)} v{version} request: {e}"
             ) from None
         metrics = self.broker.metrics
-        ctx = RequestContext(self.broker, header, self.peer, metrics)
+        ctx = RequestContext(self.broker, header, self.peer, metrics, self.security)
         response = handler.fn(ctx, request)
         if response is None:
             if started:
