@@ -135,7 +135,9 @@ class ServerSslFactory:
         try:
             ctx.minimum_version, ctx.maximum_version = versions[0], versions[-1]
         except (ValueError, ssl.SSLError) as e:
-            raise SslConfigError("ssl.enabled.protocols", f"cannot enable {', '.join(enabled)}: {e}") from None
+            raise SslConfigError(
+                "ssl.enabled.protocols", f"cannot enable {', '.join(enabled)}: {e}"
+            ) from None
 
     @staticmethod
     def _ciphers(ctx: ssl.SSLContext, suites: list[str]) -> None:
@@ -166,7 +168,10 @@ class ServerSslFactory:
             )
         if tls12:
             ctx.set_ciphers(":".join(tls12))
-        elif ctx.maximum_version is ssl.TLSVersion.TLSv1_3 or ctx.maximum_version is ssl.TLSVersion.MAXIMUM_SUPPORTED:
+        elif (
+            ctx.maximum_version is ssl.TLSVersion.TLSv1_3
+            or ctx.maximum_version is ssl.TLSVersion.MAXIMUM_SUPPORTED
+        ):
             ctx.minimum_version = ssl.TLSVersion.TLSv1_3  # only TLS 1.3 suites listed: no TLS 1.2 handshake
 
     def _load_keystore(self, ctx: ssl.SSLContext, get: Callable[[str], Any]) -> None:
@@ -238,7 +243,9 @@ class ServerSslFactory:
         return _pkcs12_trusted(location, get("ssl.truststore.password"), store_type)
 
     # -- principals ---------------------------------------------------------------------------------
-    def principal(self, ssl_object: ssl.SSLObject | ssl.SSLSocket | None) -> tuple[KafkaPrincipal, str | None]:
+    def principal(
+        self, ssl_object: ssl.SSLObject | ssl.SSLSocket | None
+    ) -> tuple[KafkaPrincipal, str | None]:
         """(principal, subject DN) of an established TLS connection: the mapped DN of a verified client
         certificate, User:ANONYMOUS without one (Kafka's DefaultKafkaPrincipalBuilder). Raises
         NoMatchingRule when no mapping rule applies (the connection is then refused)."""
@@ -309,7 +316,9 @@ def _pkcs12(location: str, password: str | None, store_type: str, key: str) -> A
         raise SslConfigError(key, f"cannot read {store_type} store {location}: {e}") from None
 
 
-def _pkcs12_key_and_chain(location: str, password: str | None, key_password: str | None, store_type: str) -> bytes:
+def _pkcs12_key_and_chain(
+    location: str, password: str | None, key_password: str | None, store_type: str
+) -> bytes:
     from cryptography.hazmat.primitives import serialization
 
     try:
