@@ -659,7 +659,8 @@ def _ssl_factories(config: BrokerConfig) -> dict[str, ServerSslFactory]:
             try:
                 factories[name] = ServerSslFactory(name, partial(config.listener_value, name))
             except SslConfigError as e:
-                raise ConfigError(e.key, f"Invalid configuration of listener {name} ({e.key}): {e.message}") from None
+                message = f"Invalid configuration of listener {name} ({e.key}): {e.message}"
+                raise ConfigError(e.key, message) from None
     return factories
 
 

@@ -183,12 +183,14 @@ class ServerSslFactory:
             if get("ssl.keystore.password") is not None:
                 raise SslConfigError(
                     "ssl.keystore.password",
-                    "SSL key store password cannot be specified with PEM format, only key password may be specified",
+                    "SSL key store password cannot be specified with PEM format, "
+                    "only key password may be specified",
                 )
             if location and (chain or key):
                 raise SslConfigError(
                     "ssl.keystore.location",
-                    "set either ssl.keystore.location or ssl.keystore.certificate.chain and ssl.keystore.key, not both",
+                    "set either ssl.keystore.location or ssl.keystore.certificate.chain and ssl.keystore.key, "
+                    "not both",
                 )
             if location:
                 text = _read_text("ssl.keystore.location", location)
@@ -205,8 +207,8 @@ class ServerSslFactory:
             if not location:
                 raise SslConfigError(
                     "ssl.keystore.location",
-                    f"listener {self.listener_name} (SSL) needs a key store: set ssl.keystore.location (PKCS12) "
-                    "or ssl.keystore.type=PEM with ssl.keystore.certificate.chain and ssl.keystore.key",
+                    f"listener {self.listener_name} (SSL) needs a key store: set ssl.keystore.location "
+                    "(PKCS12) or ssl.keystore.type=PEM with ssl.keystore.certificate.chain and ssl.keystore.key",
                 )
             pem = _pkcs12_key_and_chain(location, get("ssl.keystore.password"), key_password, store_type)
         with _anonymous_file(pem) as path:

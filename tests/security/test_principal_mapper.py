@@ -69,7 +69,9 @@ def test_rule_with_escaped_comma_in_the_dn():
 def test_documented_example_and_default():
     # Kafka's documentation: RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/,DEFAULT
     mapper = SslPrincipalMapper(
-        "RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/,RULE:^CN=(.*?),OU=(.*?),O=(.*?),L=(.*?),ST=(.*?),C=(.*?)$/$1@$2/L,RULE:^.*[Cc][Nn]=([a-zA-Z0-9.]*).*$/$1/L,DEFAULT"
+        "RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/,"
+        "RULE:^CN=(.*?),OU=(.*?),O=(.*?),L=(.*?),ST=(.*?),C=(.*?)$/$1@$2/L,"
+        "RULE:^.*[Cc][Nn]=([a-zA-Z0-9.]*).*$/$1/L,DEFAULT"
     )
     assert mapper.name("CN=kafka-server1,OU=ServiceUsers,O=Org,C=US") == "kafka-server1"
     assert mapper.name("CN=adminUser,OU=Admin,O=Apache,L=Unknown,ST=CA,C=US") == "adminuser@admin"
