@@ -57,6 +57,9 @@ class _Broker:
     def metadata_image(self) -> MetadataImage:
         return self.publisher.image()
 
+    def advertised_endpoint(self, listener_name: str) -> tuple[str, int]:
+        return self.advertised_host, self.advertised_port
+
     def add_topic(self, name: str, count: int) -> TopicRecord:
         rec = self.metadata.add_topic(name, count, {})
         for i in range(count):

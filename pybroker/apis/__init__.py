@@ -7,10 +7,10 @@ exactly what the broker advertises.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pybroker.security.acl import ANONYMOUS
+from pybroker.security.context import ConnectionSecurity, KafkaPrincipal, plaintext_context
 
 if TYPE_CHECKING:
     from pybroker.broker import Broker
@@ -27,8 +27,8 @@ class RequestContext:
     header: RequestHeader
     peer: str
     metrics: BrokerMetrics  # running totals the handlers bump (bytes and messages per topic)
-    # Who sent the request (Kafka's KafkaPrincipal as "Type:name"): User:ANONYMOUS on a PLAINTEXT listener.
-    principal: str = ANONYMOUS
+    # The connection's listener, security protocol and principal (shared by its requests).
+    security: ConnectionSecurity = field(default_factory=plaintext_context)
 
     @property
     def version(self) -> int:
@@ -50,10 +50,21 @@ class RequestContext:
         return self.broker.metadata_image()
 
     @property
+    def principal(self) -> KafkaPrincipal:
+        return self.security.principal
+
+    @property
+    def listener_name(self) -> str:
+        return self.security.listener_name
+
+    @property
+    def security_protocol(self) -> str:
+        return self.security.security_protocol
+
+    @property
     def client_host(self) -> str:
-        """The client's address without the port, as ACL hosts name it."""
-        host = self.peer.rsplit(":", 1)[0]
-        return host[1:-1] if host.startswith("[") else host
+        """The client's address as ACL hosts name it (no port)."""
+        return self.security.client_host
 
 
 class CloseConnection(Exception):

@@ -55,7 +55,7 @@ def authorize(
     authorizer = _authorizer(ctx)
     if authorizer is None:
         return True
-    return authorizer.authorize(ctx.principal, ctx.client_host, op, rtype, name, log_denied)
+    return authorizer.authorize(str(ctx.principal), ctx.client_host, op, rtype, name, log_denied)
 
 
 def authorize_cluster(ctx: RequestContext, op: AclOperation, *, log_denied: bool = True) -> bool:
@@ -69,7 +69,7 @@ def denied(
     authorizer = _authorizer(ctx)
     if authorizer is None:
         return frozenset()
-    principal, host = ctx.principal, ctx.client_host
+    principal, host = str(ctx.principal), ctx.client_host
     return frozenset(
         n
         for n in set(names)
@@ -81,7 +81,7 @@ def authorize_by_resource_type(ctx: RequestContext, op: AclOperation, rtype: Res
     authorizer = _authorizer(ctx)
     if authorizer is None:
         return True
-    return authorizer.authorize_by_resource_type(ctx.principal, ctx.client_host, op, rtype)
+    return authorizer.authorize_by_resource_type(str(ctx.principal), ctx.client_host, op, rtype)
 
 
 def authorized_operations(ctx: RequestContext, rtype: ResourceType, name: str) -> int:
@@ -92,7 +92,7 @@ def authorized_operations(ctx: RequestContext, rtype: ResourceType, name: str) -
         for op in SUPPORTED_OPERATIONS[rtype]:
             bits |= 1 << op
         return bits
-    return authorizer.authorized_operations(ctx.principal, ctx.client_host, rtype, name)
+    return authorizer.authorized_operations(str(ctx.principal), ctx.client_host, rtype, name)
 
 
 def unauthorized_last(entries: list[dict], unauthorized: frozenset[str], key: str) -> list[dict]:

@@ -69,13 +69,12 @@ def _find_one(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
     if (key_type == KEY_TYPE_GROUP and coordinator is not None) or (
         key_type == KEY_TYPE_TRANSACTION and txn is not None and txn.started
     ):
-        # This broker coordinates every group and transaction (it leads every internal partition).
-        node = ctx.metadata_image().brokers[b.node_id]
+        host, port = b.advertised_endpoint(ctx.security.listener_name)  # the client's listener, as Kafka
         return {
             "key": key,
-            "node_id": node.node_id,
-            "host": node.host,
-            "port": node.port,
+            "node_id": b.node_id,
+            "host": host,
+            "port": port,
             "error_code": ErrorCode.NONE,
             "error_message": None,
         }

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from pybroker.apis import RequestContext, auth, handles
-from pybroker.metadata.image import BrokerRegistration, MetadataImage, TopicImage
+from pybroker.metadata.image import BrokerRegistration, TopicImage
 from pybroker.metadata.store import InvalidTopicName, is_internal_topic, validate_topic_name
 from pybroker.protocol import codec
 from pybroker.protocol.api import RESPONSES
@@ -23,10 +23,12 @@ METADATA = 3
 TOPICS_PATH = ("topics",)
 
 
-def broker_nodes(image: MetadataImage, id_key: str = "node_id") -> list[dict]:
-    return [
-        {id_key: b.node_id, "host": b.host, "port": b.port, "rack": b.rack} for b in image.brokers.values()
-    ]
+def broker_nodes(ctx: RequestContext, id_key: str = "node_id") -> list[dict]:
+    """The brokers' endpoints on the listener the client connected on (Kafka's MetadataCache
+    getAliveBrokerNodes(listenerName)); a broker without that listener is left out."""
+    b = ctx.broker
+    host, port = b.advertised_endpoint(ctx.security.listener_name)
+    return [{id_key: b.node_id, "host": host, "port": port, "rack": None}]
 
 
 def topic_metadata(topic: TopicImage, brokers: Mapping[int, BrokerRegistration]) -> dict:
@@ -179,7 +181,7 @@ def handle_metadata(ctx: RequestContext, request: dict) -> dict:
                 topics.append(entry(topic))
     out = {
         "throttle_time_ms": 0,
-        "brokers": broker_nodes(image),
+        "brokers": broker_nodes(ctx),
         "cluster_id": image.cluster_id,
         # A single broker is its own controller: admin clients send CreateTopics etc. here.
         "controller_id": image.controller_id,
@@ -214,7 +216,7 @@ def handle_describe_cluster(ctx: RequestContext, request: dict) -> dict:
         "endpoint_type": request.get("endpoint_type", 1),
         "cluster_id": image.cluster_id,
         "controller_id": image.controller_id,
-        "brokers": broker_nodes(image, "broker_id"),
+        "brokers": broker_nodes(ctx, "broker_id"),
         "cluster_authorized_operations": (
             _cluster_operations(ctx)
             if request.get("include_cluster_authorized_operations", False)

@@ -1,1 +1,2 @@
-"""Security: who a connection is (its principal) and what that principal may do (ACLs, the authorizer)."""
+"""Security of connections: listeners' security protocols, TLS, principals (Kafka's
+``org.apache.kafka.common.security``), and what a principal may do (ACLs, the authorizer)."""
