@@ -58,7 +58,8 @@ class _Broker:
         return self.publisher.image()
 
     def advertised_endpoint(self, listener_name: str) -> tuple[str, int]:
-        return self.advertised_host, self.advertised_port
+        registration = self.publisher.image().brokers[self.node_id]
+        return registration.host, registration.port
 
     def add_topic(self, name: str, count: int) -> TopicRecord:
         rec = self.metadata.add_topic(name, count, {})

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from pybroker.apis import RequestContext, auth, handles
-from pybroker.metadata.image import BrokerRegistration, TopicImage
+from pybroker.metadata.image import BrokerRegistration, MetadataImage, TopicImage
 from pybroker.metadata.store import InvalidTopicName, is_internal_topic, validate_topic_name
 from pybroker.protocol import codec
 from pybroker.protocol.api import RESPONSES
@@ -23,12 +23,17 @@ METADATA = 3
 TOPICS_PATH = ("topics",)
 
 
-def broker_nodes(ctx: RequestContext, id_key: str = "node_id") -> list[dict]:
-    """The brokers' endpoints on the listener the client connected on (Kafka's MetadataCache
-    getAliveBrokerNodes(listenerName)); a broker without that listener is left out."""
-    b = ctx.broker
-    host, port = b.advertised_endpoint(ctx.security.listener_name)
-    return [{id_key: b.node_id, "host": host, "port": port, "rack": None}]
+def broker_nodes(ctx: RequestContext, image: MetadataImage, id_key: str = "node_id") -> list[dict]:
+    """The registered brokers, this one at its endpoint on the listener the client connected on
+    (Kafka's MetadataCache getAliveBrokerNodes(listenerName))."""
+    endpoint = getattr(ctx.broker, "advertised_endpoint", None)  # (merge of the image and listeners)
+    nodes = []
+    for b in image.brokers.values():
+        host, port = b.host, b.port
+        if endpoint is not None and b.node_id == getattr(ctx.broker, "node_id", None):
+            host, port = endpoint(ctx.security.listener_name)
+        nodes.append({id_key: b.node_id, "host": host, "port": port, "rack": b.rack})
+    return nodes
 
 
 def topic_metadata(topic: TopicImage, brokers: Mapping[int, BrokerRegistration]) -> dict:
@@ -181,7 +186,7 @@ def handle_metadata(ctx: RequestContext, request: dict) -> dict:
                 topics.append(entry(topic))
     out = {
         "throttle_time_ms": 0,
-        "brokers": broker_nodes(ctx),
+        "brokers": broker_nodes(ctx, image),
         "cluster_id": image.cluster_id,
         # A single broker is its own controller: admin clients send CreateTopics etc. here.
         "controller_id": image.controller_id,
@@ -216,7 +221,7 @@ def handle_describe_cluster(ctx: RequestContext, request: dict) -> dict:
         "endpoint_type": request.get("endpoint_type", 1),
         "cluster_id": image.cluster_id,
         "controller_id": image.controller_id,
-        "brokers": broker_nodes(ctx, "broker_id"),
+        "brokers": broker_nodes(ctx, image, "broker_id"),
         "cluster_authorized_operations": (
             _cluster_operations(ctx)
             if request.get("include_cluster_authorized_operations", False)
