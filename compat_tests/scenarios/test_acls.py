@@ -464,3 +464,169 @@ def test_unknown_acl_elements_close_the_connection(acl_bootstrap: str) -> None:
     with WireClient(acl_bootstrap) as wire:
         assert wire.request(18, 3, {"client_software_name": "t", "client_software_version": "1"})["error_code"] == 0
 
+
+
+def group_acl(group: str, principal: str, op: AclOperation, permission=AclPermissionType.ALLOW) -> AclBinding:
+    return AclBinding(ResourceType.GROUP, group, ResourcePatternType.LITERAL, principal, "*", op, permission)
+
+
+def test_topic_administration_refused(acl_bootstrap: str, admin: AdminClient, name: str) -> None:
+    create_topic(admin, name)
+    denied_new = f"{name}-new"
+    create_acls(
+        admin,
+        topic_acl(name, ALICE, AclOperation.ALL),  # the topic has ACLs, none for ANONYMOUS
+        topic_acl(denied_new, ALICE, AclOperation.CREATE),
+        # Create on the cluster would allow any topic: the cluster gets ACLs too (Alter, to manage ACLs).
+        AclBinding(
+            ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, ANONYMOUS, "*",
+            AclOperation.ALTER, AclPermissionType.ALLOW,
+        ),
+    )  # fmt: skip
+    try:
+        _refused_topic_administration(acl_bootstrap, name, denied_new)
+    finally:
+        delete_cluster_acls(admin)
+
+
+def _refused_topic_administration(acl_bootstrap: str, name: str, denied_new: str) -> None:
+    with WireClient(acl_bootstrap) as wire:
+
+        def create_code() -> tuple[int, str | None]:
+            response = wire.request(
+                19,
+                7,
+                {
+                    "topics": [
+                        {"name": denied_new, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
+                    ],
+                    "timeout_ms": 10000,
+                    "validate_only": True,
+                },
+            )
+            (topic,) = response["topics"]
+            return topic["error_code"], topic["error_message"]
+
+        wait_for(lambda: create_code() == (TOPIC_AUTHZ, "Authorization failed."), what="CreateTopics refused")
+        deleted = wire.request(20, 6, {"topics": [{"name": name}], "timeout_ms": 10000})
+        assert [(t["name"], t["error_code"]) for t in deleted["responses"]] == [(name, TOPIC_AUTHZ)]
+        grown = wire.request(
+            37, 3, {"topics": [{"name": name, "count": 2, "assignments": None}], "timeout_ms": 10000, "validate_only": True}
+        )
+        assert [(r["name"], r["error_code"]) for r in grown["results"]] == [(name, TOPIC_AUTHZ)]
+        purged = wire.request(
+            21, 2, {"topics": [{"name": name, "partitions": [{"partition_index": 0, "offset": -1}]}], "timeout_ms": 10000}
+        )
+        assert purged["topics"][0]["partitions"][0]["error_code"] == TOPIC_AUTHZ
+        described = wire.request(
+            32,
+            4,
+            {
+                "resources": [{"resource_type": 2, "resource_name": name, "configuration_keys": None}],
+                "include_synonyms": False,
+                "include_documentation": False,
+            },
+        )
+        (result,) = described["results"]
+        assert (result["error_code"], result["error_message"], result["configs"]) == (
+            TOPIC_AUTHZ,
+            "Topic authorization failed.",
+            [],
+        )
+        offsets = wire.request(
+            2,
+            8,
+            {
+                "replica_id": -1,
+                "isolation_level": 0,
+                "topics": [{"name": name, "partitions": [{"partition_index": 0, "timestamp": -1}]}],
+                "timeout_ms": 10000,
+            },
+        )
+        assert offsets["topics"][0]["partitions"][0]["error_code"] == TOPIC_AUTHZ
+
+
+def test_transactional_id_acls(acl_bootstrap: str, admin: AdminClient, name: str) -> None:
+    txn = f"{name}-txn"
+    create_acls(
+        admin,
+        AclBinding(ResourceType.TRANSACTIONAL_ID, txn, ResourcePatternType.LITERAL, ALICE, "*", AclOperation.WRITE, AclPermissionType.ALLOW),
+    )
+    with WireClient(acl_bootstrap) as wire:
+
+        def init_code() -> int:
+            return wire.request(
+                22, 5, {"transactional_id": txn, "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1}
+            )["error_code"]
+
+        wait_for(lambda: init_code() == 53, what="InitProducerId refused (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)")
+        found = wire.request(10, 4, {"key_type": 1, "coordinator_keys": [txn]})
+        assert [(c["key"], c["error_code"], c["node_id"]) for c in found["coordinators"]] == [(txn, 53, -1)]
+        ended = wire.request(
+            26, 4, {"transactional_id": txn, "producer_id": 1, "producer_epoch": 0, "committed": True}
+        )
+        assert ended["error_code"] == 53
+
+
+def test_group_offsets_need_group_and_topic_rights(acl_bootstrap: str, admin: AdminClient, name: str) -> None:
+    readable, secret = f"{name}-readable", f"{name}-secret"
+    group = f"{name}-group"
+    create_topic(admin, readable)
+    create_topic(admin, secret)
+    create_acls(
+        admin,
+        topic_acl(readable, ANONYMOUS, AclOperation.READ),
+        topic_acl(secret, ALICE, AclOperation.READ),
+        group_acl(group, ANONYMOUS, AclOperation.READ),
+    )
+    commit_body = {
+        "group_id": group,
+        "generation_id_or_member_epoch": -1,
+        "member_id": "",
+        "group_instance_id": None,
+        "topics": [
+            {"name": t, "partitions": [{"partition_index": 0, "committed_offset": 0, "committed_leader_epoch": -1, "committed_metadata": ""}]}
+            for t in (readable, secret)
+        ],
+    }
+    with WireClient(acl_bootstrap) as wire:
+
+        def commit_codes() -> dict[str, int]:
+            response = wire.request(8, 9, commit_body)
+            return {t["name"]: t["partitions"][0]["error_code"] for t in response["topics"]}
+
+        wait_for(lambda: commit_codes() == {readable: NONE, secret: TOPIC_AUTHZ}, what="per-topic commit rights")
+        fetched = wire.request(
+            9,
+            8,
+            {
+                "groups": [
+                    {"group_id": group, "topics": [{"name": t, "partition_indexes": [0]} for t in (readable, secret)]}
+                ],
+                "require_stable": False,
+            },
+        )
+        (g,) = fetched["groups"]
+        assert g["error_code"] == NONE
+        assert {t["name"]: t["partitions"][0]["error_code"] for t in g["topics"]} == {readable: NONE, secret: TOPIC_AUTHZ}
+        everything = wire.request(9, 8, {"groups": [{"group_id": group, "topics": None}], "require_stable": False})
+        # All of the group's offsets: the topic the principal may not describe is left out.
+        assert [t["name"] for t in everything["groups"][0]["topics"]] == [readable]
+        # Describe on the group is implied by Read: DescribeGroups answers, with the operations allowed.
+        described = wire.request(15, 5, {"groups": [group], "include_authorized_operations": True})
+        (d,) = described["groups"]
+        assert d["error_code"] == NONE and d["authorized_operations"] == (1 << 3) | (1 << 8)  # READ, DESCRIBE
+        other = wire.request(15, 5, {"groups": [f"{name}-other-group"], "include_authorized_operations": True})
+        assert other["groups"][0]["error_code"] == NONE  # no ACL on that group: allow.everyone.if.no.acl.found
+        create_acls(admin, group_acl(f"{name}-hidden-group", ALICE, AclOperation.READ))
+        wait_for(
+            lambda: wire.request(15, 5, {"groups": [f"{name}-hidden-group"], "include_authorized_operations": False})[
+                "groups"
+            ][0]["error_code"]
+            == GROUP_AUTHZ,
+            what="DescribeGroups refused",
+        )
+        found = wire.request(10, 4, {"key_type": 0, "coordinator_keys": [f"{name}-hidden-group"]})
+        assert found["coordinators"][0]["error_code"] == GROUP_AUTHZ
+        refused_commit = wire.request(8, 9, {**commit_body, "group_id": f"{name}-hidden-group"})
+        assert {p["error_code"] for t in refused_commit["topics"] for p in t["partitions"]} == {GROUP_AUTHZ}
