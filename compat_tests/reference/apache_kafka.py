@@ -133,11 +133,15 @@ class ApacheKafka:
         overrides: dict[str, str] | None = None,
         jvm: JvmProfile = CONSTRAINED,
         command_prefix: Sequence[str] = (),
+        extra_listeners: dict[str, tuple[str, int]] | None = None,
         authorizer: bool = False,
     ):
         self.workdir = Path(workdir)
         self.requested_port = port
         self.overrides = dict(overrides or {})
+        # More client listeners beside PLAINTEXT: name -> (security protocol, port), e.g. an SSL one
+        # whose ssl.* settings the overrides give (listener.name.<name>.ssl.*).
+        self.extra_listeners = dict(extra_listeners or {})
         self.jvm = jvm
         self.command_prefix = list(command_prefix)  # e.g. ["taskset", "-c", "0"]: the broker only
         self.port: int | None = None
@@ -229,25 +233,27 @@ class ApacheKafka:
         self.stop()
 
     def _write_config(self) -> Path:
+        extra = "".join(f",{name}://127.0.0.1:{port}" for name, (_, port) in self.extra_listeners.items())
+        protocols = "".join(f",{name}:{protocol}" for name, (protocol, _) in self.extra_listeners.items())
         settings = {
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}{extra}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}{extra}",
             "inter.broker.listener.name": "PLAINTEXT",
             "controller.listener.names": "CONTROLLER",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map": f"PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT{protocols}",
             "log.dirs": str(self.data_dir),
             **DEFAULT_SETTINGS,
-            **(self._authorizer_settings() if self.authorizer else {}),
+            **(self._authorizer_settings(extra, protocols) if self.authorizer else {}),
             **self.overrides,
         }
         config = self.workdir / "server.properties"
         config.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
         return config
 
-    def _authorizer_settings(self) -> dict[str, str]:
+    def _authorizer_settings(self, extra: str, protocols: str) -> dict[str, str]:
         jaas = (
             "org.apache.kafka.common.security.plain.PlainLoginModule required "
             f'username="{INTERNAL_USER}" password="{INTERNAL_PASSWORD}" user_{INTERNAL_USER}="{INTERNAL_PASSWORD}";'
@@ -255,10 +261,12 @@ class ApacheKafka:
         return {
             "listeners": (
                 f"PLAINTEXT://127.0.0.1:{self.port},INTERNAL://127.0.0.1:{self.internal_port},"
-                f"CONTROLLER://127.0.0.1:{self.controller_port}"
+                f"CONTROLLER://127.0.0.1:{self.controller_port}{extra}"
             ),
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port},INTERNAL://127.0.0.1:{self.internal_port}",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port},INTERNAL://127.0.0.1:{self.internal_port}{extra}",
+            "listener.security.protocol.map": (
+                f"PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT{protocols}"
+            ),
             "inter.broker.listener.name": "INTERNAL",
             "sasl.enabled.mechanisms": "PLAIN",
             "sasl.mechanism.inter.broker.protocol": "PLAIN",

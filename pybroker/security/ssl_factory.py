@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from pybroker.security.context import ANONYMOUS, KafkaPrincipal
+from pybroker.security.context import ANONYMOUS, SSL, KafkaPrincipal
 from pybroker.security.principal_mapper import InvalidRule, SslPrincipalMapper, rfc2253_name
 
 log = logging.getLogger(__name__)
@@ -91,8 +91,10 @@ class ServerSslFactory:
 
     ``get(key)`` returns the listener's value of an ``ssl.*`` key (``listener.name.<l>.<key>`` first)."""
 
-    def __init__(self, listener_name: str, get: Callable[[str], Any]) -> None:
+    def __init__(self, listener_name: str, get: Callable[[str], Any], security_protocol: str = SSL) -> None:
         self.listener_name = listener_name
+        # On SASL_SSL the principal is SASL's; a client certificate is only checked, never mapped.
+        self.maps_principal = security_protocol == SSL
         self.client_auth = str(get("ssl.client.auth") or "none").lower()
         try:
             self.principal_mapper = SslPrincipalMapper(get("ssl.principal.mapping.rules"))
@@ -189,8 +191,8 @@ class ServerSslFactory:
             if location and (chain or key):
                 raise SslConfigError(
                     "ssl.keystore.location",
-                    "set either ssl.keystore.location or ssl.keystore.certificate.chain and ssl.keystore.key, "
-                    "not both",
+                    "set either ssl.keystore.location or ssl.keystore.certificate.chain and "
+                    "ssl.keystore.key, not both",
                 )
             if location:
                 text = _read_text("ssl.keystore.location", location)
@@ -208,7 +210,8 @@ class ServerSslFactory:
                 raise SslConfigError(
                     "ssl.keystore.location",
                     f"listener {self.listener_name} (SSL) needs a key store: set ssl.keystore.location "
-                    "(PKCS12) or ssl.keystore.type=PEM with ssl.keystore.certificate.chain and ssl.keystore.key",
+                    "(PKCS12) or ssl.keystore.type=PEM with ssl.keystore.certificate.chain and "
+                    "ssl.keystore.key",
                 )
             pem = _pkcs12_key_and_chain(location, get("ssl.keystore.password"), key_password, store_type)
         with _anonymous_file(pem) as path:
@@ -252,7 +255,7 @@ class ServerSslFactory:
         certificate, User:ANONYMOUS without one (Kafka's DefaultKafkaPrincipalBuilder). Raises
         NoMatchingRule when no mapping rule applies (the connection is then refused)."""
         der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
-        if not der:
+        if not der or not self.maps_principal:
             return ANONYMOUS, None
         from cryptography import x509
 

@@ -279,3 +279,18 @@ def test_unusable_ssl_settings_name_the_key(stores, settings, key, fragment):
         _factory(**{k: paths.get(v, v) for k, v in settings.items()})
     assert e.value.key == key
     assert fragment in e.value.message
+
+
+def test_sasl_ssl_listeners_check_a_client_certificate_but_do_not_map_it(stores):
+    config = BrokerConfig(
+        {
+            "listeners": "SSL://127.0.0.1:9093",
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(stores["pem_plain"]),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(stores["ca_pem"]),
+            "ssl.client.auth": "required",
+        }
+    )
+    factory = ServerSslFactory("SSL", partial(config.listener_value, "SSL"), "SASL_SSL")
+    assert _handshake(factory, stores, cert=True) == (ANONYMOUS, None)  # SASL will set the principal
