@@ -29,6 +29,9 @@ from pybroker.protocol.api import REQUESTS
 from pybroker.protocol.errors import ErrorCode, KafkaError
 from pybroker.protocol.memory_pool import MemoryPool
 from pybroker.replication.partition import Partition
+from pybroker.security.context import uses_sasl
+from pybroker.security.sasl_config import build_listener_config
+from pybroker.security.scram import ScramCredential, ScramMechanism
 from pybroker.server import Acceptor, MemoryWaiters, raise_open_file_limit, serve
 from pybroker.storage import LogConfig, LogManager
 from pybroker.storage.errors import LogDirLockedError, StorageError, io_failure
@@ -160,11 +163,21 @@ class Broker:
         self.group_coordinator: GroupCoordinator | None = None
         self.transaction_coordinator: TransactionCoordinator | None = None
         self.fetch_sessions = FetchSessions(config.max_incremental_fetch_session_cache_slots)
+        # What each SASL listener accepts (mechanisms, PLAIN users, OAUTHBEARER validation, reauth): a bad
+        # setting stops start-up here with one line, as Kafka's channel builder does.
+        self.sasl_configs = {
+            e.listener_name: build_listener_config(config, e.listener_name)
+            for e in config.listener_endpoints
+            if uses_sasl(e.security_protocol)
+        }
         # Byte and message totals are counted always (plain ints: the console shows them too); request
         # latency only when metrics.listener serves it.
         self.metrics = BrokerMetrics(timed=bool(config.get("metrics.listener")))
         self._http: Any = None  # the metrics endpoint and web console, when configured
         self.started = False
+
+    def scram_credential(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:
+        return self.metadata.scram_credential(user, mechanism.mechanism_name)
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:

@@ -179,7 +179,7 @@ def parse_override(text: str) -> tuple[str, str]:
 # -- broker config definitions -----------------------------------------------------------------------
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SUPPORTED_SECURITY_PROTOCOLS = ("PLAINTEXT",)
+SUPPORTED_SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")
 SINGLE_NODE = Unsupported((1,), "a single-node broker cannot place more than one replica")
 
 _H, _M, _L = Importance.HIGH, Importance.MEDIUM, Importance.LOW
@@ -235,6 +235,31 @@ _BROKER_CONFIG_LIST = [
          "0.0.0.0 cannot be advertised."),
     _key("listener.security.protocol.map", _T.STRING, "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", None, _L,
          "Map from listener name to security protocol. pybroker supports only PLAINTEXT listeners."),
+    # SASL (pybroker/security): per-listener forms are listener.name.<listener>[.<mechanism>].<key>
+    _key("sasl.enabled.mechanisms", _T.LIST, ["GSSAPI"], None, _M,
+         "The SASL mechanisms enabled on SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER "
+         "(Kafka's default GSSAPI is not supported by pybroker and must be replaced when a SASL listener is used)."),
+    _key("sasl.jaas.config", _T.PASSWORD, None, None, _M,
+         "JAAS login module options in Kafka's syntax, used when no listener.name.<l>.<mechanism>.sasl.jaas.config "
+         "is given (PlainLoginModule user_<name>=\"<password>\" entries; OAuthBearerLoginModule options)."),
+    _key("connections.max.reauth.ms", _T.LONG, 0, None, _M,
+         "When positive, SASL sessions last at most this long (KIP-368): SaslAuthenticate v1+ tells the client, "
+         "and a connection that does not re-authenticate in time is closed at its next request."),
+    _key("sasl.server.max.receive.size", _T.INT, 524288, at_least(1), _L,
+         "The largest request accepted before SASL authentication completes."),
+    _key("sasl.oauthbearer.jwks.endpoint.url", _T.STRING, None, None, _M,
+         "The JWKS (a file: URL) whose keys verify signed OAUTHBEARER tokens when the listener's "
+         "oauthbearer.sasl.server.callback.handler.class is OAuthBearerValidatorCallbackHandler."),
+    _key("sasl.oauthbearer.expected.audience", _T.LIST, [], None, _L,
+         "Audiences one of which a signed OAUTHBEARER token must name (aud), if set."),
+    _key("sasl.oauthbearer.expected.issuer", _T.STRING, None, None, _L,
+         "The issuer (iss) a signed OAUTHBEARER token must name, if set."),
+    _key("sasl.oauthbearer.sub.claim.name", _T.STRING, "sub", None, _L,
+         "The claim of a signed OAUTHBEARER token that names the principal."),
+    _key("sasl.oauthbearer.scope.claim.name", _T.STRING, "scope", None, _L,
+         "The claim of a signed OAUTHBEARER token that holds its scope."),
+    _key("sasl.oauthbearer.clock.skew.seconds", _T.INT, 30, at_least(0), _L,
+         "Leeway allowed between the token issuer's clock and the broker's."),
     # sockets
     _key("max.incremental.fetch.session.cache.slots", _T.INT, 1000, at_least(0), _M,
          "The most incremental fetch sessions (KIP-227) kept; 0 declines every session."),
@@ -441,7 +466,6 @@ UNUSED_KAFKA_KEYS: dict[str, str] = {
     "share.coordinator.state.topic.num.partitions": _NO_SHARE_GROUPS,
     "group.share.enable": _NO_SHARE_GROUPS,
     "group.coordinator.rebalance.protocols": "pybroker always serves the classic and consumer group protocols",
-    "sasl.enabled.mechanisms": _NO_SECURITY,
     "sasl.mechanism.inter.broker.protocol": _NO_SECURITY,
     "sasl.mechanism.controller.protocol": _NO_SECURITY,
     "ssl.keystore.location": _NO_SECURITY,
@@ -607,6 +631,7 @@ class BrokerConfig:
     producer_id_expiration_check_interval_ms: int
     event_loop: str
 
+    listener_props: dict[str, str]  # listener.name.<listener>[.<mechanism>].<key> as given
     listener_endpoints: list[Endpoint]
     advertised_endpoints: list[Endpoint]
     # One line per Kafka key given that pybroker does not use (logged as warnings at start-up).
@@ -618,8 +643,15 @@ class BrokerConfig:
         # Every problem of the configuration is reported at once (ConfigErrors), not one per start.
         problems = _Problems()
         warnings: list[str] = []
+        listener_props: dict[str, str] = {}
         for name, raw in originals.items():
             key = BROKER_CONFIGS.get(name)
+            if key is None and name.startswith(LISTENER_PREFIX):
+                # listener.name.<listener>[.<mechanism>].<key>: read by the listener that uses it.
+                with problems.collect():
+                    _check_listener_key(name, raw)
+                    listener_props[name] = str(raw)
+                continue
             if key is None:
                 if name in UNUSED_KAFKA_KEYS:
                     warnings.append(
@@ -646,6 +678,7 @@ class BrokerConfig:
         self._set("_dynamic", {ConfigSource.DYNAMIC_BROKER_CONFIG: {}, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG: {}})
         self._set("_custom", {ConfigSource.DYNAMIC_BROKER_CONFIG: {}, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG: {}})
         self._set("warnings", warnings)
+        self._set("listener_props", listener_props)
         with problems.collect():
             values.update(_resolve(explicit, values))
         self._set("_values", values)
@@ -859,6 +892,50 @@ def _listeners(
             )
     problems.raise_if_any()
     return listeners, advertised
+
+
+LISTENER_PREFIX = "listener.name."
+# Keys Kafka reads with a listener (and for SASL, a mechanism) prefix that pybroker uses.
+_LISTENER_SUFFIXES = (
+    "sasl.enabled.mechanisms",
+    "sasl.jaas.config",
+    "connections.max.reauth.ms",
+    "sasl.server.callback.handler.class",
+    "sasl.server.max.receive.size",
+    "sasl.oauthbearer.jwks.endpoint.url",
+    "sasl.oauthbearer.expected.audience",
+    "sasl.oauthbearer.expected.issuer",
+    "sasl.oauthbearer.sub.claim.name",
+    "sasl.oauthbearer.scope.claim.name",
+    "sasl.oauthbearer.clock.skew.seconds",
+)
+
+
+def _check_listener_key(name: str, raw: object) -> None:
+    rest = name[len(LISTENER_PREFIX) :]
+    listener, _, key = rest.partition(".")
+    if listener and key:
+        parts = key.split(".", 1)
+        if key in _LISTENER_SUFFIXES or (len(parts) == 2 and parts[1] in _LISTENER_SUFFIXES):
+            return
+    raise ConfigError(
+        name,
+        f"Unknown broker config name: {name} (value {format_value(raw)}); the listener-prefixed keys pybroker "
+        f"reads are listener.name.<listener>[.<mechanism>].<key> for {', '.join(_LISTENER_SUFFIXES)}",
+        raw,
+    )
+
+
+def listener_config(config: BrokerConfig, key: str, listener: str, mechanism: str | None = None) -> Any:
+    """Kafka's lookup of a listener (and mechanism) scoped key: listener.name.<l>.<mechanism>.<key>, then
+    listener.name.<l>.<key>, then the broker-wide <key>.  Prefixed values come back as strings."""
+    prefix = f"{LISTENER_PREFIX}{listener.lower()}."
+    props = config.listener_props
+    if mechanism is not None and f"{prefix}{mechanism.lower()}.{key}" in props:
+        return props[f"{prefix}{mechanism.lower()}.{key}"]
+    if f"{prefix}{key}" in props:
+        return props[f"{prefix}{key}"]
+    return config.get(key) if key in BROKER_CONFIGS else None
 
 
 def _unknown_broker_key(name: str, raw: object) -> ConfigError:
