@@ -12,6 +12,7 @@ import signal
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,7 @@ from pybroker import config as broker_config
 from pybroker.apis import load_all
 from pybroker.apis.fetch_session import FetchSessions
 from pybroker.apis.metadata import TopicMetadataCache
+from pybroker.config import ConfigError
 from pybroker.coordinator.coordinator import GroupCoordinator
 from pybroker.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
 from pybroker.coordinator.transaction.coordinator import TransactionCoordinator
@@ -29,9 +31,10 @@ from pybroker.protocol.api import REQUESTS
 from pybroker.protocol.errors import ErrorCode, KafkaError
 from pybroker.protocol.memory_pool import MemoryPool
 from pybroker.replication.partition import Partition
-from pybroker.security.context import uses_sasl
+from pybroker.security.context import uses_sasl, uses_ssl
 from pybroker.security.sasl_config import build_listener_config
 from pybroker.security.scram import ScramCredential, ScramMechanism
+from pybroker.security.ssl_factory import ServerSslFactory, SslConfigError
 from pybroker.server import Acceptor, MemoryWaiters, raise_open_file_limit, serve
 from pybroker.storage import LogConfig, LogManager
 from pybroker.storage.errors import LogDirLockedError, StorageError, io_failure
@@ -156,7 +159,13 @@ class Broker:
         self.cluster_id = ""
         self.host, self.port = config.listener_host_port()
         self.advertised_host, self.advertised_port = config.advertised_host_port()
-        self.acceptor: Acceptor | None = None
+        self._advertised = {
+            e.listener_name: config.advertised_host_port(e.listener_name) for e in config.listener_endpoints
+        }
+        self.acceptors: list[Acceptor] = []  # one per listener
+        # SSL listeners' contexts, made here so that a bad key store stops start-up (ConfigError)
+        # before any directory is touched.
+        self.ssl_factories = _ssl_factories(config)
         self._tasks: list[asyncio.Task] = []
         self._creating: set[str] = set()  # topics whose partitions are being created right now
         self.topic_locks = TopicLocks()  # admin changes to one topic run one at a time
@@ -214,7 +223,7 @@ class Broker:
 
             self._http = HttpEndpoints.from_config(self, self.metrics)
             await self._http.start()
-        self.acceptor = await serve(self, self.host, self.port)
+        await self._open_listeners()
         self._tasks = [
             asyncio.ensure_future(self._every(interval, fn))
             for interval, fn in (
@@ -228,10 +237,26 @@ class Broker:
         self.started = True
         log.info("pybroker node %d started (cluster id %s)", self.node_id, self.cluster_id)
 
+    @property
+    def acceptor(self) -> Acceptor | None:
+        """The first listener's acceptor."""
+        return self.acceptors[0] if self.acceptors else None
+
+    def advertised_endpoint(self, listener_name: str) -> tuple[str, int]:
+        """(host, port) this broker advertises on a listener (Metadata answers a client the endpoints of
+        the listener it connected on, as Kafka does); the first listener's for an unknown name."""
+        found = self._advertised.get(listener_name)
+        return found if found is not None else (self.advertised_host, self.advertised_port)
+
+    async def _open_listeners(self) -> None:
+        for endpoint in self.config.listener_endpoints:
+            factory = self.ssl_factories.get(endpoint.listener_name)
+            self.acceptors.append(await serve(self, endpoint.host, endpoint.port, endpoint, factory))
+
     async def stop(self) -> None:
         log.info("shutting down")
-        if self.acceptor is not None:
-            self.acceptor.close()
+        for acceptor in self.acceptors:
+            acceptor.close()
         for conn in list(self.connections):
             conn.close("broker shutting down")
         for t in self._tasks:
@@ -636,6 +661,18 @@ class Broker:
 
     def new_topic_id(self) -> uuid.UUID:
         return uuid.uuid4()
+
+
+def _ssl_factories(config: BrokerConfig) -> dict[str, ServerSslFactory]:
+    factories: dict[str, ServerSslFactory] = {}
+    for endpoint in config.listener_endpoints:
+        if uses_ssl(endpoint.security_protocol):
+            name = endpoint.listener_name
+            try:
+                factories[name] = ServerSslFactory(name, partial(config.listener_value, name))
+            except SslConfigError as e:
+                raise ConfigError(e.key, f"Invalid configuration of listener {name} ({e.key}): {e.message}") from None
+    return factories
 
 
 def run(config: BrokerConfig) -> int:

@@ -209,17 +209,17 @@ def test_advertised_listeners_default_to_listeners_and_can_differ():
         ({"log.dirs": "/a,/a"}, ["/a,/a", "log.dirs", "duplicated"]),
         ({"log.dirs": ""}, ["log.dirs", "Empty list"]),
         ({"log.roll.ms": "0"}, ["log.roll.ms", "at least 1"]),
-        ({"listeners": "SSL://127.0.0.1:9093"}, ["SSL://127.0.0.1:9093", "SSL", "only PLAINTEXT"]),
+        ({"listeners": "SASL_SSL://127.0.0.1:9093"}, ["SASL_SSL://127.0.0.1:9093", "SASL_SSL", "only PLAINTEXT"]),
         ({"listeners": "SASL_PLAINTEXT://127.0.0.1:9093"}, ["SASL_PLAINTEXT", "only PLAINTEXT"]),
         ({"listeners": "localhost:9092"}, ["localhost:9092", "NAME://host:port"]),
         ({"listeners": "FOO://127.0.0.1:9092"}, ["FOO", "listener.security.protocol.map"]),
         ({"listeners": "PLAINTEXT://127.0.0.1:70000"}, ["70000", "out of range"]),
         (
             {
-                "listeners": "PLAINTEXT://127.0.0.1:1,OTHER://127.0.0.1:2",
+                "listeners": "PLAINTEXT://127.0.0.1:1,OTHER://127.0.0.1:1",
                 "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT",
             },
-            ["listeners", "exactly one"],
+            ["listeners", "different port"],
         ),
         (
             {"listeners": "PLAINTEXT://0.0.0.0:9092"},
@@ -485,10 +485,20 @@ def test_cli_unknown_override_exits_1_with_the_message_and_no_traceback():
 
 def test_cli_bad_file_value_exits_1(tmp_path):
     props = tmp_path / "server.properties"
-    props.write_text("listeners=SSL://127.0.0.1:9093\n")
+    props.write_text("listeners=SASL_SSL://127.0.0.1:9093\n")
     result = run_cli("serve", str(props))
     assert result.returncode == 1
     assert "only PLAINTEXT" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_cli_ssl_listener_without_key_store_exits_1(tmp_path):
+    props = tmp_path / "server.properties"
+    props.write_text(f"listeners=SSL://127.0.0.1:9093\nlog.dirs={tmp_path / 'data'}\n")
+    result = run_cli("serve", str(props))
+    assert result.returncode == 1
+    assert "listener SSL" in result.stderr and "ssl.keystore.location" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "data").exists()  # refused before any directory is touched
 
 
 def test_cli_help_documents_serve():

@@ -46,6 +46,9 @@ class _Broker:
         self.metadata_cache = TopicMetadataCache()
         self.partitions: dict[tuple[str, int], Partition] = {}
 
+    def advertised_endpoint(self, listener_name: str) -> tuple[str, int]:
+        return self.advertised_host, self.advertised_port
+
     def add_topic(self, name: str, count: int) -> TopicRecord:
         rec = TopicRecord(name, uuid.uuid4(), count)
         self.metadata.topics[name] = rec

@@ -63,11 +63,12 @@ def _find_one(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
     if (key_type == KEY_TYPE_GROUP and coordinator is not None) or (
         key_type == KEY_TYPE_TRANSACTION and txn is not None and txn.started
     ):
+        host, port = b.advertised_endpoint(ctx.security.listener_name)  # the client's listener, as Kafka
         return {
             "key": key,
             "node_id": b.node_id,
-            "host": b.advertised_host,
-            "port": b.advertised_port,
+            "host": host,
+            "port": port,
             "error_code": ErrorCode.NONE,
             "error_message": None,
         }

@@ -25,8 +25,11 @@ TOPICS_PATH = ("topics",)
 
 
 def broker_nodes(ctx: RequestContext, id_key: str = "node_id") -> list[dict]:
+    """The brokers' endpoints on the listener the client connected on (Kafka's MetadataCache
+    getAliveBrokerNodes(listenerName)); a broker without that listener is left out."""
     b = ctx.broker
-    return [{id_key: b.node_id, "host": b.advertised_host, "port": b.advertised_port, "rack": None}]
+    host, port = b.advertised_endpoint(ctx.security.listener_name)
+    return [{id_key: b.node_id, "host": host, "port": port, "rack": None}]
 
 
 def topic_metadata(ctx: RequestContext, rec: TopicRecord) -> dict:

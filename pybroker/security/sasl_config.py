@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pybroker.config import BrokerConfig, listener_config
+from pybroker.config import BrokerConfig
 from pybroker.security.jaas import JaasConfigError, LoginModule, parse_jaas_config
 from pybroker.security.mechanisms import (
     GSSAPI,
@@ -68,6 +68,12 @@ class SaslListenerConfig:
         scram = ScramMechanism.from_name(mechanism)
         assert scram is not None, mechanism
         return ScramSaslServer(scram, scram_lookup)
+
+
+def listener_config(config: BrokerConfig, key: str, listener: str, mechanism: str | None = None) -> object:
+    if mechanism is None:
+        return config.listener_value(listener, key)
+    return config.sasl_value(listener, mechanism, key)
 
 
 def _jaas(config: BrokerConfig, listener: str, mechanism: str) -> LoginModule | None:
