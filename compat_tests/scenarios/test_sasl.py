@@ -242,10 +242,13 @@ def test_request_before_authentication_closes_the_connection(broker: SaslBroker)
         ] == 0
         c.send(METADATA, 1, {"topics": None})
         assert_closed(c.sock)
-    # After a handshake, anything but SaslAuthenticate closes too.
+    # After a handshake, anything but SaslAuthenticate is answered in its own response type (Metadata v1 with
+    # nothing in it: no brokers, controller -1, no topics), then the connection closes.
     with sasl_wire(broker) as c:
         assert c.request(SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
         c.send(METADATA, 1, {"topics": None})
+        frame = read_response(c.sock)
+        assert frame == struct.pack(">iiii", c.correlation_id, 0, -1, 0)
         assert_closed(c.sock)
 
 
@@ -264,9 +267,13 @@ def test_failed_authentication_answers_then_closes(broker: SaslBroker) -> None:
         assert response["error_message"] == "Authentication failed: Invalid username or password"
         assert_closed(c.sock)
     with sasl_wire(broker) as c:
-        # An empty password is a SaslException in Kafka: the generic message, nothing about the user.
         response = authenticate_plain(c, password="")
-        assert response["error_message"] == GENERIC_FAILURE.format("PLAIN")
+        assert response["error_message"] == "Authentication failed: password not specified"
+    with sasl_wire(broker) as c:
+        assert c.request(SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
+        response = c.request(SASL_AUTHENTICATE, 2, {"auth_bytes": b"alice\x00alice-secret"})
+        assert response["error_code"] == 58
+        assert response["error_message"] == "Invalid SASL/PLAIN response: expected 3 tokens, got 2"
 
 
 def test_authenticated_connection_is_served_and_sasl_requests_get_illegal_state(broker: SaslBroker) -> None:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pybroker.protocol import codec
-from pybroker.protocol.api import REQUESTS
+from pybroker.protocol.api import REQUESTS, RESPONSES
 from pybroker.protocol.errors import ErrorCode
 from pybroker.security.context import ConnectionSecurity, KafkaPrincipal
 from pybroker.security.mechanisms import SaslAuthenticationError, SaslError, SaslServer
@@ -236,7 +236,8 @@ class SaslServerAuthenticator:
         except Exception as e:  # noqa: BLE001
             return self._fail(f"unparseable request header: {e}")
         if header.api_key != SASL_AUTHENTICATE:
-            return self._fail(f"Unexpected Kafka request of type {header.api_key} during SASL authentication.")
+            reason = f"Unexpected Kafka request of type {header.api_key} during SASL authentication."
+            return self._fail(reason, Outcome(response=_illegal_state_response(header)))
         version = header.api_version
         if not SASL_AUTHENTICATE_VERSIONS[0] <= version <= SASL_AUTHENTICATE_VERSIONS[1]:
             return self._fail(f"Version {version} is not supported for apiKey SASL_AUTHENTICATE")
@@ -305,3 +306,20 @@ class SaslServerAuthenticator:
         self._reauth_from = None
         self.state = SaslState.COMPLETE
         return lifetime
+
+
+def _illegal_state_response(header: Any) -> tuple[int, int, int, dict[str, Any]] | None:
+    """The request's own response type carrying ILLEGAL_SASL_STATE (Kafka's ``getErrorResponse``): every
+    field at its default, the top-level error code set where the response has one; None (close only) when
+    the api or version is not one we can encode."""
+    spec = RESPONSES.get(header.api_key)
+    if spec is None or not header.complete:
+        return None
+    body: dict[str, Any] = {}
+    if any(f.name == "error_code" and header.api_version in f.versions for f in spec.fields):
+        body["error_code"] = ErrorCode.ILLEGAL_SASL_STATE
+    try:
+        codec.encode(spec, header.api_version, body)
+    except Exception:  # noqa: BLE001 - a version the spec does not declare: just close
+        return None
+    return header.api_key, header.api_version, header.correlation_id, body

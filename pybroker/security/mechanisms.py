@@ -51,14 +51,15 @@ class PlainSaslServer(SaslServer):
 
     def evaluate_response(self, response: bytes) -> bytes:
         text = response.decode("utf-8", errors="replace")
-        tokens = text.split("\x00", 2)
+        # Kafka's PlainSaslServer.extractTokens: at most four NUL-separated pieces, exactly three wanted.
+        tokens = text.split("\x00", 3)
         if len(tokens) != 3:
-            raise SaslError(f"Invalid SASL/PLAIN response: expected 3 tokens, got {len(tokens)}")
+            raise SaslAuthenticationError(f"Invalid SASL/PLAIN response: expected 3 tokens, got {len(tokens)}")
         authzid, username, password = tokens
         if not username:
-            raise SaslError("Authentication failed: username not specified")
+            raise SaslAuthenticationError("Authentication failed: username not specified")
         if not password:
-            raise SaslError("Authentication failed: password not specified")
+            raise SaslAuthenticationError("Authentication failed: password not specified")
         expected = self._users.get(username)
         # Constant-time comparison, as PlainServerCallbackHandler uses MessageDigest.isEqual.
         if expected is None or not hmac.compare_digest(expected.encode(), password.encode()):
