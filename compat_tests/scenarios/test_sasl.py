@@ -418,3 +418,42 @@ def test_scram_user_made_with_kafka_configs_tool(broker: SaslBroker) -> None:
         (ScramMechanism.SCRAM_SHA_256, 8192)
     ]
     round_trip(client_config(broker, "SCRAM-SHA-256", "hank", "hank-pw"), "sasl-kafka-configs", b"tool")
+
+
+def java_sasl_properties(mechanism: str, user: str, password: str) -> dict[str, str]:
+    module = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule"
+        if mechanism == "PLAIN"
+        else "org.apache.kafka.common.security.scram.ScramLoginModule"
+    )
+    return {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": mechanism,
+        "sasl.jaas.config": f'{module} required username="{user}" password="{password}";',
+    }
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_java_client(broker: SaslBroker, mechanism: str) -> None:
+    from compat_tests.clients.base import Record
+    from compat_tests.clients.java import JavaClient
+
+    user, password = ("alice", "alice-secret") if mechanism == "PLAIN" else (f"java-{mechanism.lower()}", "jpw")
+    if mechanism != "PLAIN":
+        scram = ScramMechanism.SCRAM_SHA_256 if mechanism == "SCRAM-SHA-256" else ScramMechanism.SCRAM_SHA_512
+        add_scram_user(broker, user, password, scram, 4096)
+    java = JavaClient(properties=java_sasl_properties(mechanism, user, password))
+    topic = f"sasl-java-{mechanism.lower()}"
+    deliveries = java.produce(broker.sasl_bootstrap, topic, [Record(b"k", mechanism.encode())])
+    assert len(deliveries) == 1
+    got = java.consume(broker.sasl_bootstrap, topic, 0, start="beginning", count=1)
+    assert [r.value for r in got] == [mechanism.encode()]
+    refused = JavaClient(properties=java_sasl_properties(mechanism, user, "wrong"), timeout_s=20)
+    with pytest.raises(Exception) as info:
+        refused.produce(broker.sasl_bootstrap, topic, [Record(b"k", b"never")])
+    expected = (
+        "Authentication failed: Invalid username or password"
+        if mechanism == "PLAIN"
+        else GENERIC_FAILURE.format(mechanism)
+    )
+    assert expected in str(info.value)
