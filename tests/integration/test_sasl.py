@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 from confluent_kafka.admin import ScramMechanism
 
 from compat_tests.brokers import PyBroker, free_port
@@ -96,3 +97,40 @@ def test_gssapi_default_refused_at_start_up(tmp_path: Path) -> None:
     with pytest.raises(Exception) as info:
         b.start(timeout_s=20)
     assert "GSSAPI" in str(info.value)
+
+
+def test_java_client_reauthenticates_before_its_session_ends(tmp_path: Path) -> None:
+    """KIP-368 with the Java client: a consumer connected across several connections.max.reauth.ms periods
+    re-authenticates on the same connections (the broker logs each completion at DEBUG) and is never cut off
+    for an expired session."""
+    import threading
+
+    from compat_tests.clients.java import JavaClient
+    from compat_tests.scenarios.test_sasl import java_sasl_properties
+
+    b = SaslBroker("pybroker", tmp_path, {"connections.max.reauth.ms": "1500"})
+    b.launcher.extra_args = ["--log-level", "DEBUG"]
+    b.start()
+    try:
+        producer = Producer(client_config(b, "PLAIN", "admin", "admin-secret"))
+        java = JavaClient(properties=java_sasl_properties("PLAIN", "alice", "alice-secret"))
+        got: list = []
+        consumer = threading.Thread(
+            target=lambda: got.extend(
+                java.consume(b.sasl_bootstrap, "sasl-reauth", 0, start="beginning", count=3, timeout_s=40)
+            )
+        )
+        producer.produce("sasl-reauth", b"0")
+        assert producer.flush(20) == 0
+        consumer.start()
+        for i in (1, 2):
+            time.sleep(2.5)  # the consumer must stay connected across session lifetimes: that is the test
+            producer.produce("sasl-reauth", str(i).encode())
+            assert producer.flush(20) == 0
+        consumer.join(60)
+        assert [r.value for r in got] == [b"0", b"1", b"2"]
+        log = b.launcher.log_path.read_text()
+        assert "re-authentication of User:alice complete" in log
+        assert "the SASL session of User:alice expired" not in log
+    finally:
+        b.stop()
