@@ -31,7 +31,7 @@ from pybroker.protocol.api import REQUESTS
 from pybroker.protocol.errors import ErrorCode, KafkaError
 from pybroker.protocol.memory_pool import MemoryPool
 from pybroker.replication.partition import Partition
-from pybroker.security.context import uses_sasl, uses_ssl
+from pybroker.security.context import SASL_SSL, uses_sasl, uses_ssl
 from pybroker.security.sasl_config import build_listener_config
 from pybroker.security.scram import ScramCredential, ScramMechanism
 from pybroker.security.ssl_factory import ServerSslFactory, SslConfigError
@@ -668,11 +668,23 @@ def _ssl_factories(config: BrokerConfig) -> dict[str, ServerSslFactory]:
     for endpoint in config.listener_endpoints:
         if uses_ssl(endpoint.security_protocol):
             name = endpoint.listener_name
+            get = partial(config.listener_value, name)
+            if endpoint.security_protocol == SASL_SSL:
+                # KIP-684: a SASL_SSL listener asks for client certificates only when its own
+                # listener.name.<l>.ssl.client.auth says so (SASL authenticates the client).
+                get = partial(_sasl_ssl_value, config, name)
             try:
-                factories[name] = ServerSslFactory(name, partial(config.listener_value, name))
+                factories[name] = ServerSslFactory(name, get, endpoint.security_protocol)
             except SslConfigError as e:
-                raise ConfigError(e.key, f"Invalid configuration of listener {name} ({e.key}): {e.message}") from None
+                message = f"Invalid configuration of listener {name} ({e.key}): {e.message}"
+                raise ConfigError(e.key, message) from None
     return factories
+
+
+def _sasl_ssl_value(config: BrokerConfig, listener_name: str, key: str) -> Any:
+    if key == "ssl.client.auth":
+        return config.listener_overrides(listener_name).get(key, "none")
+    return config.listener_value(listener_name, key)
 
 
 def run(config: BrokerConfig) -> int:

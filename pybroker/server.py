@@ -663,7 +663,9 @@ class Acceptor:
             await setup
         except (TimeoutError, ssl.SSLError, OSError, EOFError) as e:
             reason = getattr(e, "reason", None) or str(e) or type(e).__name__
-            log.info("Failed authentication with %s on %s (SSL handshake failed: %s)", peer, self.address, reason)
+            log.info(
+                "Failed authentication with %s on %s (SSL handshake failed: %s)", peer, self.address, reason
+            )
 
     def _connected(self, task: asyncio.Task) -> None:
         self._tasks.discard(task)
@@ -750,6 +752,11 @@ async def serve(
     name = acceptor.listener.listener_name
     protocol = acceptor.listener.security_protocol
     log.info(
-        "listening on %s:%d (listener %s, %s, %s)", host, port, name, protocol, type(loop).__module__.split(".")[0]
+        "listening on %s:%d (listener %s, %s, %s)",
+        host,
+        port,
+        name,
+        protocol,
+        type(loop).__module__.split(".")[0],
     )
     return acceptor

@@ -134,11 +134,11 @@ class ApacheKafka:
         self.workdir = Path(workdir)
         self.requested_port = port
         self.overrides = dict(overrides or {})
+        # More client listeners beside PLAINTEXT: name -> (security protocol, port), e.g. an SSL one
+        # whose ssl.* settings the overrides give (listener.name.<name>.ssl.*).
+        self.extra_listeners = dict(extra_listeners or {})
         self.jvm = jvm
         self.command_prefix = list(command_prefix)  # e.g. ["taskset", "-c", "0"]: the broker only
-        # More listeners beside PLAINTEXT (which the readiness probe and inter-broker traffic use):
-        # name -> (security protocol, port), e.g. {"SASL_PLAINTEXT": ("SASL_PLAINTEXT", 9093)}.
-        self.extra_listeners = dict(extra_listeners or {})
         self.port: int | None = None
         self.controller_port: int | None = None
         self.bootstrap: str = ""
@@ -221,7 +221,7 @@ class ApacheKafka:
 
     def _write_config(self) -> Path:
         extra = "".join(f",{name}://127.0.0.1:{port}" for name, (_, port) in self.extra_listeners.items())
-        extra_map = "".join(f",{name}:{protocol}" for name, (protocol, _) in self.extra_listeners.items())
+        protocols = "".join(f",{name}:{protocol}" for name, (protocol, _) in self.extra_listeners.items())
         settings = {
             "process.roles": "broker,controller",
             "node.id": "1",
@@ -230,7 +230,7 @@ class ApacheKafka:
             "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}{extra}",
             "inter.broker.listener.name": "PLAINTEXT",
             "controller.listener.names": "CONTROLLER",
-            "listener.security.protocol.map": f"PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT{extra_map}",
+            "listener.security.protocol.map": f"PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT{protocols}",
             "log.dirs": str(self.data_dir),
             **DEFAULT_SETTINGS,
             **self.overrides,

@@ -121,7 +121,7 @@ def _parse_rules(rules: list[str]) -> list[_Rule]:
         if m is None:
             raise InvalidRule(f"Invalid rule: {rule}")
         if m.end() != len(rule):
-            raise InvalidRule(f"Invalid rule: `{rule}`, unmatched substring: `{rule[m.end():]}`")
+            raise InvalidRule(f"Invalid rule: `{rule}`, unmatched substring: `{rule[m.end() :]}`")
         if m.group(1) is not None:
             result.append(_Rule(None))
         elif m.group(2) is not None:
@@ -150,7 +150,15 @@ _RFC2253_KEYWORDS = {
     "0.9.2342.19200300.100.1.25": "DC",
     "0.9.2342.19200300.100.1.1": "UID",
 }
-_STRING_ENCODINGS = {12: "utf-8", 19: "ascii", 20: "latin-1", 22: "ascii", 26: "ascii", 28: "utf-32-be", 30: "utf-16-be"}
+_STRING_ENCODINGS = {
+    12: "utf-8",
+    19: "ascii",
+    20: "latin-1",
+    22: "ascii",
+    26: "ascii",
+    28: "utf-32-be",
+    30: "utf-16-be",
+}
 
 
 def rfc2253_name(name: object) -> str:

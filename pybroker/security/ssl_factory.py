@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from pybroker.security.context import ANONYMOUS, KafkaPrincipal
+from pybroker.security.context import ANONYMOUS, SSL, KafkaPrincipal
 from pybroker.security.principal_mapper import InvalidRule, SslPrincipalMapper, rfc2253_name
 
 log = logging.getLogger(__name__)
@@ -91,8 +91,10 @@ class ServerSslFactory:
 
     ``get(key)`` returns the listener's value of an ``ssl.*`` key (``listener.name.<l>.<key>`` first)."""
 
-    def __init__(self, listener_name: str, get: Callable[[str], Any]) -> None:
+    def __init__(self, listener_name: str, get: Callable[[str], Any], security_protocol: str = SSL) -> None:
         self.listener_name = listener_name
+        # On SASL_SSL the principal is SASL's; a client certificate is only checked, never mapped.
+        self.maps_principal = security_protocol == SSL
         self.client_auth = str(get("ssl.client.auth") or "none").lower()
         try:
             self.principal_mapper = SslPrincipalMapper(get("ssl.principal.mapping.rules"))
@@ -135,7 +137,9 @@ class ServerSslFactory:
         try:
             ctx.minimum_version, ctx.maximum_version = versions[0], versions[-1]
         except (ValueError, ssl.SSLError) as e:
-            raise SslConfigError("ssl.enabled.protocols", f"cannot enable {', '.join(enabled)}: {e}") from None
+            raise SslConfigError(
+                "ssl.enabled.protocols", f"cannot enable {', '.join(enabled)}: {e}"
+            ) from None
 
     @staticmethod
     def _ciphers(ctx: ssl.SSLContext, suites: list[str]) -> None:
@@ -166,7 +170,10 @@ class ServerSslFactory:
             )
         if tls12:
             ctx.set_ciphers(":".join(tls12))
-        elif ctx.maximum_version is ssl.TLSVersion.TLSv1_3 or ctx.maximum_version is ssl.TLSVersion.MAXIMUM_SUPPORTED:
+        elif (
+            ctx.maximum_version is ssl.TLSVersion.TLSv1_3
+            or ctx.maximum_version is ssl.TLSVersion.MAXIMUM_SUPPORTED
+        ):
             ctx.minimum_version = ssl.TLSVersion.TLSv1_3  # only TLS 1.3 suites listed: no TLS 1.2 handshake
 
     def _load_keystore(self, ctx: ssl.SSLContext, get: Callable[[str], Any]) -> None:
@@ -178,12 +185,14 @@ class ServerSslFactory:
             if get("ssl.keystore.password") is not None:
                 raise SslConfigError(
                     "ssl.keystore.password",
-                    "SSL key store password cannot be specified with PEM format, only key password may be specified",
+                    "SSL key store password cannot be specified with PEM format, "
+                    "only key password may be specified",
                 )
             if location and (chain or key):
                 raise SslConfigError(
                     "ssl.keystore.location",
-                    "set either ssl.keystore.location or ssl.keystore.certificate.chain and ssl.keystore.key, not both",
+                    "set either ssl.keystore.location or ssl.keystore.certificate.chain and "
+                    "ssl.keystore.key, not both",
                 )
             if location:
                 text = _read_text("ssl.keystore.location", location)
@@ -200,8 +209,9 @@ class ServerSslFactory:
             if not location:
                 raise SslConfigError(
                     "ssl.keystore.location",
-                    f"listener {self.listener_name} (SSL) needs a key store: set ssl.keystore.location (PKCS12) "
-                    "or ssl.keystore.type=PEM with ssl.keystore.certificate.chain and ssl.keystore.key",
+                    f"listener {self.listener_name} (SSL) needs a key store: set ssl.keystore.location "
+                    "(PKCS12) or ssl.keystore.type=PEM with ssl.keystore.certificate.chain and "
+                    "ssl.keystore.key",
                 )
             pem = _pkcs12_key_and_chain(location, get("ssl.keystore.password"), key_password, store_type)
         with _anonymous_file(pem) as path:
@@ -238,12 +248,14 @@ class ServerSslFactory:
         return _pkcs12_trusted(location, get("ssl.truststore.password"), store_type)
 
     # -- principals ---------------------------------------------------------------------------------
-    def principal(self, ssl_object: ssl.SSLObject | ssl.SSLSocket | None) -> tuple[KafkaPrincipal, str | None]:
+    def principal(
+        self, ssl_object: ssl.SSLObject | ssl.SSLSocket | None
+    ) -> tuple[KafkaPrincipal, str | None]:
         """(principal, subject DN) of an established TLS connection: the mapped DN of a verified client
         certificate, User:ANONYMOUS without one (Kafka's DefaultKafkaPrincipalBuilder). Raises
         NoMatchingRule when no mapping rule applies (the connection is then refused)."""
         der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
-        if not der:
+        if not der or not self.maps_principal:
             return ANONYMOUS, None
         from cryptography import x509
 
@@ -309,7 +321,9 @@ def _pkcs12(location: str, password: str | None, store_type: str, key: str) -> A
         raise SslConfigError(key, f"cannot read {store_type} store {location}: {e}") from None
 
 
-def _pkcs12_key_and_chain(location: str, password: str | None, key_password: str | None, store_type: str) -> bytes:
+def _pkcs12_key_and_chain(
+    location: str, password: str | None, key_password: str | None, store_type: str
+) -> bytes:
     from cryptography.hazmat.primitives import serialization
 
     try:

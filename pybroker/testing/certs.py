@@ -46,9 +46,13 @@ class Identity:
 
     def key_pem(self, password: str | None = None) -> str:
         encryption = (
-            serialization.BestAvailableEncryption(password.encode()) if password else serialization.NoEncryption()
+            serialization.BestAvailableEncryption(password.encode())
+            if password
+            else serialization.NoEncryption()
         )
-        return self.key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption).decode()
+        return self.key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption
+        ).decode()
 
     def write_pem(self, directory: Path, name: str, password: str | None = None) -> tuple[Path, Path]:
         """(certificate chain file, PKCS#8 key file)."""
@@ -106,7 +110,9 @@ class CertificateAuthority:
         path.write_text(self.cert_pem())
         return path
 
-    def write_truststore_pkcs12(self, directory: Path, name: str = "truststore", password: str = STORE_PASSWORD) -> Path:
+    def write_truststore_pkcs12(
+        self, directory: Path, name: str = "truststore", password: str = STORE_PASSWORD
+    ) -> Path:
         path = directory / f"{name}.p12"
         path.write_bytes(
             pkcs12.serialize_key_and_certificates(
@@ -134,7 +140,9 @@ class CertificateAuthority:
             .not_valid_after(now + datetime.timedelta(days=1))
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(
-                x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]),
+                x509.ExtendedKeyUsage(
+                    [ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]
+                ),
                 critical=False,
             )
             .add_extension(
