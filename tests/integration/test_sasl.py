@@ -10,7 +10,12 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import ScramMechanism
+from confluent_kafka.admin import (
+    AdminClient,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 
 from compat_tests.brokers import PyBroker, free_port
 from compat_tests.scenarios.test_sasl import (
@@ -18,6 +23,7 @@ from compat_tests.scenarios.test_sasl import (
     SASL_AUTHENTICATE,
     SaslBroker,
     add_scram_user,
+    auth_error,
     client_config,
     oauth_exchange,
     round_trip,
@@ -132,5 +138,52 @@ def test_java_client_reauthenticates_before_its_session_ends(tmp_path: Path) -> 
         log = b.launcher.log_path.read_text()
         assert "re-authentication of User:alice complete" in log
         assert "the SASL session of User:alice expired" not in log
+    finally:
+        b.stop()
+
+
+def test_sasl_ssl_listener(tmp_path: Path) -> None:
+    """SASL over TLS: the h/tls listener's handshake first, then the same SASL exchange; the principal is
+    SASL's (SCRAM and PLAIN users), and a wrong password is refused as on SASL_PLAINTEXT."""
+    from pybroker.testing.certs import STORE_PASSWORD, CertificateAuthority
+
+    ca = CertificateAuthority()
+    ca_pem = ca.write_pem(tmp_path)
+    keystore = ca.issue("localhost", server=True).write_pkcs12(tmp_path, "server")
+    port, sasl_ssl_port = free_port(), free_port()
+    b = PyBroker(
+        tmp_path / "broker",
+        port=port,
+        overrides={
+            "listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{sasl_ssl_port}",
+            "listener.name.sasl_ssl.ssl.keystore.type": "PKCS12",
+            "listener.name.sasl_ssl.ssl.keystore.location": str(keystore),
+            "listener.name.sasl_ssl.ssl.keystore.password": STORE_PASSWORD,
+            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+            "listener.name.sasl_ssl.plain.sasl.jaas.config": (
+                "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                'user_alice="alice-secret" user_admin="admin-secret";'
+            ),
+            "offsets.topic.num.partitions": "1",
+            "group.initial.rebalance.delay.ms": "0",
+        },
+    )
+    b.start()
+    try:
+        b.sasl_bootstrap = f"127.0.0.1:{sasl_ssl_port}"  # what client_config() connects to
+
+        def tls(config: dict) -> dict:
+            return dict(config, **{"security.protocol": "SASL_SSL", "ssl.ca.location": str(ca_pem)})
+
+        admin_config = tls(client_config(b, "PLAIN", "admin", "admin-secret"))
+        admin = AdminClient(admin_config)
+        futures = admin.alter_user_scram_credentials(
+            [UserScramCredentialUpsertion("ivy", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"ivy-pw")]
+        )
+        assert all(f.result(15) is None for f in futures.values())
+        round_trip(tls(client_config(b, "PLAIN", "alice", "alice-secret")), "sasl-ssl-plain", b"plain over tls")
+        round_trip(tls(client_config(b, "SCRAM-SHA-512", "ivy", "ivy-pw")), "sasl-ssl-scram", b"scram over tls")
+        error = auth_error(tls(client_config(b, "PLAIN", "alice", "nope")))
+        assert "Authentication failed: Invalid username or password" in error
     finally:
         b.stop()
