@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pybroker.security.acl import AclBinding
+from pybroker.security.scram import ScramCredential
 from pybroker.storage.checkpoint import write_atomically
 from pybroker.storage.errors import KafkaStorageError
 
@@ -105,6 +106,9 @@ class MetadataStore:
         # Told the name of every topic added, removed or changed (written or undone): the metadata
         # image (metadata/local.py) rebuilds that topic.
         self.topic_listener: Callable[[str], None] | None = None
+        # SCRAM credentials by user, then mechanism name (Kafka's UserScramCredentialRecords): salt,
+        # StoredKey, ServerKey and iterations, never a password.
+        self.scram_credentials: dict[str, dict[str, ScramCredential]] = {}
 
     def load(self) -> None:
         if not self.path.exists():
@@ -120,6 +124,10 @@ class MetadataStore:
         self._next_producer_id = self._producer_id_block_end = int(doc.get("producer_id_block_end", 0))
         self.broker_configs = {str(k): dict(v) for k, v in doc.get("broker_configs", {}).items()}
         self.acls = {uuid.UUID(a["id"]): AclBinding.from_json(a) for a in doc.get("acls", [])}
+        self.scram_credentials = {
+            user: {mech: ScramCredential.from_json(c) for mech, c in by_mech.items()}
+            for user, by_mech in doc.get("scram_credentials", {}).items()
+        }
         log.info("loaded metadata for %d topics from %s", len(self.topics), self.path)
 
     def save(self, *, may_use_reserve: bool = False) -> None:
@@ -146,6 +154,11 @@ class MetadataStore:
             "producer_id_block_end": self._producer_id_block_end,
             "broker_configs": {k: v for k, v in self.broker_configs.items() if v},
             "acls": [{"id": str(i), **acl.to_json()} for i, acl in self.acls.items()],
+            "scram_credentials": {
+                user: {mech: c.to_json() for mech, c in sorted(by_mech.items())}
+                for user, by_mech in sorted(self.scram_credentials.items())
+                if by_mech
+            },
         }
 
     @property
@@ -275,6 +288,29 @@ class MetadataStore:
         self._change(
             lambda: setattr(self, "acls", dict(acls)), lambda: setattr(self, "acls", old), frees_space=len(acls) < len(old)
         )
+
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        return self.scram_credentials.get(user, {}).get(mechanism)
+
+    def alter_scram_credentials(
+        self, deletions: list[tuple[str, str]], upsertions: list[tuple[str, str, ScramCredential]]
+    ) -> None:
+        """Apply one AlterUserScramCredentials request's accepted changes in one write (atomic, as Kafka's
+        controller applies them as one batch of records)."""
+        old = {user: dict(by_mech) for user, by_mech in self.scram_credentials.items()}
+
+        def apply() -> None:
+            for user, mechanism in deletions:
+                self.scram_credentials.get(user, {}).pop(mechanism, None)
+                if not self.scram_credentials.get(user, True):
+                    del self.scram_credentials[user]
+            for user, mechanism, credential in upsertions:
+                self.scram_credentials.setdefault(user, {})[mechanism] = credential
+
+        def undo() -> None:
+            self.scram_credentials = old
+
+        self._change(apply, undo)
 
     def allocate_producer_id(self) -> int:
         """Ids come from persisted blocks, as Kafka's ProducerIdManager does, so an id is never
