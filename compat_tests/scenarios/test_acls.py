@@ -630,3 +630,90 @@ def test_group_offsets_need_group_and_topic_rights(acl_bootstrap: str, admin: Ad
         assert found["coordinators"][0]["error_code"] == GROUP_AUTHZ
         refused_commit = wire.request(8, 9, {**commit_body, "group_id": f"{name}-hidden-group"})
         assert {p["error_code"] for t in refused_commit["topics"] for p in t["partitions"]} == {GROUP_AUTHZ}
+
+
+# -- principals from SASL: super.users and default-deny ------------------------------------------------
+SASL_JAAS = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    'username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";'
+)
+
+
+@pytest.fixture(scope="module")
+def sasl_acl_broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    """A broker with PLAINTEXT (User:ANONYMOUS) and SASL_PLAINTEXT/PLAIN (User:admin, User:alice)
+    listeners, the authorizer on, User:admin a super user and nothing allowed without an ACL."""
+    if request.config.getoption("--bootstrap"):
+        pytest.skip("needs a broker started with an authorizer, not --bootstrap")
+    from compat_tests.brokers import free_port
+
+    workdir: Path = tmp_path_factory.mktemp("acls-sasl")
+    sasl_port = free_port()
+    settings = {
+        **SETTINGS,
+        "allow.everyone.if.no.acl.found": "false",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": SASL_JAAS,
+    }
+    launcher: Any
+    if request.config.getoption("--broker") == "kafka":
+        from compat_tests.reference.apache_kafka import INTERNAL_PRINCIPAL, ApacheKafka
+
+        settings["super.users"] = f"{INTERNAL_PRINCIPAL};User:admin"  # and the broker's own principal
+        launcher = ApacheKafka(
+            workdir,
+            authorizer=True,
+            overrides=settings,
+            extra_listeners={"SASL_PLAINTEXT": ("SASL_PLAINTEXT", sasl_port)},
+        )
+    else:
+        port = free_port()
+        settings["super.users"] = "User:admin"
+        listeners = f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
+        launcher = PyBroker(workdir, port=port, overrides={"listeners": listeners, **settings})
+    launcher.start()
+    try:
+        yield {"plaintext": launcher.bootstrap, "sasl": f"127.0.0.1:{sasl_port}"}
+    finally:
+        launcher.stop()
+
+
+def sasl_config(broker: dict, user: str | None) -> dict:
+    if user is None:
+        return {"bootstrap.servers": broker["plaintext"]}
+    return {
+        "bootstrap.servers": broker["sasl"],
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": user,
+        "sasl.password": f"{user}-secret",
+    }
+
+
+def delivery_error(config: dict, topic: str) -> int | None:
+    results: list[KafkaError | None] = []
+    producer = Producer({**config, "message.timeout.ms": 10000, "enable.idempotence": False})
+    producer.produce(topic, b"v", on_delivery=lambda err, msg: results.append(err))
+    producer.flush(20)
+    assert len(results) == 1
+    return None if results[0] is None else results[0].code()
+
+
+def test_super_user_and_sasl_principals(sasl_acl_broker: dict, name: str) -> None:
+    admin = AdminClient(sasl_config(sasl_acl_broker, "admin"))
+    create_topic(admin, name)  # User:admin is a super user: no ACL needed
+    alice, anonymous = sasl_config(sasl_acl_broker, "alice"), sasl_config(sasl_acl_broker, None)
+    # Nothing is allowed without an ACL (allow.everyone.if.no.acl.found=false).
+    assert delivery_error(alice, name) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert delivery_error(anonymous, name) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    with pytest.raises(Exception) as refused:  # not even ACL management
+        create_acls(AdminClient(anonymous), topic_acl(name, ANONYMOUS, AclOperation.WRITE))
+    assert refused.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+
+    create_acls(admin, topic_acl(name, ALICE, AclOperation.WRITE))
+    wait_for(lambda: delivery_error(alice, name) is None, what="alice allowed to write")
+    assert delivery_error(anonymous, name) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    # A DENY for everyone, the super user included: super users are not subject to ACLs.
+    create_acls(admin, topic_acl(name, "User:*", AclOperation.WRITE, AclPermissionType.DENY))
+    wait_for(lambda: delivery_error(alice, name) == KafkaError.TOPIC_AUTHORIZATION_FAILED, what="DENY for User:*")
+    assert delivery_error(sasl_config(sasl_acl_broker, "admin"), name) is None
