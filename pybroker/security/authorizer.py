@@ -38,7 +38,7 @@ from pybroker.security.acl import (
 )
 
 log = logging.getLogger(__name__)
-# Kafka's audit logger name: denials of requested resources are logged at INFO there.
+# Kafka's audit logger name: denials of requested resources are logged there (at DEBUG, see authorize).
 audit_log = logging.getLogger("kafka.authorizer.logger")
 
 # The values of authorizer.class.name that switch the authorizer on (KRaft's and ZooKeeper-era Kafka's).
@@ -151,8 +151,9 @@ class Authorizer:
             if len(self._cache) >= _DECISION_CACHE_MAX:
                 self._cache.clear()
             self._cache[key] = result
-        if not result and log_denied and audit_log.isEnabledFor(logging.INFO):
-            audit_log.info(
+        # DEBUG, not Kafka's INFO: a client retrying a refused request must not flood the broker's log.
+        if not result and log_denied and audit_log.isEnabledFor(logging.DEBUG):
+            audit_log.debug(
                 "Principal = %s is Denied operation = %s from host = %s on resource = %s:LITERAL:%s",
                 principal,
                 op.name,
