@@ -38,8 +38,10 @@ OPERATIONS_NOT_REQUESTED = -(2**31)
 
 
 def _authorizer(ctx: RequestContext):
-    # getattr: narrow stand-ins of the broker (tests, views) have no authorizer, i.e. none is configured.
-    return getattr(ctx.broker, "authorizer", None)
+    # The one place handlers reach the authorizer (the broker's, or its services' once handlers get
+    # narrow services); getattr: stand-ins without one (tests, views) mean none is configured.
+    holder = getattr(ctx, "services", None) or getattr(ctx, "broker", None)
+    return getattr(holder, "authorizer", None)
 
 
 authorizer_of = _authorizer
