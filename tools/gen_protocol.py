@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Generates ``pybroker/protocol/messages/*.py`` from Apache Kafka's JSON message definitions.
 
-Usage: ``python tools/gen_protocol.py ../shared/kafka-protocol``
+Usage: ``python tools/gen_protocol.py ../shared/kafka-protocol-4.3.1``
+
+(the definitions shipped in ``kafka-clients`` 4.3.1, ``common/message/`` inside the jar)
 
 Only facts are copied (names, types, version ranges, nullable/tagged/flexible versions, defaults, tags);
 the specs' prose ("about" texts and comments) is not. Output is deterministic: the same input gives
@@ -56,6 +58,11 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "ConsumerProtocolAssignment",
         "ShareGroupHeartbeat",
         "ShareGroupDescribe",
+        "DescribeShareGroupOffsets",
+        "AlterShareGroupOffsets",
+        "DeleteShareGroupOffsets",
+        "StreamsGroupHeartbeat",
+        "StreamsGroupDescribe",
     ),
     "admin": (
         "CreateTopics",
@@ -83,7 +90,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "UpdateFeatures",
         "DescribeQuorum",
         "UnregisterBroker",
-        "ListClientMetricsResources",
+        "ListConfigResources",
         "AddRaftVoter",
         "RemoveRaftVoter",
     ),

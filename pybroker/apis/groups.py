@@ -281,7 +281,7 @@ async def _after(wait: Awaitable[None], response: dict[str, Any]) -> dict[str, A
 
 
 # -- offsets ------------------------------------------------------------------------------------------
-@handles(OFFSET_COMMIT, 0, 9)
+@handles(OFFSET_COMMIT, 2, 9)
 def handle_offset_commit(ctx: RequestContext, request: dict):  # noqa: ANN201
     coordinator = _coordinator(ctx)
     version = ctx.version
@@ -379,7 +379,7 @@ def _fetch_group(
     return error, out
 
 
-@handles(OFFSET_FETCH, 0, 9)
+@handles(OFFSET_FETCH, 1, 9)
 def handle_offset_fetch(ctx: RequestContext, request: dict) -> dict:
     coordinator = _coordinator(ctx)
     version = ctx.version

@@ -46,7 +46,8 @@ from pybroker.storage.errors import (
 log = logging.getLogger(__name__)
 
 # KAFKA-18659: librdkafka < 2.11.1 disables compression unless Produce is advertised from v0, so we
-# advertise 0 (as Kafka 4.0 does) and answer v0-2 with UNSUPPORTED_VERSION.
+# advertise 0 (as Kafka 4 does, ApiKeys.PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION) while v0-2 stay
+# unsupported: like Kafka's request parser, the server closes a connection that sends one.
 MIN_IMPLEMENTED = 3
 # KIP-110: zstd batches need Produce v7 or later.
 ZSTD_MIN_PRODUCE_VERSION = 7
@@ -258,9 +259,7 @@ def handle_produce(ctx: RequestContext, request: dict):
     responses = []
     waits: list[tuple[dict, object, int]] = []
     deferred: list[tuple] = []
-    if ctx.version < MIN_IMPLEMENTED:
-        error = (ErrorCode.UNSUPPORTED_VERSION, "Produce v0-2 (message format v0/v1) is not supported")
-    elif acks not in (0, 1, -1):
+    if acks not in (0, 1, -1):
         error = (ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} is not one of 0, 1, -1")
     else:
         error = None

@@ -112,7 +112,7 @@ async def handle_end_txn(ctx: RequestContext, request: dict) -> dict:
 
 
 # -- WriteTxnMarkers -----------------------------------------------------------------------------------------
-@handles(27, 0, 1)
+@handles(27, 1, 1)
 def handle_write_txn_markers(ctx: RequestContext, request: dict) -> dict:
     write = marker_writer(ctx.broker)
     out = []

@@ -152,9 +152,9 @@ def test_encode_parts_keeps_file_slices_separate() -> None:
 
 def test_non_default_value_for_a_missing_field_is_refused() -> None:
     with pytest.raises(codec.UnsupportedFieldError):
-        codec.encode(REQUESTS[0], 2, {"transactional_id": "tx", "topic_data": []})
+        codec.encode(REQUESTS[3], 3, {"topics": None, "allow_auto_topic_creation": False})
     # The default value of a missing field is fine, and so is anything for an ignorable one.
-    codec.encode(REQUESTS[0], 2, {"transactional_id": None, "topic_data": []})
+    codec.encode(REQUESTS[3], 3, {"topics": None, "allow_auto_topic_creation": True})
     assert codec.encode(RESPONSES[18], 0, {"throttle_time_ms": 100}) == codec.encode(RESPONSES[18], 0, {})
 
 
