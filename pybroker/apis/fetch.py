@@ -185,7 +185,9 @@ def _read_all(broker, wanted: list[_Wanted], max_bytes: int, read_committed: boo
     return total, errored
 
 
-@handles(1, 4, 16)
+# v17 (KIP-853) and v18 (KIP-1166: a follower's high watermark, tagged) change nothing a consumer
+# sends or reads; the response is the same from v16.
+@handles(1, 4, 18)
 def handle_fetch(ctx: RequestContext, request: dict):
     replica_id = (
         request["replica_state"]["replica_id"] if ctx.version >= 15 else request.get("replica_id", -1)
