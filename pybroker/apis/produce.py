@@ -9,8 +9,10 @@ partition of a request succeeds or fails on its own; a failed partition writes n
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 from pybroker.apis import RequestContext, handles
@@ -51,6 +53,23 @@ log = logging.getLogger(__name__)
 MIN_IMPLEMENTED = 3
 # KIP-110: zstd batches need Produce v7 or later.
 ZSTD_MIN_PRODUCE_VERSION = 7
+# KIP-890 part 2: from v12 a transactional batch adds its partition to the transaction itself (Kafka's
+# TransactionSupportedOperation.ADD_PARTITION), instead of only verifying an earlier AddPartitionsToTxn.
+IMPLICIT_ADD_PARTITIONS_VERSION = 12
+# KIP-516: from v13 topics are named by id only.
+TOPIC_IDS_VERSION = 13
+ZERO_UUID = uuid.UUID(int=0)
+# Coordinator errors a producer would not retry, answered as NOT_ENOUGH_REPLICAS so that it does
+# (Kafka's ReplicaManager.appendRecords after transaction verification).  CONCURRENT_TRANSACTIONS stays
+# itself from v12 (TV2 clients retry it), as in Kafka.
+_RETRIABLE_AS_NOT_ENOUGH_REPLICAS = frozenset(
+    {
+        ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.NOT_COORDINATOR,
+    }
+)
 
 
 def _result(
@@ -146,26 +165,41 @@ _REFUSED = (
 
 
 def _check_transactional(
-    ctx: RequestContext, transactional_id: str | None, topic: str, index: int, batch: BatchHeader
+    ctx: RequestContext,
+    transactional_id: str | None,
+    topic: str,
+    index: int,
+    batch: BatchHeader,
+    added: dict[tuple[str, int], ErrorCode] | None = None,
 ) -> tuple[ErrorCode, str] | None:
     """Kafka's checks of a transactional producer's batch: no control batch from a client, and the
-    partition must be in the producer's ongoing transaction (AddPartitionsToTxn first; KIP-890)."""
+    partition must be in the producer's ongoing transaction: added by an earlier AddPartitionsToTxn
+    and verified here (KIP-890 part 1), or, from v12, added by this request (``added``: the
+    coordinator's answers, KIP-890 part 2)."""
     if batch.is_control:
         return ErrorCode.INVALID_RECORD, "Clients are not allowed to write control records"
     if transactional_id is None or not batch.is_transactional:
         return None
-    coordinator = getattr(ctx.broker, "transaction_coordinator", None)
-    if coordinator is None or not coordinator.started:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the transaction coordinator is not available"
-    code = coordinator.verify_partitions(
-        transactional_id, batch.producer_id, batch.producer_epoch, [(topic, index)]
-    )[(topic, index)]
+    code = added.get((topic, index)) if added is not None else None
+    if code is None:
+        coordinator = getattr(ctx.broker, "transaction_coordinator", None)
+        if coordinator is None or not coordinator.started:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the transaction coordinator is not available"
+        code = coordinator.verify_partitions(
+            transactional_id, batch.producer_id, batch.producer_epoch, [(topic, index)]
+        )[(topic, index)]
     if code == ErrorCode.NONE:
         return None
     if code == ErrorCode.PRODUCER_FENCED:
         code = ErrorCode.INVALID_PRODUCER_EPOCH
     elif code == ErrorCode.TRANSACTION_ABORTABLE and ctx.version < 11:
         code = ErrorCode.INVALID_TXN_STATE  # what Kafka answers Produce v3-10 (v11: TRANSACTION_ABORTABLE)
+    elif code in _RETRIABLE_AS_NOT_ENOUGH_REPLICAS or (
+        code == ErrorCode.CONCURRENT_TRANSACTIONS and ctx.version < IMPLICIT_ADD_PARTITIONS_VERSION
+    ):
+        return ErrorCode.NOT_ENOUGH_REPLICAS, (
+            f"Unable to verify the partition has been added to the transaction. Underlying error: {code.name}"
+        )
     return code, f"{topic}-{index} is not part of an ongoing transaction of {transactional_id!r}"
 
 
@@ -177,6 +211,7 @@ def _check_one(
     acks: int,
     version: int,
     transactional_id: str | None = None,
+    added: dict[tuple[str, int], ErrorCode] | None = None,
 ):
     """Checks needing no record walk.  Returns (error response, None) or (None, (partition, header))."""
     p = ctx.broker.partition(topic, index)
@@ -220,7 +255,7 @@ def _check_one(
             ErrorCode.MESSAGE_TOO_LARGE,
             f"batch of {header.size} bytes exceeds max.message.bytes {p.log.config.max_message_bytes}",
         ), None
-    refused = _check_transactional(ctx, transactional_id, topic, index, header)
+    refused = _check_transactional(ctx, transactional_id, topic, index, header, added)
     if refused is not None:
         return _result(index, *refused), None
     return None, (p, header)
@@ -252,8 +287,60 @@ def _append(ctx: RequestContext, p, index: int, buf: bytearray, batches: list[Ba
     return resp, (p, info.last_offset)
 
 
-@handles(0, MIN_IMPLEMENTED, 11, advertised_min=0)
+def _topic_name(ctx: RequestContext, topic_data: dict) -> str:
+    """The topic's name; from v13 that of its id ("" for an unknown id, as Kafka's metadata cache)."""
+    if ctx.version < TOPIC_IDS_VERSION:
+        return topic_data["name"]
+    rec = ctx.broker.metadata.topics_by_id.get(topic_data["topic_id"])
+    return rec.name if rec is not None else ""
+
+
+@handles(0, MIN_IMPLEMENTED, 13, advertised_min=0)
 def handle_produce(ctx: RequestContext, request: dict):
+    if ctx.version >= IMPLICIT_ADD_PARTITIONS_VERSION and request.get("transactional_id") is not None:
+        return _add_partitions_then_produce(ctx, request)
+    return _produce(ctx, request)
+
+
+async def _add_partitions_then_produce(ctx: RequestContext, request: dict):
+    """Produce v12+ of a transactional producer: its transactional batches' partitions are added to the
+    transaction first (what AddPartitionsToTxn with verifyOnly=false does), then the request is handled
+    as any other, each partition answered with the coordinator's verdict."""
+    wanted: dict[tuple[int, int], list[tuple[str, int]]] = {}
+    for topic_data in request["topic_data"]:
+        name = _topic_name(ctx, topic_data)
+        for pd in topic_data["partition_data"]:
+            records = pd["records"]
+            if (
+                not name
+                or records is None
+                or is_internal_topic(name)
+                or ctx.broker.partition(name, pd["index"]) is None
+            ):
+                continue  # answered by the usual checks
+            try:
+                batches = validate_produce_batches(records)
+            except RecordFormatError:
+                continue
+            if len(batches) == 1 and batches[0].is_transactional and not batches[0].is_control:
+                batch = batches[0]
+                wanted.setdefault((batch.producer_id, batch.producer_epoch), []).append((name, pd["index"]))
+    added: dict[tuple[str, int], ErrorCode] = {}
+    if wanted:
+        coordinator = getattr(ctx.broker, "transaction_coordinator", None)
+        for (producer_id, producer_epoch), partitions in wanted.items():
+            if coordinator is None or not coordinator.started:
+                code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            else:
+                code = await coordinator.add_partitions(
+                    request["transactional_id"], producer_id, producer_epoch, partitions
+                )
+            added.update(dict.fromkeys(partitions, code))
+    result = _produce(ctx, request, added)
+    return await result if inspect.isawaitable(result) else result
+
+
+def _produce(ctx: RequestContext, request: dict, added: dict[tuple[str, int], ErrorCode] | None = None):
     acks = request["acks"]
     now_ms = int(time.time() * 1000)
     responses = []
@@ -263,19 +350,23 @@ def handle_produce(ctx: RequestContext, request: dict):
         error = (ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} is not one of 0, 1, -1")
     else:
         error = None
+    by_id = ctx.version >= TOPIC_IDS_VERSION
     for topic_data in request["topic_data"]:
-        name = topic_data["name"]
+        name = _topic_name(ctx, topic_data)
         parts = []
         for pd in topic_data["partition_data"]:
             index, records = pd["index"], pd["records"]
             if error is not None:
                 parts.append(_result(index, *error))
                 continue
+            if by_id and not name:  # Kafka: UNKNOWN_TOPIC_ID only where the request names topics by id
+                parts.append(_result(index, ErrorCode.UNKNOWN_TOPIC_ID))
+                continue
             if is_internal_topic(name):  # Kafka's ReplicaManager: "Cannot append to internal topic"
                 parts.append(_result(index, ErrorCode.INVALID_TOPIC_EXCEPTION))
                 continue
             refused, checked = _check_one(
-                ctx, name, index, records, acks, ctx.version, request.get("transactional_id")
+                ctx, name, index, records, acks, ctx.version, request.get("transactional_id"), added
             )
             if refused is not None:
                 parts.append(refused)
@@ -300,7 +391,9 @@ def handle_produce(ctx: RequestContext, request: dict):
             _count_failure(ctx, name, resp)
             if wait is not None and acks == -1:
                 waits.append((resp, *wait))
-        responses.append({"name": name, "partition_responses": parts})
+        responses.append(
+            {"name": name, "topic_id": topic_data.get("topic_id", ZERO_UUID), "partition_responses": parts}
+        )
     response = {"responses": responses, "throttle_time_ms": 0}
     if deferred:
         return _validate_off_loop(ctx, response, deferred, waits, now_ms, acks, request["timeout_ms"])

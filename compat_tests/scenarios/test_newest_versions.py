@@ -1,0 +1,275 @@
+"""The newest request versions Apache Kafka 4.3.1 advertises, sent over a raw socket, each checked for
+what the version means: Produce v13 and Fetch v18 by topic id, ListOffsets v9-11's special timestamps
+(earliest-local, latest-tiered, earliest pending upload) on a broker without tiered storage, Metadata
+v13's top-level error, OffsetCommit/OffsetFetch v10 by topic id, DescribeGroups v6's
+GROUP_ID_NOT_FOUND, DescribeCluster v2's endpoint types and fenced brokers, DescribeLogDirs v5.
+
+Every expectation holds on both brokers (``--broker kafka`` runs it against Apache Kafka 4.3.1).
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import uuid
+from typing import Any
+
+import pytest
+
+from compat_tests.brokers import read_response, split_bootstrap
+from pybroker.protocol import codec
+from pybroker.protocol.api import REQUESTS, RESPONSES
+from pybroker.records.builder import SimpleRecord, build_batch
+from pybroker.records.reader import read_records
+
+LEDGER_COLUMN = "raw-socket"
+
+PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH = 0, 1, 2, 3, 8, 9
+DESCRIBE_GROUPS, DESCRIBE_LOG_DIRS, DESCRIBE_CLUSTER = 15, 35, 60
+NONE, UNSUPPORTED_VERSION, GROUP_ID_NOT_FOUND, UNKNOWN_TOPIC_ID = 0, 35, 69, 100
+MISMATCHED_ENDPOINT_TYPE, UNSUPPORTED_ENDPOINT_TYPE = 114, 115
+EARLIEST, LATEST, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -2, -1, -4, -5, -6
+RECORDS = 3
+
+
+def call(bootstrap: str, api_key: int, version: int, body: dict[str, Any]) -> dict[str, Any]:
+    """One request at ``version`` on a fresh connection; the decoded response."""
+    head = struct.pack(">hhih", api_key, version, 77, 6) + b"compat"
+    if version in REQUESTS[api_key].flexible_versions:
+        head += b"\x00"
+    payload = head + codec.encode(REQUESTS[api_key], version, body)
+    with socket.create_connection(split_bootstrap(bootstrap.split(",")[0]), timeout=30) as s:
+        s.sendall(struct.pack(">i", len(payload)) + payload)
+        frame = read_response(s)
+    assert struct.unpack_from(">i", frame, 0)[0] == 77
+    offset = 4 + (1 if version in RESPONSES[api_key].flexible_versions else 0)
+    response, end = codec.decode(RESPONSES[api_key], version, frame, offset)
+    assert end == len(frame)
+    return response
+
+
+def topic_id_of(bootstrap: str, topic: str) -> uuid.UUID:
+    answer = call(bootstrap, METADATA, 13, {"topics": [{"name": topic}], "allow_auto_topic_creation": False})
+    assert answer["error_code"] == NONE  # v13's top-level error (KIP-1102)
+    (described,) = answer["topics"]
+    assert (described["name"], described["error_code"]) == (topic, NONE)
+    assert described["topic_id"] != uuid.UUID(int=0)
+    return described["topic_id"]
+
+
+@pytest.fixture
+def topic(make_topic) -> str:
+    return make_topic()
+
+
+@pytest.fixture
+def produced(bootstrap: str, topic: str) -> uuid.UUID:
+    """RECORDS records produced with Produce v13, which names the topic by id only (KIP-516)."""
+    topic_id = topic_id_of(bootstrap, topic)
+    batch = build_batch([SimpleRecord(b"k%d" % i, b"v%d" % i) for i in range(RECORDS)])
+    answer = call(
+        bootstrap,
+        PRODUCE,
+        13,
+        {
+            "transactional_id": None,
+            "acks": -1,
+            "timeout_ms": 30000,
+            "topic_data": [
+                {"topic_id": topic_id, "partition_data": [{"index": 0, "records": batch}]},
+                {"topic_id": uuid.uuid4(), "partition_data": [{"index": 0, "records": batch}]},
+            ],
+        },
+    )
+    known, unknown = answer["responses"]
+    assert known["topic_id"] == topic_id
+    (part,) = known["partition_responses"]
+    assert (part["error_code"], part["base_offset"]) == (NONE, 0), part
+    assert unknown["partition_responses"][0]["error_code"] == UNKNOWN_TOPIC_ID
+    return topic_id
+
+
+def test_fetch_v18_by_topic_id(bootstrap: str, produced: uuid.UUID) -> None:
+    answer = call(
+        bootstrap,
+        FETCH,
+        18,
+        {
+            "max_wait_ms": 0,
+            "min_bytes": 0,
+            "max_bytes": 1 << 20,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [
+                {
+                    "topic_id": produced,
+                    "partitions": [
+                        {
+                            "partition": 0,
+                            "current_leader_epoch": -1,
+                            "fetch_offset": 0,
+                            "last_fetched_epoch": -1,
+                            "log_start_offset": -1,
+                            "partition_max_bytes": 1 << 20,
+                        }
+                    ],
+                }
+            ],
+            "forgotten_topics_data": [],
+            "rack_id": "",
+        },
+    )
+    assert answer["error_code"] == NONE
+    (topic,) = answer["responses"]
+    assert topic["topic_id"] == produced
+    (part,) = topic["partitions"]
+    assert (part["error_code"], part["high_watermark"]) == (NONE, RECORDS)
+    values = [r.value for r in read_records(bytes(part["records"]))]
+    assert values == [b"v%d" % i for i in range(RECORDS)]
+
+
+def list_offset(bootstrap: str, topic: str, version: int, timestamp: int) -> dict[str, Any]:
+    answer = call(
+        bootstrap,
+        LIST_OFFSETS,
+        version,
+        {
+            "replica_id": -1,
+            "isolation_level": 0,
+            "topics": [
+                {
+                    "name": topic,
+                    "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": timestamp}],
+                }
+            ],
+            "timeout_ms": 30000,
+        },
+    )
+    (part,) = answer["topics"][0]["partitions"]
+    return part
+
+
+def test_list_offsets_v11_special_timestamps(bootstrap: str, topic: str, produced: uuid.UUID) -> None:
+    def offset_and_epoch(timestamp: int) -> tuple[int, int, int]:
+        part = list_offset(bootstrap, topic, 11, timestamp)
+        return part["error_code"], part["offset"], part["leader_epoch"]
+
+    assert offset_and_epoch(LATEST)[:2] == (NONE, RECORDS)
+    assert offset_and_epoch(EARLIEST)[:2] == (NONE, 0)
+    assert offset_and_epoch(EARLIEST_LOCAL)[:2] == (NONE, 0)  # no tiered storage: the log start
+    # KIP-1005 / KIP-1023 without remote storage: nothing is tiered or waiting for upload.
+    assert offset_and_epoch(LATEST_TIERED) == (NONE, -1, -1)
+    assert offset_and_epoch(EARLIEST_PENDING_UPLOAD) == (NONE, -1, -1)
+
+
+@pytest.mark.parametrize("version,timestamp", [(8, LATEST_TIERED), (10, EARLIEST_PENDING_UPLOAD), (11, -7)])
+def test_list_offsets_timestamp_newer_than_the_version(
+    bootstrap: str, topic: str, version: int, timestamp: int
+) -> None:
+    part = list_offset(bootstrap, topic, version, timestamp)
+    assert (part["error_code"], part["offset"]) == (UNSUPPORTED_VERSION, -1)
+
+
+def test_offset_commit_and_fetch_v10_by_topic_id(
+    bootstrap: str, topic: str, produced: uuid.UUID, unique_topic: str
+) -> None:
+    group, stranger = f"{unique_topic}-group", uuid.uuid4()
+    committed = call(
+        bootstrap,
+        OFFSET_COMMIT,
+        10,
+        {
+            "group_id": group,
+            "generation_id_or_member_epoch": -1,  # a simple group (the admin client's commit)
+            "member_id": "",
+            "group_instance_id": None,
+            "topics": [
+                {
+                    "topic_id": produced,
+                    "partitions": [
+                        {
+                            "partition_index": 0,
+                            "committed_offset": 2,
+                            "committed_leader_epoch": -1,
+                            "committed_metadata": "m",
+                        }
+                    ],
+                },
+                {
+                    "topic_id": stranger,
+                    "partitions": [
+                        {
+                            "partition_index": 0,
+                            "committed_offset": 1,
+                            "committed_leader_epoch": -1,
+                            "committed_metadata": "",
+                        }
+                    ],
+                },
+            ],
+        },
+    )
+    codes = {t["topic_id"]: [p["error_code"] for p in t["partitions"]] for t in committed["topics"]}
+    assert codes == {produced: [NONE], stranger: [UNKNOWN_TOPIC_ID]}
+
+    def fetch(topics: list[dict] | None) -> list[dict]:
+        answer = call(
+            bootstrap,
+            OFFSET_FETCH,
+            10,
+            {
+                "groups": [{"group_id": group, "member_id": None, "member_epoch": -1, "topics": topics}],
+                "require_stable": False,
+            },
+        )
+        (described,) = answer["groups"]
+        assert described["error_code"] == NONE, described
+        return described["topics"]
+
+    named = fetch(
+        [{"topic_id": produced, "partition_indexes": [0]}, {"topic_id": stranger, "partition_indexes": [0]}]
+    )
+    found = {
+        t["topic_id"]: [(p["error_code"], p["committed_offset"], p["metadata"]) for p in t["partitions"]]
+        for t in named
+    }
+    assert found[produced] == [(NONE, 2, "m")]
+    assert found[stranger][0][:2] == (UNKNOWN_TOPIC_ID, -1)
+    every = fetch(None)  # all the group's topics, each named by id
+    assert [(t["topic_id"], [p["committed_offset"] for p in t["partitions"]]) for t in every] == [(produced, [2])]
+
+
+def test_describe_groups_v6_unknown_group(bootstrap: str, unique_topic: str) -> None:
+    group = f"{unique_topic}-nobody"
+    (v6,) = call(bootstrap, DESCRIBE_GROUPS, 6, {"groups": [group]})["groups"]
+    assert (v6["error_code"], v6["group_state"], v6["error_message"]) == (
+        GROUP_ID_NOT_FOUND,
+        "Dead",
+        f"Group {group} not found.",
+    )
+    (v5,) = call(bootstrap, DESCRIBE_GROUPS, 5, {"groups": [group]})["groups"]
+    assert (v5["error_code"], v5["group_state"]) == (NONE, "Dead")  # before KIP-1043: no error
+
+
+def test_describe_cluster_v2(bootstrap: str) -> None:
+    answer = call(bootstrap, DESCRIBE_CLUSTER, 2, {"endpoint_type": 1, "include_fenced_brokers": True})
+    assert (answer["error_code"], answer["endpoint_type"]) == (NONE, 1)
+    assert answer["brokers"] and all(b["is_fenced"] is False for b in answer["brokers"])
+    assert answer["controller_id"] in {b["broker_id"] for b in answer["brokers"]}
+    controllers = call(bootstrap, DESCRIBE_CLUSTER, 2, {"endpoint_type": 2})
+    assert controllers["error_code"] == MISMATCHED_ENDPOINT_TYPE
+    assert controllers["error_message"] == (
+        "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER"
+    )
+    assert call(bootstrap, DESCRIBE_CLUSTER, 2, {"endpoint_type": 3})["error_code"] == UNSUPPORTED_ENDPOINT_TYPE
+
+
+def test_describe_log_dirs_v5(bootstrap: str, topic: str) -> None:
+    answer = call(
+        bootstrap, DESCRIBE_LOG_DIRS, 5, {"topics": [{"topic": topic, "partitions": [0]}]}
+    )
+    assert answer["error_code"] == NONE
+    assert answer["results"] and all(r["is_cordoned"] is False for r in answer["results"])
+    placed = [p for r in answer["results"] for t in r["topics"] if t["name"] == topic for p in t["partitions"]]
+    assert [p["partition_index"] for p in placed] == [0]
