@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 import uuid
 from typing import Any
 
@@ -30,6 +31,8 @@ NONE, UNSUPPORTED_VERSION, GROUP_ID_NOT_FOUND, UNKNOWN_TOPIC_ID = 0, 35, 69, 100
 MISMATCHED_ENDPOINT_TYPE, UNSUPPORTED_ENDPOINT_TYPE = 114, 115
 EARLIEST, LATEST, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -2, -1, -4, -5, -6
 RECORDS = 3
+FIND_COORDINATOR = 10
+COORDINATOR_NOT_READY = (14, 15, 16)  # COORDINATOR_LOAD_IN_PROGRESS, _NOT_AVAILABLE, NOT_COORDINATOR
 
 
 def call(bootstrap: str, api_key: int, version: int, body: dict[str, Any]) -> dict[str, Any]:
@@ -46,6 +49,21 @@ def call(bootstrap: str, api_key: int, version: int, body: dict[str, Any]) -> di
     response, end = codec.decode(RESPONSES[api_key], version, frame, offset)
     assert end == len(frame)
     return response
+
+
+def coordinator_ready(bootstrap: str, group: str, deadline_s: float = 60) -> None:
+    """As a client does first: FindCoordinator until the group's coordinator is up (Apache Kafka creates
+    __consumer_offsets on the first lookup and then loads it)."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        answer = call(bootstrap, FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": [group]})
+        if answer["coordinators"][0]["error_code"] == NONE:
+            # ... and until a group request is no longer refused as the coordinator loads.
+            (described,) = call(bootstrap, DESCRIBE_GROUPS, 5, {"groups": [group]})["groups"]
+            if described["error_code"] not in COORDINATOR_NOT_READY:
+                return
+        assert time.monotonic() < deadline, f"no coordinator for {group}: {answer}"
+        time.sleep(0.2)
 
 
 def topic_id_of(bootstrap: str, topic: str) -> uuid.UUID:
@@ -140,7 +158,9 @@ def list_offset(bootstrap: str, topic: str, version: int, timestamp: int) -> dic
             "topics": [
                 {
                     "name": topic,
-                    "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": timestamp}],
+                    "partitions": [
+                        {"partition_index": 0, "current_leader_epoch": -1, "timestamp": timestamp}
+                    ],
                 }
             ],
             "timeout_ms": 30000,
@@ -175,6 +195,7 @@ def test_offset_commit_and_fetch_v10_by_topic_id(
     bootstrap: str, topic: str, produced: uuid.UUID, unique_topic: str
 ) -> None:
     group, stranger = f"{unique_topic}-group", uuid.uuid4()
+    coordinator_ready(bootstrap, group)
     committed = call(
         bootstrap,
         OFFSET_COMMIT,
@@ -237,11 +258,13 @@ def test_offset_commit_and_fetch_v10_by_topic_id(
     assert found[produced] == [(NONE, 2, "m")]
     assert found[stranger][0][:2] == (UNKNOWN_TOPIC_ID, -1)
     every = fetch(None)  # all the group's topics, each named by id
-    assert [(t["topic_id"], [p["committed_offset"] for p in t["partitions"]]) for t in every] == [(produced, [2])]
+    listed = [(t["topic_id"], [p["committed_offset"] for p in t["partitions"]]) for t in every]
+    assert listed == [(produced, [2])]
 
 
 def test_describe_groups_v6_unknown_group(bootstrap: str, unique_topic: str) -> None:
     group = f"{unique_topic}-nobody"
+    coordinator_ready(bootstrap, group)
     (v6,) = call(bootstrap, DESCRIBE_GROUPS, 6, {"groups": [group]})["groups"]
     assert (v6["error_code"], v6["group_state"], v6["error_message"]) == (
         GROUP_ID_NOT_FOUND,
@@ -262,14 +285,20 @@ def test_describe_cluster_v2(bootstrap: str) -> None:
     assert controllers["error_message"] == (
         "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER"
     )
-    assert call(bootstrap, DESCRIBE_CLUSTER, 2, {"endpoint_type": 3})["error_code"] == UNSUPPORTED_ENDPOINT_TYPE
+    unknown = call(bootstrap, DESCRIBE_CLUSTER, 2, {"endpoint_type": 3})
+    assert unknown["error_code"] == UNSUPPORTED_ENDPOINT_TYPE
 
 
 def test_describe_log_dirs_v5(bootstrap: str, topic: str) -> None:
-    answer = call(
-        bootstrap, DESCRIBE_LOG_DIRS, 5, {"topics": [{"topic": topic, "partitions": [0]}]}
-    )
-    assert answer["error_code"] == NONE
-    assert answer["results"] and all(r["is_cordoned"] is False for r in answer["results"])
-    placed = [p for r in answer["results"] for t in r["topics"] if t["name"] == topic for p in t["partitions"]]
+    deadline = time.monotonic() + 30
+    while True:  # Apache Kafka places a new topic's log a moment after CreateTopics answers
+        answer = call(bootstrap, DESCRIBE_LOG_DIRS, 5, {"topics": [{"topic": topic, "partitions": [0]}]})
+        assert answer["error_code"] == NONE
+        assert answer["results"] and all(r["is_cordoned"] is False for r in answer["results"])
+        placed = [
+            p for r in answer["results"] for t in r["topics"] if t["name"] == topic for p in t["partitions"]
+        ]
+        if placed or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert [p["partition_index"] for p in placed] == [0]
