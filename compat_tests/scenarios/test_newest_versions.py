@@ -302,3 +302,111 @@ def test_describe_log_dirs_v5(bootstrap: str, topic: str) -> None:
             break
         time.sleep(0.2)
     assert [p["partition_index"] for p in placed] == [0]
+
+
+INIT_PRODUCER_ID, END_TXN = 22, 26
+TRANSACTION_ABORTABLE = 120
+
+
+def transaction_coordinator_ready(bootstrap: str, transactional_id: str, deadline_s: float = 60) -> dict:
+    """FindCoordinator (key type 1) then InitProducerId until the coordinator answers it."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        found = call(bootstrap, FIND_COORDINATOR, 4, {"key_type": 1, "coordinator_keys": [transactional_id]})
+        if found["coordinators"][0]["error_code"] == NONE:
+            init = call(
+                bootstrap,
+                INIT_PRODUCER_ID,
+                5,
+                {
+                    "transactional_id": transactional_id,
+                    "transaction_timeout_ms": 60000,
+                    "producer_id": -1,
+                    "producer_epoch": -1,
+                },
+            )
+            if init["error_code"] not in COORDINATOR_NOT_READY:
+                assert init["error_code"] == NONE, init
+                return init
+        assert time.monotonic() < deadline, f"no transaction coordinator for {transactional_id}"
+        time.sleep(0.2)
+
+
+def transactional_produce(
+    bootstrap: str, version: int, transactional_id: str, topic: str, init: dict
+) -> dict:
+    batch = build_batch(
+        [SimpleRecord(b"k%d" % i, b"t%d" % i) for i in range(RECORDS)],
+        producer_id=init["producer_id"],
+        producer_epoch=init["producer_epoch"],
+        base_sequence=0,
+        is_transactional=True,
+    )
+    answer = call(
+        bootstrap,
+        PRODUCE,
+        version,
+        {
+            "transactional_id": transactional_id,
+            "acks": -1,
+            "timeout_ms": 30000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
+        },
+    )
+    return answer["responses"][0]["partition_responses"][0]
+
+
+def test_produce_v12_adds_the_partition_to_the_transaction(
+    bootstrap: str, topic: str, unique_topic: str
+) -> None:
+    """KIP-890 part 2: from Produce v12 a transactional batch needs no AddPartitionsToTxn before it; the
+    broker adds the partition to the transaction itself.  Committed with EndTxn, the records become
+    visible to read_committed."""
+    transactional_id = f"{unique_topic}-txn"
+    init = transaction_coordinator_ready(bootstrap, transactional_id)
+    # v11 only verifies: the partition was never added, so the batch is refused.
+    refused = transactional_produce(bootstrap, 11, transactional_id, topic, init)
+    assert refused["error_code"] == TRANSACTION_ABORTABLE, refused
+    # That aborted nothing on the coordinator side; a fresh producer epoch starts clean.
+    init = transaction_coordinator_ready(bootstrap, transactional_id)
+    added = transactional_produce(bootstrap, 12, transactional_id, topic, init)
+    assert (added["error_code"], added["base_offset"]) == (NONE, 0), added
+    assert list_offset_committed(bootstrap, topic) == 0  # open transaction: the LSO stays at its start
+    ended = call(
+        bootstrap,
+        END_TXN,
+        4,
+        {
+            "transactional_id": transactional_id,
+            "producer_id": init["producer_id"],
+            "producer_epoch": init["producer_epoch"],
+            "committed": True,
+        },
+    )
+    assert ended["error_code"] == NONE, ended
+    deadline = time.monotonic() + 30
+    while list_offset_committed(bootstrap, topic) != RECORDS + 1:  # the records and the commit marker
+        assert time.monotonic() < deadline, "the commit never became visible to read_committed"
+        time.sleep(0.1)
+
+
+def list_offset_committed(bootstrap: str, topic: str) -> int:
+    answer = call(
+        bootstrap,
+        LIST_OFFSETS,
+        11,
+        {
+            "replica_id": -1,
+            "isolation_level": 1,
+            "topics": [
+                {
+                    "name": topic,
+                    "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": LATEST}],
+                }
+            ],
+            "timeout_ms": 30000,
+        },
+    )
+    part = answer["topics"][0]["partitions"][0]
+    assert part["error_code"] == NONE
+    return part["offset"]
