@@ -410,3 +410,103 @@ def list_offset_committed(bootstrap: str, topic: str) -> int:
     part = answer["topics"][0]["partitions"][0]
     assert part["error_code"] == NONE
     return part["offset"]
+
+
+TXN_OFFSET_COMMIT, LIST_TRANSACTIONS = 28, 66
+INVALID_REGULAR_EXPRESSION = 128
+
+
+def txn_offset_commit(
+    bootstrap: str, version: int, transactional_id: str, init: dict, group: str, topic: str
+) -> int:
+    answer = call(
+        bootstrap,
+        TXN_OFFSET_COMMIT,
+        version,
+        {
+            "transactional_id": transactional_id,
+            "group_id": group,
+            "producer_id": init["producer_id"],
+            "producer_epoch": init["producer_epoch"],
+            "generation_id": -1,
+            "member_id": "",
+            "group_instance_id": None,
+            "topics": [
+                {
+                    "name": topic,
+                    "partitions": [
+                        {
+                            "partition_index": 0,
+                            "committed_offset": RECORDS,
+                            "committed_leader_epoch": -1,
+                            "committed_metadata": "txn",
+                        }
+                    ],
+                }
+            ],
+        },
+    )
+    return answer["topics"][0]["partitions"][0]["error_code"]
+
+
+def test_txn_offset_commit_v5_adds_the_offsets_partition_and_list_transactions_v2(
+    bootstrap: str, topic: str, unique_topic: str
+) -> None:
+    """TxnOffsetCommit v5 needs no AddOffsetsToTxn before it (KIP-890 part 2: the broker adds the
+    group's __consumer_offsets partition itself); v4 only verifies.  ListTransactions v2 filters by a
+    transactional id pattern (KIP-1152)."""
+    transactional_id, group = f"{unique_topic}-txn", f"{unique_topic}-group"
+    coordinator_ready(bootstrap, group)
+    init = transaction_coordinator_ready(bootstrap, transactional_id)
+    assert transactional_produce(bootstrap, 12, transactional_id, topic, init)["error_code"] == NONE
+    assert txn_offset_commit(bootstrap, 4, transactional_id, init, group, topic) != NONE
+    assert txn_offset_commit(bootstrap, 5, transactional_id, init, group, topic) == NONE
+
+    def listed(pattern: str | None) -> tuple[int, list[str]]:
+        answer = call(
+            bootstrap,
+            LIST_TRANSACTIONS,
+            2,
+            {
+                "state_filters": [],
+                "producer_id_filters": [],
+                "duration_filter": -1,
+                "transactional_id_pattern": pattern,
+            },
+        )
+        return answer["error_code"], [s["transactional_id"] for s in answer["transaction_states"]]
+
+    assert listed(f"{unique_topic}-t.*") == (NONE, [transactional_id])
+    assert listed(f"{unique_topic}-t") == (NONE, [])  # the whole id must match
+    assert listed("(")[0] == INVALID_REGULAR_EXPRESSION
+    assert transactional_id in listed(None)[1]
+
+    ended = call(
+        bootstrap,
+        END_TXN,
+        4,
+        {
+            "transactional_id": transactional_id,
+            "producer_id": init["producer_id"],
+            "producer_epoch": init["producer_epoch"],
+            "committed": True,
+        },
+    )
+    assert ended["error_code"] == NONE, ended
+    deadline = time.monotonic() + 30
+    while True:  # the offsets become visible once the commit marker is written
+        answer = call(
+            bootstrap,
+            OFFSET_FETCH,
+            9,
+            {
+                "groups": [{"group_id": group, "member_id": None, "member_epoch": -1, "topics": None}],
+                "require_stable": True,
+            },
+        )
+        topics = answer["groups"][0]["topics"]
+        offsets = [(t["name"], p["committed_offset"]) for t in topics for p in t["partitions"]]
+        if offsets == [(topic, RECORDS)] or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert offsets == [(topic, RECORDS)]
