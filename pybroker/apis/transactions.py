@@ -97,8 +97,9 @@ async def handle_add_offsets_to_txn(ctx: RequestContext, request: dict) -> dict:
 
 
 # -- EndTxn --------------------------------------------------------------------------------------------------
-# v5 is transaction version 2 (KIP-890 part 2, epoch bump per transaction): not advertised, as Kafka
-# 4.3.1 marks it unstable.
+# v5 is transaction version 2 (KIP-890 part 2): the coordinator bumps the producer epoch at every
+# EndTxn and answers the new id and epoch.  The coordinator does not do that yet, so v5 (and the
+# transaction.version feature that would make clients use it) is not advertised.
 @handles(26, 0, 4)
 async def handle_end_txn(ctx: RequestContext, request: dict) -> dict:
     coordinator = _txn(ctx)
@@ -113,6 +114,8 @@ async def handle_end_txn(ctx: RequestContext, request: dict) -> dict:
 
 
 # -- WriteTxnMarkers -----------------------------------------------------------------------------------------
+# v2 (KIP-1228) tells the leader the marker's transaction version, for TV2's stricter epoch check on
+# markers; with TV1 markers only (see EndTxn), v1 is what this coordinator sends.
 @handles(27, 1, 1)
 def handle_write_txn_markers(ctx: RequestContext, request: dict) -> dict:
     write = marker_writer(ctx.broker)

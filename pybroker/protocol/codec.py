@@ -727,6 +727,10 @@ def _build_struct(fields: tuple[FieldSpec, ...], version: int, flexible: bool) -
     write_steps_t = tuple(write_steps)
     absent_t = tuple(absent_checks)
     factories_t = tuple(factories)
+    # Every name the struct declares at any version: anything else is a misspelling, which would
+    # otherwise be written silently as the field's default.
+    known = frozenset(f.name for f in fields) | {UNKNOWN_TAGS}
+    is_known = known.issuperset
 
     if flexible:
 
@@ -766,6 +770,8 @@ def _build_struct(fields: tuple[FieldSpec, ...], version: int, flexible: bool) -
             return out, pos
 
         def write(out: list, value: dict) -> None:
+            if not is_known(value):
+                _refuse_unknown(known, value)
             if absent_t:
                 _check_absent(absent_t, value, version)
             get = value.get
@@ -806,6 +812,8 @@ def _build_struct(fields: tuple[FieldSpec, ...], version: int, flexible: bool) -
             return out, pos
 
         def write(out: list, value: dict) -> None:
+            if not is_known(value):
+                _refuse_unknown(known, value)
             if absent_t:
                 _check_absent(absent_t, value, version)
             get = value.get
@@ -825,6 +833,15 @@ def _encoded_default(field: FieldSpec, version: int, flexible: bool) -> bytes:
     parts: list = []
     _field_writer(field, version, flexible, True)(parts, _default_value(field))
     return b"".join(parts)
+
+
+class UnknownFieldError(EncodeError):
+    """A message dict names a field its struct does not declare at any version (a misspelling)."""
+
+
+def _refuse_unknown(known: frozenset, value: dict) -> None:
+    names = sorted(str(k) for k in value if k not in known)
+    raise UnknownFieldError(f"unknown field name(s) {', '.join(names)} (declared: {', '.join(sorted(known))})")
 
 
 def _check_absent(fields: tuple[FieldSpec, ...], value: dict, version: int) -> None:
