@@ -65,11 +65,13 @@ def _find_one(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
     if (key_type == KEY_TYPE_GROUP and coordinator is not None) or (
         key_type == KEY_TYPE_TRANSACTION and txn is not None and txn.started
     ):
+        # This broker coordinates every group and transaction (it leads every internal partition).
+        node = ctx.metadata_image().brokers[b.node_id]
         return {
             "key": key,
-            "node_id": b.node_id,
-            "host": b.advertised_host,
-            "port": b.advertised_port,
+            "node_id": node.node_id,
+            "host": node.host,
+            "port": node.port,
             "error_code": ErrorCode.NONE,
             "error_message": None,
         }
@@ -309,15 +311,15 @@ ZERO_UUID = uuid.UUID(int=0)
 def _name_topics_by_id(ctx: RequestContext, topics: list[dict]) -> None:
     """v10: gives each topic of the request the name of its id ("" for an unknown id), as Kafka's
     KafkaApis does from its metadata cache before anything else looks at the topics."""
-    by_id = ctx.broker.metadata.topics_by_id
+    image = ctx.metadata_image()
     for t in topics:
-        rec = by_id.get(t["topic_id"]) if t["topic_id"] != ZERO_UUID else None
-        t["name"] = rec.name if rec is not None else ""
+        topic = image.topic_by_id(t["topic_id"]) if t["topic_id"] != ZERO_UUID else None
+        t["name"] = topic.name if topic is not None else ""
 
 
 def _topic_id(ctx: RequestContext, name: str) -> uuid.UUID:
-    rec = ctx.broker.topic(name)
-    return rec.topic_id if rec is not None else ZERO_UUID
+    topic = ctx.metadata_image().topic(name)
+    return topic.topic_id if topic is not None else ZERO_UUID
 
 
 @handles(OFFSET_COMMIT, 2, 10)
