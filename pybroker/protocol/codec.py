@@ -15,6 +15,7 @@ when tagged.
 from __future__ import annotations
 
 import logging
+import os
 import struct
 import uuid
 from collections.abc import Callable
@@ -730,7 +731,6 @@ def _build_struct(fields: tuple[FieldSpec, ...], version: int, flexible: bool) -
     # Every name the struct declares at any version: anything else is a misspelling, which would
     # otherwise be written silently as the field's default.
     known = frozenset(f.name for f in fields) | {UNKNOWN_TAGS}
-    is_known = known.issuperset
 
     if flexible:
 
@@ -770,8 +770,6 @@ def _build_struct(fields: tuple[FieldSpec, ...], version: int, flexible: bool) -
             return out, pos
 
         def write(out: list, value: dict) -> None:
-            if not is_known(value):
-                _refuse_unknown(known, value)
             if absent_t:
                 _check_absent(absent_t, value, version)
             get = value.get
@@ -812,8 +810,6 @@ def _build_struct(fields: tuple[FieldSpec, ...], version: int, flexible: bool) -
             return out, pos
 
         def write(out: list, value: dict) -> None:
-            if not is_known(value):
-                _refuse_unknown(known, value)
             if absent_t:
                 _check_absent(absent_t, value, version)
             get = value.get
@@ -826,7 +822,23 @@ def _build_struct(fields: tuple[FieldSpec, ...], version: int, flexible: bool) -
     def default_factory() -> dict:
         return {name: factory() for name, factory in factories_t}
 
+    if strict_field_names():
+        unchecked, is_known = write, known.issuperset
+
+        def write(out: list, value: dict) -> None:  # type: ignore[no-redef]
+            if not is_known(value):
+                _refuse_unknown(known, value)
+            unchecked(out, value)
+
     return _StructCodec(read, write, default_factory)
+
+
+def strict_field_names() -> bool:
+    """Whether encoding checks every key of a message dict against its struct's declared names
+    (``PYBROKER_STRICT_CODEC=1``, set for the test suites and the brokers they start).  Off by
+    default: the check costs ~0.25 us per struct, 14% of a Fetch response's encoding; tests are
+    where a handler's misspelt name must fail.  Read when a (struct, version) is first compiled."""
+    return os.environ.get("PYBROKER_STRICT_CODEC") == "1"
 
 
 def _encoded_default(field: FieldSpec, version: int, flexible: bool) -> bytes:
