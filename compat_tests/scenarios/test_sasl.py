@@ -288,6 +288,14 @@ def test_authenticated_connection_is_served_and_sasl_requests_get_illegal_state(
         assert again["error_message"] == "SaslAuthenticate request received after successful authentication"
 
 
+def test_sasl_requests_on_a_plaintext_listener_get_illegal_state(broker: SaslBroker) -> None:
+    with WireClient(broker.bootstrap) as c:
+        assert c.request(SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}) == {"error_code": 34, "mechanisms": []}
+        response = c.request(SASL_AUTHENTICATE, 2, {"auth_bytes": plain_token("alice", "alice-secret")})
+        assert response["error_code"] == 34
+        assert c.request(METADATA, 1, {"topics": None})["brokers"]  # still served
+
+
 def test_handshake_v0_raw_tokens(broker: SaslBroker) -> None:
     """KIP-43's original framing: after SaslHandshake v0 the token is a bare size-prefixed frame."""
     with sasl_wire(broker) as c:
