@@ -46,6 +46,21 @@ class RequestContext:
     def security_protocol(self) -> str:
         return self.security.security_protocol
 
+    @property
+    def replica_manager(self):
+        return self.broker.replica_manager
+
+    @property
+    def metadata_cache(self):
+        return self.broker.metadata_cache
+
+    @property
+    def topic_admin(self):
+        return self.broker
+
+    def metadata_image(self):
+        return self.broker.metadata_image()
+
 
 @dataclass(frozen=True, slots=True)
 class ApiHandler:
