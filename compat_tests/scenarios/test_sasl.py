@@ -465,3 +465,39 @@ def test_java_client(broker: SaslBroker, mechanism: str) -> None:
         else GENERIC_FAILURE.format(mechanism)
     )
     assert expected in str(info.value)
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
+def test_aiokafka(broker: SaslBroker, mechanism: str) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    user, password = ("alice", "alice-secret") if mechanism == "PLAIN" else ("aio-user", "aio-pw")
+    if mechanism != "PLAIN":
+        add_scram_user(broker, user, password, ScramMechanism.SCRAM_SHA_256, 4096)
+    common = {
+        "bootstrap_servers": broker.sasl_bootstrap,
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": mechanism,
+        "sasl_plain_username": user,
+        "sasl_plain_password": password,
+    }
+    topic = f"sasl-aiokafka-{mechanism.lower()}"
+
+    async def run() -> list[bytes]:
+        producer = AIOKafkaProducer(**common)
+        await producer.start()
+        try:
+            await producer.send_and_wait(topic, mechanism.encode())
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(topic, auto_offset_reset="earliest", **common)
+        await consumer.start()
+        try:
+            message = await asyncio.wait_for(consumer.getone(), 30)
+            return [message.value]
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(run()) == [mechanism.encode()]
