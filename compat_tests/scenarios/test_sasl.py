@@ -429,25 +429,28 @@ def test_scram_user_made_with_kafka_configs_tool(broker: SaslBroker) -> None:
 
 
 def java_sasl_properties(mechanism: str, user: str, password: str) -> dict[str, str]:
-    module = (
-        "org.apache.kafka.common.security.plain.PlainLoginModule"
-        if mechanism == "PLAIN"
-        else "org.apache.kafka.common.security.scram.ScramLoginModule"
-    )
-    return {
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": mechanism,
-        "sasl.jaas.config": f'{module} required username="{user}" password="{password}";',
-    }
+    if mechanism == "OAUTHBEARER":  # the Java client's default login: an unsecured JWS for the user
+        jaas = (
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+            f'unsecuredLoginStringClaim_sub="{user}";'
+        )
+    else:
+        module = (
+            "org.apache.kafka.common.security.plain.PlainLoginModule"
+            if mechanism == "PLAIN"
+            else "org.apache.kafka.common.security.scram.ScramLoginModule"
+        )
+        jaas = f'{module} required username="{user}" password="{password}";'
+    return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism, "sasl.jaas.config": jaas}
 
 
-@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"])
 def test_java_client(broker: SaslBroker, mechanism: str) -> None:
     from compat_tests.clients.base import Record
     from compat_tests.clients.java import JavaClient
 
     user, password = ("alice", "alice-secret") if mechanism == "PLAIN" else (f"java-{mechanism.lower()}", "jpw")
-    if mechanism != "PLAIN":
+    if mechanism.startswith("SCRAM"):
         scram = ScramMechanism.SCRAM_SHA_256 if mechanism == "SCRAM-SHA-256" else ScramMechanism.SCRAM_SHA_512
         add_scram_user(broker, user, password, scram, 4096)
     java = JavaClient(properties=java_sasl_properties(mechanism, user, password))
@@ -456,6 +459,8 @@ def test_java_client(broker: SaslBroker, mechanism: str) -> None:
     assert len(deliveries) == 1
     got = java.consume(broker.sasl_bootstrap, topic, 0, start="beginning", count=1)
     assert [r.value for r in got] == [mechanism.encode()]
+    if mechanism == "OAUTHBEARER":
+        return  # no password to get wrong
     refused = JavaClient(properties=java_sasl_properties(mechanism, user, "wrong"), timeout_s=20)
     with pytest.raises(Exception) as info:
         refused.produce(broker.sasl_bootstrap, topic, [Record(b"k", b"never")])
