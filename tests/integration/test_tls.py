@@ -294,3 +294,42 @@ def test_java_client_over_ssl_and_mtls(tls_broker, pki):
     )
     got = mtls_client.consume(f"127.0.0.1:{tls_broker.ports['MTLS']}", topic, 0, start="beginning", count=5)
     assert [(r.key, r.value) for r in got] == [(r.key, r.value) for r in records]
+
+
+def test_aiokafka_over_mtls(tls_broker, pki):
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.helpers import create_ssl_context
+
+    async def run() -> list[bytes]:
+        context = create_ssl_context(
+            cafile=str(pki.ca_pem), certfile=str(pki.alice_cert), keyfile=str(pki.alice_key)
+        )
+        common = {
+            "bootstrap_servers": f"127.0.0.1:{tls_broker.ports['MTLS']}",
+            "security_protocol": "SSL",
+            "ssl_context": context,
+        }
+        topic = f"aio-{uuid.uuid4().hex[:8]}"
+        producer = AIOKafkaProducer(**common)
+        await producer.start()
+        try:
+            for i in range(5):
+                await producer.send_and_wait(topic, f"a{i}".encode())
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(topic, group_id=f"g-{topic}", auto_offset_reset="earliest", **common)
+        await consumer.start()
+        got: list[bytes] = []
+        try:
+            async with asyncio.timeout(30):
+                async for m in consumer:
+                    got.append(m.value)
+                    if len(got) == 5:
+                        break
+        finally:
+            await consumer.stop()
+        return got
+
+    assert asyncio.run(run()) == [f"a{i}".encode() for i in range(5)]
