@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     ScramCredentialInfo,
@@ -123,18 +123,25 @@ def add_scram_user(broker: Any, user: str, password: str, mechanism: ScramMechan
         assert future.result(15) is None
 
 
-def round_trip(config: dict[str, Any], topic: str, value: bytes) -> None:
+def round_trip(config: dict[str, Any], topic: str, value: bytes, *, group: bool = False) -> None:
+    """Produce one record and consume it: in a consumer group (JoinGroup/SyncGroup, commits) when ``group``,
+    else by assignment (no join to wait for)."""
     producer = Producer(config)
     producer.produce(topic, value)
     assert producer.flush(30) == 0
     consumer = Consumer(dict(config, **{"group.id": f"g-{uuid.uuid4().hex}", "auto.offset.reset": "earliest"}))
-    consumer.subscribe([topic])
+    if group:
+        consumer.subscribe([topic])
+    else:
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     deadline = time.monotonic() + 30
     try:
         while time.monotonic() < deadline:
             message = consumer.poll(1)
             if message is not None and message.error() is None:
                 assert message.value() == value
+                if group:
+                    consumer.commit(message, asynchronous=False)
                 return
         pytest.fail(f"nothing consumed from {topic}")
     finally:
@@ -160,7 +167,7 @@ def sasl_wire(broker: Any) -> WireClient:
 
 
 def test_confluent_kafka_plain(broker: SaslBroker) -> None:
-    round_trip(client_config(broker, "PLAIN", "alice", "alice-secret"), "sasl-plain", b"plain")
+    round_trip(client_config(broker, "PLAIN", "alice", "alice-secret"), "sasl-plain", b"plain", group=True)
 
 
 @pytest.mark.parametrize("mechanism", [ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512])
@@ -168,13 +175,13 @@ def test_confluent_kafka_scram_user_created_by_admin(broker: SaslBroker, mechani
     name = "SCRAM-SHA-256" if mechanism == ScramMechanism.SCRAM_SHA_256 else "SCRAM-SHA-512"
     user = f"user-{name.lower()}"
     add_scram_user(broker, user, "s3cret", mechanism, 8192)
-    round_trip(client_config(broker, name, user, "s3cret"), f"sasl-{name.lower()}", name.encode())
+    round_trip(client_config(broker, name, user, "s3cret"), f"sasl-{name.lower()}", name.encode(), group=True)
     error = auth_error(client_config(broker, name, user, "wrong"))
     assert GENERIC_FAILURE.format(name) in error
 
 
 def test_confluent_kafka_oauthbearer_unsecured(broker: SaslBroker) -> None:
-    round_trip(client_config(broker, "OAUTHBEARER", "carol"), "sasl-oauth", b"oauth")
+    round_trip(client_config(broker, "OAUTHBEARER", "carol"), "sasl-oauth", b"oauth", group=True)
 
 
 def test_wrong_password_refused_with_kafkas_message(broker: SaslBroker) -> None:
