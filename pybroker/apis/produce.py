@@ -33,6 +33,7 @@ from pybroker.records.validator import (
     ValidationRules,
     validate_batch,
 )
+from pybroker.replication.partition import NotLeaderOrFollowerError
 from pybroker.storage.config import LogConfig
 from pybroker.storage.errors import (
     InvalidProducerEpochError,
@@ -181,6 +182,8 @@ def _check_one(
     p = ctx.broker.partition(topic, index)
     if p is None:
         return _result(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), None
+    if not p.is_leader:
+        return _not_leader(p, index), None
     if acks == -1 and not p.has_enough_replicas():
         # Checked before writing, as Kafka does: nothing is appended.
         return _result(
@@ -234,6 +237,14 @@ def _validate(records, header: BatchHeader, rules: ValidationRules, now_ms: int)
     return validated.data, list(iter_batch_headers(validated.data, verify_crc=False))
 
 
+def _not_leader(p, index: int) -> dict:
+    """NOT_LEADER_OR_FOLLOWER with KIP-951's hint of the leader this broker knows (Produce v10+
+    carries it; earlier versions drop the tagged field)."""
+    resp = _result(index, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    resp["current_leader"] = {"leader_id": p.leader_id, "leader_epoch": p.leader_epoch}
+    return resp
+
+
 def _append(ctx: RequestContext, p, index: int, buf: bytearray, batches: list[BatchHeader], now_ms: int):
     """Returns (partition response, partition-or-None to wait on for acks=all)."""
     try:
@@ -241,6 +252,8 @@ def _append(ctx: RequestContext, p, index: int, buf: bytearray, batches: list[Ba
         ctx.metrics.produced(p.topic, len(buf), batches[0].records_count)
     except _REFUSED as e:  # the client's doing (some are StorageErrors): no error log
         return _error_result(index, e), None
+    except NotLeaderOrFollowerError:  # leadership moved while the batch was validated
+        return _not_leader(p, index), None
     except StorageError as e:
         if not isinstance(e, KafkaStorageError):  # an I/O failure is logged by storage, once per cause
             log.error("append to %s-%d failed: %s", p.topic, index, e)
@@ -360,10 +373,17 @@ def _wait_for_acks(response: dict, waits: list, timeout_ms: int):
 
 
 async def _await_replication(response: dict, pending: list, timeout_ms: int) -> dict:
-    futs = [f for _, f in pending]
-    await asyncio.wait(futs, timeout=max(timeout_ms, 0) / 1000)
+    futs = [f for _, f in pending if not f.done()]
+    if futs:
+        await asyncio.wait(futs, timeout=max(timeout_ms, 0) / 1000)
     for resp, fut in pending:
-        if not fut.done() or fut.cancelled():
+        if fut.done() and not fut.cancelled():
+            # NOT_ENOUGH_REPLICAS_AFTER_APPEND (the ISR shrank meanwhile) or NOT_LEADER_OR_FOLLOWER
+            # (leadership moved): Kafka's checkEnoughReplicasReachOffset.
+            error = fut.result()
+            if error:
+                resp["error_code"] = error
+        else:
             fut.cancel()
             resp["error_code"] = ErrorCode.REQUEST_TIMED_OUT
             resp["error_message"] = "not enough in-sync replicas acknowledged the write in time"

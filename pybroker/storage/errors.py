@@ -76,6 +76,11 @@ class RecordTooLargeError(StorageError):
     """A batch above max.message.bytes, or a request larger than a whole segment."""
 
 
+class UnexpectedAppendOffsetError(StorageError):
+    """A follower append whose batches do not continue past the log end (Kafka's
+    UnexpectedAppendOffsetException): the follower's fetch state and log disagree."""
+
+
 class LogDirLockedError(StorageError):
     """Another process holds the log directory lock."""
 
@@ -91,4 +96,5 @@ __all__ = [
     "OutOfOrderSequenceError",
     "RecordTooLargeError",
     "StorageError",
+    "UnexpectedAppendOffsetError",
 ]
