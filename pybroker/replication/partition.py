@@ -562,6 +562,22 @@ class Partition:
         self._acks_waiters = []
 
     # -- replica fetches (as leader) -------------------------------------------------------
+    def check_current_leader_epoch(self, current_leader_epoch: int) -> ErrorCode:
+        """A request's CurrentLeaderEpoch against ours (-1: the client does not say)."""
+        if current_leader_epoch < 0 or current_leader_epoch == self._leader_epoch:
+            return ErrorCode.NONE
+        if current_leader_epoch < self._leader_epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        return ErrorCode.UNKNOWN_LEADER_EPOCH
+
+    def check_leader(self, current_leader_epoch: int = -1) -> ErrorCode:
+        """Kafka's getLocalLog(currentLeaderEpoch, requireLeader=true): the epoch first, then
+        whether this broker leads."""
+        error = self.check_current_leader_epoch(current_leader_epoch)
+        if error == ErrorCode.NONE and not self.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return error
+
     def fetch_for_follower(
         self,
         replica_id: int,
@@ -575,14 +591,9 @@ class Partition:
         """Serve one partition of a replica fetch: records from ``fetch_offset`` up to the log end
         (not the high watermark), and the follower's position recorded before the answer's high
         watermark is taken, so the follower learns at once what its own fetch committed."""
-        if not self.is_leader:
-            return self._follower_error(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        if current_leader_epoch >= 0 and current_leader_epoch != self._leader_epoch:
-            return self._follower_error(
-                ErrorCode.FENCED_LEADER_EPOCH
-                if current_leader_epoch < self._leader_epoch
-                else ErrorCode.UNKNOWN_LEADER_EPOCH
-            )
+        error = self.check_leader(current_leader_epoch)
+        if error != ErrorCode.NONE:
+            return self._follower_error(error)
         if replica_id not in self._remote:
             log.warning(
                 "%s-%d: replica fetch from %d, not a replica of %s",
