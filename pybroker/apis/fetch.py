@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from pybroker.apis import RequestContext, handles
 from pybroker.apis.fetch_session import (
@@ -133,8 +134,11 @@ def _session_error(e: SessionError) -> dict:
     return {"throttle_time_ms": 0, "error_code": e.code, "session_id": 0, "responses": []}
 
 
-def _read_all(broker, wanted: list[_Wanted], max_bytes: int, read_committed: bool) -> tuple[int, bool]:
+def _read_all(
+    broker, wanted: list[_Wanted], max_bytes: int, read_committed: bool, replica_id: int = -1
+) -> tuple[int, bool]:
     """Fill every response entry; returns (bytes gathered, whether any partition has an error)."""
+    now_ms = int(time.time() * 1000)
     total = 0
     errored = False
     for w in wanted:
@@ -146,17 +150,30 @@ def _read_all(broker, wanted: list[_Wanted], max_bytes: int, read_committed: boo
             resp["records"] = EMPTY
             errored = True
             continue
+        if replica_id >= 0:
+            # A follower's fetch: up to the log end, its position recorded (replication/partition).
+            budget = min(w.max_bytes, max_bytes - total)
+            if budget <= 0 and total > 0:
+                continue
+            r = p.fetch_for_follower(
+                replica_id, w.fetch_offset, w.leader_epoch, max(budget, 0), -1, now_ms, total == 0
+            )
+            resp["error_code"] = r.error
+            resp["high_watermark"] = r.high_watermark
+            resp["last_stable_offset"] = r.last_stable_offset
+            resp["log_start_offset"] = r.log_start_offset
+            resp["records"] = r.records if r.records is not None and r.records.size else EMPTY
+            errored |= r.error != ErrorCode.NONE
+            total += len(resp["records"])
+            continue
         resp["high_watermark"] = p.high_watermark
         resp["last_stable_offset"] = p.last_stable_offset
         resp["log_start_offset"] = p.log_start_offset
         resp["aborted_transactions"] = [] if read_committed else None
         resp["records"] = EMPTY
-        if w.leader_epoch >= 0 and w.leader_epoch != p.leader_epoch:
-            resp["error_code"] = (
-                ErrorCode.FENCED_LEADER_EPOCH
-                if w.leader_epoch < p.leader_epoch
-                else ErrorCode.UNKNOWN_LEADER_EPOCH
-            )
+        error = p.check_leader(w.leader_epoch)
+        if error != ErrorCode.NONE:
+            resp["error_code"] = error
             errored = True
             continue
         upper = p.fetch_upper_bound(read_committed)
@@ -190,8 +207,6 @@ def handle_fetch(ctx: RequestContext, request: dict):
     replica_id = (
         request["replica_state"]["replica_id"] if ctx.version >= 15 else request.get("replica_id", -1)
     )
-    if replica_id >= 0:
-        log.debug("follower fetch from replica %d served as a consumer fetch", replica_id)
     by_id = ctx.version >= 13
     requested, forgotten = _requested(request, by_id)
     # Before v7 there are no sessions: the request is its own full, sessionless fetch.
@@ -204,13 +219,22 @@ def handle_fetch(ctx: RequestContext, request: dict):
     read_committed = request.get("isolation_level", 0) == READ_COMMITTED
     entries, wanted = _resolve(ctx, fctx.items, by_id)
     max_bytes = request.get("max_bytes", 0x7FFFFFFF)
-    total, errored = _read_all(ctx.broker, wanted, max_bytes, read_committed)
+    total, errored = _read_all(ctx.broker, wanted, max_bytes, read_committed, replica_id)
     max_wait = request["max_wait_ms"]
     if total >= request["min_bytes"] or max_wait <= 0 or errored or not wanted:
         _count_bytes_out(ctx.metrics, wanted)
         return _respond(fctx, entries, by_id)
     return _long_poll(
-        ctx, fctx, entries, by_id, wanted, max_bytes, read_committed, request["min_bytes"], max_wait
+        ctx,
+        fctx,
+        entries,
+        by_id,
+        wanted,
+        max_bytes,
+        read_committed,
+        request["min_bytes"],
+        max_wait,
+        replica_id,
     )
 
 
@@ -233,6 +257,7 @@ async def _long_poll(
     read_committed: bool,
     min_bytes: int,
     max_wait_ms: int,
+    replica_id: int,
 ) -> dict:
     broker = ctx.broker
     loop = asyncio.get_running_loop()
@@ -251,11 +276,11 @@ async def _long_poll(
             except TimeoutError:
                 break
             woken.clear()
-            total, errored = _read_all(broker, wanted, max_bytes, read_committed)
+            total, errored = _read_all(broker, wanted, max_bytes, read_committed, replica_id)
             if total >= min_bytes or errored:
                 _count_bytes_out(ctx.metrics, wanted)
                 return _respond(fctx, entries, by_id)
-        _read_all(broker, wanted, max_bytes, read_committed)
+        _read_all(broker, wanted, max_bytes, read_committed, replica_id)
         _count_bytes_out(ctx.metrics, wanted)
         return _respond(fctx, entries, by_id)
     finally:

@@ -133,6 +133,7 @@ class ReplicaFetcher:
         self.states: dict[TopicPartition, PartitionFetchState] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
+        self._stopping = False
 
     # ---- membership ----
     def add_partitions(self, initial: dict[TopicPartition, InitialFetchState]) -> None:
@@ -153,19 +154,22 @@ class ReplicaFetcher:
 
     async def shutdown(self) -> None:
         task, self._task = self._task, None
+        self._stopping = True
+        self._wake.set()
         if task is not None:
+            # The flag ends the loop even if a cancellation meets a wake-up in the same loop turn
+            # (asyncio.wait_for may then return instead of raising, before Python 3.12).
             task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+            await asyncio.wait({task})
+            if not task.cancelled() and task.exception() is not None:
+                log.error("%s ended with %r", self.name, task.exception())
         await self.endpoint.close()
 
     # ---- the loop (Kafka's doWork: maybeTruncate, then maybeFetch) ----
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
         backoff_s = self.config.replica_fetch_backoff_ms / 1000
-        while True:
+        while not self._stopping:
             try:
                 await self._maybe_truncate()
                 fetched = await self._maybe_fetch()

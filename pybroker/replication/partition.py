@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from pybroker.protocol.errors import ErrorCode
 from pybroker.replication.alter_partition import AlterPartitionManager, LeaderAndIsr
-from pybroker.storage.errors import OffsetOutOfRangeError
+from pybroker.storage.errors import OffsetOutOfRangeError, UnexpectedAppendOffsetError
 
 if TYPE_CHECKING:
     from pybroker.storage import AppendInfo, Log
@@ -125,6 +125,7 @@ class Partition:
         "alter_partition",
         "_inflight",
         "replica_lag_time_max_ms",
+        "clock",
     )
 
     def __init__(
@@ -154,6 +155,7 @@ class Partition:
         self.alter_partition: AlterPartitionManager | None = None
         self._inflight: LeaderAndIsr | None = None  # an ISR change submitted, not yet answered
         self.replica_lag_time_max_ms = DEFAULT_REPLICA_LAG_TIME_MAX_MS
+        self.clock: Callable[[], int] = _now_ms  # milliseconds; tests move time by hand
 
     # -- leadership state (what Metadata reports) -------------------------------------------
     # Replicas and ISR are tuples, so they cannot change in place without the listener hearing.
@@ -236,7 +238,7 @@ class Partition:
         new_hw = leo
         if self._remote:
             if now_ms is None:
-                now_ms = _now_ms()
+                now_ms = self.clock()
             isr = self.maximal_isr
             for replica in self._remote.values():
                 if replica.log_end_offset < new_hw and (
@@ -258,7 +260,7 @@ class Partition:
     def update_follower_offset(self, replica: int, fetch_offset: int) -> None:
         """A follower has everything below ``fetch_offset`` (shorthand of
         ``update_follower_fetch_state`` for callers without the other fetch fields)."""
-        self.update_follower_fetch_state(replica, fetch_offset, UNKNOWN_OFFSET, _now_ms())
+        self.update_follower_fetch_state(replica, fetch_offset, UNKNOWN_OFFSET, self.clock())
 
     def update_follower_fetch_state(
         self, replica_id: int, fetch_offset: int, log_start_offset: int, now_ms: int
@@ -306,7 +308,7 @@ class Partition:
             )
             return False
         if now_ms is None:
-            now_ms = _now_ms()
+            now_ms = self.clock()
         new_epoch = not self.is_leader or leader_epoch != self._leader_epoch
         isr_t = tuple(isr)
         leo = self.log.log_end_offset
@@ -422,7 +424,7 @@ class Partition:
         if not self.is_leader or self._inflight is not None or self.alter_partition is None:
             return False
         if now_ms is None:
-            now_ms = _now_ms()
+            now_ms = self.clock()
         out = self.out_of_sync_replicas(now_ms)
         if not out:
             return False
@@ -625,7 +627,25 @@ class Partition:
         """Append a replica fetch's records with the leader's offsets and epochs."""
         if self.is_leader:
             raise NotLeaderOrFollowerError(f"{self.topic}-{self.index}: this broker leads it")
-        return self.log.append_as_follower(records, now_ms=now_ms)
+        try:
+            return self.log.append_as_follower(records, now_ms=now_ms)
+        except UnexpectedAppendOffsetError as e:
+            leo = self.log.log_end_offset
+            if not (leo == self.log.log_start_offset and e.first_offset < leo <= e.last_offset):
+                raise
+            # An empty log starting inside the leader's first batch (the leader's log start offset
+            # moved into it by DeleteRecords): start the log at that batch instead (as Kafka's
+            # appendRecordsToFollowerOrFutureReplica); the leader's log start offset is applied
+            # again after the append.
+            log.info(
+                "%s-%d: first fetched batch starts at %d, before the log start %d: starting the log there",
+                self.topic,
+                self.index,
+                e.first_offset,
+                leo,
+            )
+            self.truncate_fully_and_start_at(e.first_offset, now_ms)
+            return self.log.append_as_follower(records, now_ms=now_ms)
 
     def update_follower_high_watermark(
         self, leader_high_watermark: int, leader_log_start_offset: int

@@ -320,7 +320,9 @@ class Log:
         for b in batches:
             if b.base_offset < end or b.last_offset_delta < 0:
                 raise UnexpectedAppendOffsetError(
-                    f"{self.name}: follower append of a batch at {b.base_offset}, not past {end - 1}"
+                    f"{self.name}: follower append of a batch at {b.base_offset}, not past {end - 1}",
+                    batches[0].base_offset,
+                    batches[-1].last_offset,
                 )
             if b.size > self.config.segment_bytes:
                 raise RecordTooLargeError(f"batch of {b.size} bytes exceeds segment.bytes")
