@@ -49,6 +49,7 @@ class InProcessBroker:
         if endpoint is None:
             leader = self.cluster.brokers[leader_id]
             endpoint = LocalLeaderEndpoint(leader_id, self.id, leader.served_partition, self.cluster.clock)
+            endpoint.reachable = self.id not in self.cluster.isolated
             self.endpoints[leader_id] = endpoint
         return endpoint
 
@@ -130,6 +131,7 @@ class Cluster:
         self.controller = InMemoryAlterPartition()
         self.replicas: dict[tuple[str, int], tuple[int, ...]] = {}
         self.down: set[int] = set()
+        self.isolated: set[int] = set()  # brokers whose fetchers reach no one
         self.brokers = {i: InProcessBroker(self, i, root / f"broker-{i}") for i in range(1, size + 1)}
         self.config = LogConfig(segment_bytes=64 * 1024)
 
@@ -164,10 +166,12 @@ class Cluster:
 
     def cut(self, broker: int) -> None:
         """The broker's fetchers can no longer reach anyone."""
+        self.isolated.add(broker)
         for endpoint in self.brokers[broker].endpoints.values():
             endpoint.reachable = False
 
     def heal(self, broker: int) -> None:
+        self.isolated.discard(broker)
         for endpoint in self.brokers[broker].endpoints.values():
             endpoint.reachable = True
 

@@ -165,33 +165,56 @@ def test_new_leader_and_divergent_follower_truncates_to_the_epoch_end(tmp_path):
 
 
 def test_truncation_asks_again_for_an_epoch_the_leader_never_had(tmp_path):
-    """The follower's latest epoch is unknown to the leader (the leader had a different epoch in
-    between): the first answer cuts to the follower's older epoch, the second completes."""
+    """The follower's latest epoch is unknown to the leader, and the epoch the leader answers with
+    is unknown to the follower: the first answer cuts the follower to where its own older epoch
+    ends, and it asks again with that epoch (Kafka's getOffsetTruncationState, not complete)."""
 
     async def body(c: Cluster):
         c.create_topic("t", (1, 2, 3))
         c.brokers[1].produce("t", 0, [b"e0"] * 3)
         await wait_for(lambda: in_sync(c, "t", (2, 3)), what="first sync")
-        # Epoch 1: broker 2 leads alone and writes; broker 3 sees none of it.
-        c.cut(3)
         c.cut(1)
+        c.cut(2)
+        c.cut(3)
+        # Epoch 1: broker 3 leads and writes; broker 2 sees none of it.
+        c.elect("t", 3, isr=(3,))
+        c.brokers[3].produce("t", 0, [b"e1-a", b"e1-b"])
+        # Epoch 2: broker 2 leads (broker 3 is down) and writes.
+        c.down.add(3)
         c.elect("t", 2, isr=(2,))
-        c.brokers[2].produce("t", 0, [b"e1-a", b"e1-b"])
-        # Epoch 2: broker 3 leads (it never saw epoch 1) and writes.
+        c.brokers[2].produce("t", 0, [b"e2-a", b"e2-b", b"e2-c"])
+        assert c.partition(2, "t").log.leader_epochs.entries == [(0, 0), (2, 3)]
+        # Epoch 3: broker 3 is back and leads (broker 2 is down), and writes.
+        c.down.discard(3)
         c.down.add(2)
         c.elect("t", 3, isr=(3,))
-        c.heal(3)
-        c.brokers[3].produce("t", 0, [b"e2-a"])
-        # Broker 2 returns as a follower of broker 3: its epoch 1 is unknown on broker 3.
+        c.brokers[3].produce("t", 0, [b"e3-a"])
+        assert c.partition(3, "t").log.leader_epochs.entries == [(0, 0), (1, 3), (3, 5)]
+        # Broker 2 returns as broker 3's follower.
+        asked: list[int] = []
+        endpoint = c.brokers[2].endpoint_for(3)
+        original = endpoint.fetch_epoch_end_offsets
+
+        async def spy(partitions):
+            asked.extend(epoch for _, epoch in partitions.values())
+            return await original(partitions)
+
+        endpoint.fetch_epoch_end_offsets = spy
         c.down.discard(2)
         c.heal(2)
-        c.heal(1)
         c.propagate("t", 0)
         p2 = c.partition(2, "t")
-        await wait_for(lambda: p2.log_end_offset == 4 and p2.high_watermark == 4, what="broker 2 to converge")
+        # (Broker 2's own log also ends at 6: wait for the leader's epochs, not just the offset.)
+        await wait_for(
+            lambda: p2.log.leader_epochs.entries == [(0, 0), (1, 3), (3, 5)] and p2.high_watermark == 6,
+            what="broker 2 to converge",
+        )
+        # Epoch 2 is unknown on broker 3, which answers epoch 1 (ending at 5); broker 2 never had
+        # epoch 1, so it cuts where its epoch 0 ends (3) and asks again with epoch 0.
+        assert asked == [2, 0]
         assert c.brokers[2].log_bytes("t", 0) == c.brokers[3].log_bytes("t", 0)
-        assert p2.log.leader_epochs.entries == [(0, 0), (2, 3)]
-        assert _values(c, 2) == [b"e0"] * 3 + [b"e2-a"]
+        assert p2.log.leader_epochs.entries == [(0, 0), (1, 3), (3, 5)]
+        assert _values(c, 2) == [b"e0"] * 3 + [b"e1-a", b"e1-b", b"e3-a"]
 
     run(tmp_path, 3, body)
 
