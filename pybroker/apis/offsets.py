@@ -4,7 +4,7 @@ OffsetForLeaderEpoch (23): where a leader epoch ends, from the log's leader-epoc
 from __future__ import annotations
 
 from pybroker.apis import RequestContext, handles
-from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.errors import ErrorCode, KafkaError
 
 LATEST = -1
 EARLIEST = -2
@@ -42,7 +42,7 @@ def _lookup(
 
 @handles(2, 1, 8)
 def handle_list_offsets(ctx: RequestContext, request: dict) -> dict:
-    b = ctx.broker
+    rm = ctx.replica_manager
     read_committed = request.get("isolation_level", 0) == READ_COMMITTED
     # A follower (or a debugging tool) reads "latest" as the log end offset (Kafka: no isolation
     # level unless the request comes from a consumer).
@@ -52,7 +52,6 @@ def handle_list_offsets(ctx: RequestContext, request: dict) -> dict:
         parts = []
         for rp in t["partitions"]:
             idx = rp["partition_index"]
-            p = b.partition(t["name"], idx)
             out = {
                 "partition_index": idx,
                 "error_code": ErrorCode.NONE,
@@ -60,8 +59,10 @@ def handle_list_offsets(ctx: RequestContext, request: dict) -> dict:
                 "offset": -1,
                 "leader_epoch": -1,
             }
-            if p is None:
-                out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            try:
+                p = rm.get_partition_or_error(t["name"], idx)
+            except KafkaError as e:
+                out["error_code"] = e.code
             else:
                 error = p.check_leader(rp.get("current_leader_epoch", -1))
                 if error != ErrorCode.NONE:
@@ -80,16 +81,17 @@ def handle_list_offsets(ctx: RequestContext, request: dict) -> dict:
 def handle_offset_for_leader_epoch(ctx: RequestContext, request: dict) -> dict:
     """Consumers validate their position after a leader change (librdkafka sends v2, Java v3+ when
     advertised); followers will use it to find their truncation point."""
-    b = ctx.broker
+    rm = ctx.replica_manager
     topics = []
     for t in request["topics"]:
         parts = []
         for rp in t["partitions"]:
             idx = rp["partition"]
             out = {"error_code": ErrorCode.NONE, "partition": idx, "leader_epoch": -1, "end_offset": -1}
-            p = b.partition(t["topic"], idx)
-            if p is None:
-                out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            try:
+                p = rm.get_partition_or_error(t["topic"], idx)
+            except KafkaError as e:
+                out["error_code"] = e.code
             else:
                 error = p.check_leader(rp.get("current_leader_epoch", -1))
                 if error != ErrorCode.NONE:
