@@ -331,6 +331,22 @@ _BROKER_CONFIG_LIST = [
          "The minimum number of in-sync replicas that must acknowledge an acks=all produce."),
     _key("unclean.leader.election.enable", _T.BOOLEAN, False, None, _H,
          "Whether an out-of-sync replica may become leader (no effect on a single node)."),
+    _key("replica.lag.time.max.ms", _T.LONG, 30000, at_least(0), _H,
+         "A follower that has not caught up to the leader's log end for this long leaves the ISR."),
+    _key("num.replica.fetchers", _T.INT, 1, at_least(1), _H,
+         "Fetcher tasks per leader broker that copy its partitions to this follower."),
+    _key("replica.fetch.max.bytes", _T.INT, 1048576, at_least(0), _M,
+         "Bytes a follower asks for per partition in one replica fetch (at least one batch comes)."),
+    _key("replica.fetch.response.max.bytes", _T.INT, 10485760, at_least(0), _M,
+         "Bytes a follower asks for in one replica fetch over all partitions."),
+    _key("replica.fetch.wait.max.ms", _T.INT, 500, at_least(0), _M,
+         "How long the leader may hold a replica fetch waiting for replica.fetch.min.bytes."),
+    _key("replica.fetch.min.bytes", _T.INT, 1, at_least(1), _M,
+         "Bytes a replica fetch waits for before the leader answers it."),
+    _key("replica.fetch.backoff.ms", _T.INT, 1000, at_least(0), _M,
+         "How long a follower waits after a fetch error before fetching that partition again."),
+    _key("replica.socket.timeout.ms", _T.INT, 30000, None, _M,
+         "How long a follower waits for the leader's answer beyond the replica fetch wait."),
     # group coordinator
     _key("offsets.topic.num.partitions", _T.INT, 50, at_least(1), _H,
          "The number of partitions of the __consumer_offsets topic (fixed once the topic exists)."),
@@ -429,11 +445,6 @@ UNUSED_KAFKA_KEYS: dict[str, str] = {
     "zookeeper.connect": "pybroker keeps its own metadata and needs no ZooKeeper",
     "zookeeper.connection.timeout.ms": "pybroker keeps its own metadata and needs no ZooKeeper",
     "zookeeper.session.timeout.ms": "pybroker keeps its own metadata and needs no ZooKeeper",
-    "num.replica.fetchers": _NO_REPLICAS,
-    "replica.lag.time.max.ms": _NO_REPLICAS,
-    "replica.fetch.max.bytes": _NO_REPLICAS,
-    "replica.fetch.wait.max.ms": _NO_REPLICAS,
-    "replica.socket.timeout.ms": _NO_REPLICAS,
     "auto.leader.rebalance.enable": _NO_REPLICAS,
     "offsets.topic.min.isr": "a single node always has one in-sync replica",
     "share.coordinator.state.topic.replication.factor": _NO_SHARE_GROUPS,
@@ -597,6 +608,14 @@ class BrokerConfig:
     socket_send_buffer_bytes: int
     socket_receive_buffer_bytes: int
     min_insync_replicas: int
+    replica_lag_time_max_ms: int
+    num_replica_fetchers: int
+    replica_fetch_max_bytes: int
+    replica_fetch_response_max_bytes: int
+    replica_fetch_wait_max_ms: int
+    replica_fetch_min_bytes: int
+    replica_fetch_backoff_ms: int
+    replica_socket_timeout_ms: int
     offsets_topic_num_partitions: int
     offsets_retention_minutes: int
     group_initial_rebalance_delay_ms: int
