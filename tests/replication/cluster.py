@@ -13,9 +13,11 @@ from pathlib import Path
 from pybroker.protocol.errors import ErrorCode
 from pybroker.records import SimpleRecord, build_batch, validate_produce_batches
 from pybroker.replication.alter_partition import InMemoryAlterPartition, LeaderAndIsr
-from pybroker.replication.fetcher import InitialFetchState, ReplicaFetcherConfig, ReplicaFetcherManager
+from pybroker.replication.fetcher import ReplicaFetcherConfig, ReplicaFetcherManager
 from pybroker.replication.leader_endpoint import LocalLeaderEndpoint
 from pybroker.replication.partition import Partition
+from pybroker.replication.replica_manager import ReplicaManager
+from pybroker.replication.state_change import PartitionState, become_leader_or_follower
 from pybroker.storage import LogConfig, LogManager
 
 LAG_MS = 10_000
@@ -38,7 +40,8 @@ class InProcessBroker:
         self.cluster = cluster
         self.id = broker_id
         self.log_manager = LogManager([directory], clock=lambda: cluster.clock() / 1000)
-        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.replica_manager = ReplicaManager(broker_id)
+        self.partitions = self.replica_manager.partitions
         self.endpoints: dict[int, LocalLeaderEndpoint] = {}
         self.fetchers = ReplicaFetcherManager(
             broker_id, self.endpoint_for, self.partition, cluster.fetcher_config, cluster.clock
@@ -66,25 +69,22 @@ class InProcessBroker:
         p.clock = self.cluster.clock
         p.alter_partition = self.cluster.controller
         p.replica_lag_time_max_ms = LAG_MS
-        self.partitions[(topic, index)] = p
+        self.replica_manager.add_partition(p)
         return p
 
     def apply(self, topic: str, index: int, state: LeaderAndIsr, replicas: tuple[int, ...]) -> bool:
-        """The controller's LeaderAndIsr for one partition (what the ZooKeeper wiring will call)."""
-        p = self.partitions[(topic, index)]
-        if state.leader == self.id:
-            applied = p.make_leader(state.leader_epoch, state.isr, replicas, state.partition_epoch)
-            if applied:
-                self.fetchers.remove_fetcher_for_partitions([(topic, index)])
-            return applied
-        applied = p.make_follower(
-            state.leader, state.leader_epoch, state.isr, replicas, state.partition_epoch
+        """The controller's state for one partition, as the ZooKeeper wiring will apply it."""
+        results = become_leader_or_follower(
+            self.id,
+            self.partition,
+            self.fetchers,
+            [
+                PartitionState(
+                    topic, index, state.leader, state.leader_epoch, state.isr, replicas, state.partition_epoch
+                )
+            ],
         )
-        if applied:
-            self.fetchers.add_fetcher_for_partitions(
-                {(topic, index): InitialFetchState(state.leader, state.leader_epoch, p.high_watermark)}
-            )
-        return applied
+        return results[(topic, index)] == ErrorCode.NONE
 
     def produce(
         self, topic: str, index: int, values: list[bytes], *, producer_id: int = -1, base_sequence: int = -1

@@ -306,3 +306,105 @@ def _values(c: Cluster, broker: int) -> list[bytes]:
 
     data = c.brokers[broker].log_bytes("t", 0)
     return [r.value for r in read_records(data)]
+
+
+def _produce_request(values: list[bytes]) -> list[dict]:
+    from pybroker.records import SimpleRecord, build_batch
+
+    batch = build_batch([SimpleRecord(b"k", v, (), 1_700_000_000_000) for v in values])
+    return [{"name": "t", "partition_data": [{"index": 0, "records": batch}]}]
+
+
+async def _append(c: Cluster, broker: int, values: list[bytes], acks: int = -1) -> dict:
+    result = c.brokers[broker].replica_manager.append_records(
+        _produce_request(values),
+        acks=acks,
+        timeout_ms=5000,
+        api_version=11,
+        transactional_id=None,
+        now_ms=c.clock(),
+    )
+    if not isinstance(result, list):
+        result = await result
+    return result[0]["partition_responses"][0]
+
+
+def test_produce_through_the_replica_manager(tmp_path):
+    """The Produce path (ReplicaManager.append_records) on a cluster: acks=all answers once the
+    followers have the batch, a follower answers NOT_LEADER_OR_FOLLOWER with the leader it knows
+    (KIP-951), and min.insync.replicas is enforced before and after the append."""
+
+    async def body(c: Cluster):
+        c.create_topic("t", (1, 2, 3), min_isr=2)
+        resp = await _append(c, 1, [b"a", b"b"])
+        assert (resp["error_code"], resp["base_offset"]) == (ErrorCode.NONE, 0)
+        assert all(c.partition(b, "t").log_end_offset == 2 for b in (2, 3)), (
+            "acks=all answered before the ISR had it"
+        )
+        resp = await _append(c, 2, [b"x"])
+        assert resp["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert resp["current_leader"] == {"leader_id": 1, "leader_epoch": 0}
+        # Brokers 2 and 3 stop fetching: the write waits, the ISR shrinks to the leader alone, and
+        # the write is answered NOT_ENOUGH_REPLICAS_AFTER_APPEND.
+        c.cut(2)
+        c.cut(3)
+        pending = asyncio.ensure_future(_append(c, 1, [b"c"]))
+        await asyncio.sleep(0.05)
+        assert not pending.done()
+        c.clock.advance(LAG_MS + 1)
+        assert c.partition(1, "t").maybe_shrink_isr()
+        resp = await asyncio.wait_for(pending, 5)
+        assert resp["error_code"] == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        assert c.partition(1, "t").log_end_offset == 3  # written, as Kafka does
+        # Now refused before anything is written; acks=1 still appends.
+        resp = await _append(c, 1, [b"d"])
+        assert resp["error_code"] == ErrorCode.NOT_ENOUGH_REPLICAS
+        assert c.partition(1, "t").log_end_offset == 3
+        resp = await _append(c, 1, [b"e"], acks=1)
+        assert (resp["error_code"], resp["base_offset"]) == (ErrorCode.NONE, 3)
+
+    run(tmp_path, 3, body)
+
+
+def test_replica_fetch_through_the_replica_manager(tmp_path):
+    """The leader's Fetch path (ReplicaManager.fetch_messages with a replica id) reads past the
+    high watermark up to the log end, records the follower's position and answers the new HW; a
+    consumer fetch on the same partition stops at the HW."""
+    from pybroker.replication.replica_manager import FetchPartitionStatus
+
+    async def body(c: Cluster):
+        c.create_topic("t", (1, 2))
+        c.cut(2)
+        c.brokers[1].produce("t", 0, [b"a", b"b", b"c"])
+        leader = c.partition(1, "t")
+        rm = c.brokers[1].replica_manager
+
+        def status() -> FetchPartitionStatus:
+            resp = {"partition_index": 0, "error_code": 0, "records": b""}
+            return FetchPartitionStatus(leader, 0, 1 << 20, 0, resp)
+
+        consumer = status()
+        assert (
+            rm.fetch_messages([consumer], max_bytes=1 << 20, min_bytes=1, max_wait_ms=0, read_committed=False)
+            is None
+        )
+        assert consumer.resp["high_watermark"] == 0 and consumer.resp["records"] == b""
+        replica = status()
+        waiting = rm.fetch_messages(
+            [replica], max_bytes=1 << 20, min_bytes=1, max_wait_ms=0, read_committed=False, replica_id=2
+        )
+        assert waiting is None
+        assert replica.resp["error_code"] == ErrorCode.NONE and len(replica.resp["records"]) > 0
+        assert replica.resp["high_watermark"] == 0  # the follower asked from 0: it has nothing yet
+        again = FetchPartitionStatus(leader, 3, 1 << 20, 0, {"partition_index": 0, "error_code": 0})
+        rm.fetch_messages(
+            [again], max_bytes=1 << 20, min_bytes=1, max_wait_ms=0, read_committed=False, replica_id=2
+        )
+        assert again.resp["high_watermark"] == 3 == leader.high_watermark
+        stale = FetchPartitionStatus(leader, 3, 1 << 20, 7, {"partition_index": 0, "error_code": 0})
+        rm.fetch_messages(
+            [stale], max_bytes=1 << 20, min_bytes=1, max_wait_ms=0, read_committed=False, replica_id=2
+        )
+        assert stale.resp["error_code"] == ErrorCode.UNKNOWN_LEADER_EPOCH
+
+    run(tmp_path, 2, body)
