@@ -26,11 +26,13 @@ PRODUCE, CREATE_TOPICS = 0, 19
 LEADER, FOLLOWER = 0, 1
 
 
-def produce(c: WireClient, topic: str, values: list[bytes], acks: int = 1, timeout_ms: int = 10_000) -> dict:
+def produce(
+    c: WireClient, topic: str, values: list[bytes], acks: int = 1, timeout_ms: int = 10_000, version: int = 9
+) -> dict:
     batch = build_batch([SimpleRecord(b"k", v, (), 1_700_000_000_000) for v in values])
     r = c.request(
         PRODUCE,
-        9,
+        version,
         {
             "acks": acks,
             "timeout_ms": timeout_ms,
@@ -195,3 +197,63 @@ async def topic_id(endpoint: RemoteLeaderEndpoint):
     host, port = endpoint.host, endpoint.port
     with KafkaClient(f"{host}:{port}") as client:
         return client.topic("solo").topic_id
+
+
+def test_a_follower_broker_answers_clients_not_leader_or_follower(tmp_path):
+    """A broker told it follows another (node 7) refuses Produce with NOT_LEADER_OR_FOLLOWER and
+    the KIP-951 current leader (Produce v10+), and consumer Fetch and ListOffsets too; made leader
+    again at a newer epoch, it takes writes."""
+    with EmbeddedBroker(tmp_path / "b", {"node.id": "0"}) as broker:
+        with WireClient(broker.bootstrap) as c:
+            create_topic(c, "f")
+            assert produce(c, "f", [b"a"])["error_code"] == 0
+
+            async def follow(b):
+                assert b.partition("f", 0).make_follower(7, 1, (7, 0), (7, 0), 1)
+
+            broker.call(follow)
+            resp = produce(c, "f", [b"b"], version=11)
+            assert resp["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+            assert resp["current_leader"] == {"leader_id": 7, "leader_epoch": 1}
+            resp = produce(c, "f", [b"b"], version=9)  # no CurrentLeader before v10
+            assert resp["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+            async def topic_id_of(b):
+                return b.partition("f", 0).topic_id
+
+            topic_id_ = broker.call(topic_id_of)
+            fetch = c.request(
+                1,
+                16,
+                {
+                    "max_wait_ms": 0,
+                    "min_bytes": 1,
+                    "topics": [
+                        {
+                            "topic_id": topic_id_,
+                            "partitions": [
+                                {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}
+                            ],
+                        }
+                    ],
+                },
+            )
+            assert fetch["responses"][0]["partitions"][0]["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+            offsets = c.request(
+                2,
+                7,
+                {
+                    "replica_id": -1,
+                    "topics": [{"name": "f", "partitions": [{"partition_index": 0, "timestamp": -1}]}],
+                },
+            )
+            assert offsets["topics"][0]["partitions"][0]["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+            async def lead(b):
+                p = b.partition("f", 0)
+                assert not p.make_leader(0, (0,), (0,), 0)  # older than epoch 1: ignored
+                assert p.make_leader(2, (0,), (0,), 2)
+
+            broker.call(lead)
+            resp = produce(c, "f", [b"c"], acks=-1)
+            assert (resp["error_code"], resp["base_offset"]) == (0, 1)
