@@ -492,8 +492,9 @@ class Partition:
         if not self.is_leader:
             raise NotLeaderOrFollowerError(f"{self.topic}-{self.index}: leader is {self._leader_id}")
         info = self.log.append(buf, batches, leader_epoch=self.leader_epoch, now_ms=now_ms)
-        if not info.duplicate:
-            self._maybe_advance_high_watermark()
+        # Readers are woken once: by the high watermark's advance, else (followers wait for the
+        # log end, not the high watermark) here.
+        if not info.duplicate and not self._maybe_advance_high_watermark(now_ms):
             self.notify_data()
         return info
 
@@ -509,8 +510,8 @@ class Partition:
             leader_epoch=self.leader_epoch,
             now_ms=now_ms,
         )
-        self._maybe_advance_high_watermark()
-        self.notify_data()
+        if not self._maybe_advance_high_watermark(now_ms):
+            self.notify_data()
         return info
 
     def has_enough_replicas(self) -> bool:

@@ -408,3 +408,23 @@ def test_replica_fetch_through_the_replica_manager(tmp_path):
         assert stale.resp["error_code"] == ErrorCode.UNKNOWN_LEADER_EPOCH
 
     run(tmp_path, 2, body)
+
+
+def test_the_periodic_isr_check_shrinks_a_lagging_follower(tmp_path):
+    from pybroker.replication.isr import run_isr_expiration
+
+    async def body(c: Cluster):
+        c.create_topic("t", (1, 2))
+        leader = c.partition(1, "t")
+        c.cut(2)
+        c.brokers[1].produce("t", 0, [b"a"])
+        task = asyncio.ensure_future(run_isr_expiration(c.brokers[1].replica_manager.all_partitions, 20))
+        try:
+            await asyncio.sleep(0.05)
+            assert leader.isr == (1, 2), "not lagging for replica.lag.time.max.ms yet (the partition's clock)"
+            c.clock.advance(LAG_MS + 1)
+            await wait_for(lambda: leader.isr == (1,), what="the periodic check to shrink the ISR")
+        finally:
+            task.cancel()
+
+    run(tmp_path, 2, body)
