@@ -598,14 +598,18 @@ class Partition:
         if error != ErrorCode.NONE:
             return self._follower_error(error)
         if replica_id not in self._remote:
-            log.warning(
-                "%s-%d: replica fetch from %d, not a replica of %s",
+            # Kafka's followerReplicaOrThrow: the follower may have newer metadata than this
+            # leader (a reassignment it heard of first), so UNKNOWN_LEADER_EPOCH, retriable.
+            log.debug(
+                "%s-%d: replica fetch from %d, not one of the replicas %s at epoch %d/%d",
                 self.topic,
                 self.index,
                 replica_id,
                 list(self._replicas),
+                self._leader_epoch,
+                self.partition_epoch,
             )
-            return self._follower_error(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            return self._follower_error(ErrorCode.UNKNOWN_LEADER_EPOCH)
         try:
             records = self.log.read(fetch_offset, max_bytes, None, min_one_batch)
         except OffsetOutOfRangeError:

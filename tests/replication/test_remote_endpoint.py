@@ -5,6 +5,7 @@ OffsetForLeaderEpoch and ListOffsets, through pybroker's own codec."""
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 
@@ -24,6 +25,7 @@ from tests.wire import WireClient
 
 PRODUCE, CREATE_TOPICS = 0, 19
 LEADER, FOLLOWER = 0, 1
+STRANGER = 5  # a replica id no test broker has (Apache Kafka's test node is 1)
 
 
 def produce(
@@ -146,22 +148,35 @@ async def wait_for_leader(condition, what: str, timeout_s: float = 20.0) -> None
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    with PyBroker(tmp_path_factory.mktemp("remote")) as broker:
+    """A broker process: pybroker, or Apache Kafka with INTEGRATION_BROKER=kafka (the expectations
+    of test_requests_against_a_broker_process are Kafka's)."""
+    workdir = tmp_path_factory.mktemp("remote")
+    if os.environ.get("INTEGRATION_BROKER", "pybroker") == "kafka":
+        from compat_tests.reference.apache_kafka import ApacheKafka
+
+        broker = ApacheKafka(workdir)
+    else:
+        broker = PyBroker(workdir)
+    broker.start()
+    try:
         with WireClient(broker.bootstrap) as c:
             create_topic(c, "solo")
             produce(c, "solo", [b"a", b"b", b"c"])
             produce(c, "solo", [b"d"])
         yield broker.bootstrap
+    finally:
+        broker.stop()
 
 
 def test_requests_against_a_broker_process(served):
-    """Against a `python -m pybroker serve` process (a single broker: node 1 is no replica of its
-    partitions).  The endpoint's OffsetForLeaderEpoch and ListOffsets are answered as Kafka
-    answers a follower, and its replica fetch is refused as Kafka refuses a non-replica."""
+    """Against a `python -m pybroker serve` process (a single broker: node 5 is no replica of its
+    partitions), or Apache Kafka with INTEGRATION_BROKER=kafka.  The endpoint's
+    OffsetForLeaderEpoch and ListOffsets are answered as to a follower, and its replica fetch is
+    refused as a non-replica's."""
     host, port = served.rsplit(":", 1)
 
     async def main():
-        endpoint = RemoteLeaderEndpoint(0, host, int(port), FOLLOWER)
+        endpoint = RemoteLeaderEndpoint(0, host, int(port), STRANGER)
         try:
             ends = await endpoint.fetch_epoch_end_offsets({("solo", 0): (0, 0), ("missing", 0): (-1, 0)})
             assert (
@@ -182,7 +197,9 @@ def test_requests_against_a_broker_process(served):
                 [FetchPartition("solo", 0, await topic_id(endpoint), 0, 0, 0, 1 << 20)],
                 FetchParams(max_wait_ms=0),
             )
-            assert fetched[("solo", 0)].error == ErrorCode.NOT_LEADER_OR_FOLLOWER
+            # Kafka's answer to a fetch from a replica it does not know: the follower's metadata
+            # may be newer than the leader's (followerReplicaOrThrow).
+            assert fetched[("solo", 0)].error == ErrorCode.UNKNOWN_LEADER_EPOCH
             assert fetched[("solo", 0)].records == b""
         finally:
             await endpoint.close()
