@@ -428,3 +428,27 @@ def test_the_periodic_isr_check_shrinks_a_lagging_follower(tmp_path):
             task.cancel()
 
     run(tmp_path, 2, body)
+
+
+def test_num_replica_fetchers_spreads_partitions_over_fetcher_tasks(tmp_path):
+    from dataclasses import replace
+
+    from tests.replication.cluster import FAST
+
+    async def main():
+        c = Cluster(tmp_path, 2, replace(FAST, num_replica_fetchers=3))
+        try:
+            topics = [f"t{i}" for i in range(8)]
+            for t in topics:
+                c.create_topic(t, (1, 2))
+                c.brokers[1].produce(t, 0, [t.encode()])
+            await wait_for(
+                lambda: all(c.partition(2, t).log_end_offset == 1 for t in topics), what="all topics"
+            )
+            keys = set(c.brokers[2].fetchers.fetchers)
+            assert keys <= {(1, 0), (1, 1), (1, 2)} and len(keys) > 1
+            assert sum(len(f.states) for f in c.brokers[2].fetchers.fetchers.values()) == len(topics)
+        finally:
+            await c.shutdown()
+
+    asyncio.run(main())
