@@ -502,6 +502,8 @@ class Partition:
         self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, now_ms: int
     ):
         """Write a transaction marker (WriteTxnMarkers); readers of the LSO are woken."""
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(f"{self.topic}-{self.index}: leader is {self._leader_id}")
         info = self.log.append_marker(
             producer_id,
             producer_epoch,
