@@ -345,6 +345,8 @@ _BROKER_CONFIG_LIST = [
          "Bytes a replica fetch waits for before the leader answers it."),
     _key("replica.fetch.backoff.ms", _T.INT, 1000, at_least(0), _M,
          "How long a follower waits after a fetch error before fetching that partition again."),
+    _key("replica.high.watermark.checkpoint.interval.ms", _T.LONG, 5000, at_least(1), _H,
+         "How often the high watermarks are saved to replication-offset-checkpoint (in a cluster)."),
     _key("replica.socket.timeout.ms", _T.INT, 30000, None, _M,
          "How long a follower waits for the leader's answer beyond the replica fetch wait."),
     # group coordinator
@@ -616,6 +618,7 @@ class BrokerConfig:
     replica_fetch_min_bytes: int
     replica_fetch_backoff_ms: int
     replica_socket_timeout_ms: int
+    replica_high_watermark_checkpoint_interval_ms: int
     offsets_topic_num_partitions: int
     offsets_retention_minutes: int
     group_initial_rebalance_delay_ms: int

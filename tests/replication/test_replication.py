@@ -452,3 +452,31 @@ def test_num_replica_fetchers_spreads_partitions_over_fetcher_tasks(tmp_path):
             await c.shutdown()
 
     asyncio.run(main())
+
+
+def test_high_watermarks_survive_a_restart_through_their_checkpoint(tmp_path):
+    from pybroker.replication.high_watermark_checkpoint import (
+        checkpoint_high_watermarks,
+        read_high_watermarks,
+        restore_high_watermark,
+    )
+
+    async def body(c: Cluster):
+        c.create_topic("t", (1, 2))
+        c.create_topic("u", (1, 2))
+        c.brokers[1].produce("t", 0, [b"a", b"b", b"c"])
+        await wait_for(lambda: in_sync(c, "t", (2,)), what="sync")
+        c.cut(2)
+        c.brokers[1].produce("t", 0, [b"uncommitted"])
+        follower = c.partition(2, "t")
+        checkpoint_high_watermarks(c.brokers[2].replica_manager.all_partitions())
+        saved = read_high_watermarks(c.brokers[2].log_manager.log_dirs)
+        assert saved == {("t", 0): 3, ("u", 0): 0}
+        # A restarted broker starts from the checkpoint, not from its log end.
+        follower.high_watermark = follower.log_end_offset + 7
+        restore_high_watermark(follower, saved)
+        assert follower.high_watermark == 3
+        restore_high_watermark(follower, {})
+        assert follower.high_watermark == follower.log_start_offset == 0
+
+    run(tmp_path, 2, body)
