@@ -56,7 +56,7 @@ class FetchPartitionResult:
     error: ErrorCode
     high_watermark: int = -1
     log_start_offset: int = -1
-    records: bytes = b""
+    records: bytes | memoryview = b""
 
 
 @dataclass
@@ -386,7 +386,7 @@ class RemoteLeaderEndpoint:
                     ErrorCode(pr["error_code"]),
                     pr["high_watermark"],
                     pr["log_start_offset"],
-                    bytes(records) if records else b"",
+                    records if records is not None else b"",  # a view of the response frame: no copy
                 )
         return out
 

@@ -630,7 +630,7 @@ class Partition:
         return FollowerFetchResult(error, None, -1, -1, -1, -1)
 
     # -- the follower side -----------------------------------------------------------------
-    def append_as_follower(self, records: bytes | bytearray, now_ms: int) -> AppendInfo | None:
+    def append_as_follower(self, records: bytes | bytearray | memoryview, now_ms: int) -> AppendInfo | None:
         """Append a replica fetch's records with the leader's offsets and epochs."""
         if self.is_leader:
             raise NotLeaderOrFollowerError(f"{self.topic}-{self.index}: this broker leads it")

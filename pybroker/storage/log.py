@@ -303,7 +303,7 @@ class Log:
         return found
 
     def append_as_follower(
-        self, buf: bytearray | bytes, batches: list[BatchHeader] | None = None, *, now_ms: int
+        self, buf: bytearray | bytes | memoryview, batches: list[BatchHeader] | None = None, *, now_ms: int
     ) -> AppendInfo | None:
         """Append batches that already carry the offsets and leader epochs the leader assigned
         (Kafka's appendAsFollower: nothing is reassigned or recompressed).
@@ -360,7 +360,11 @@ class Log:
         return self.leader_epochs.latest_epoch
 
     def _write(
-        self, buf: bytearray | bytes, batches: list[BatchHeader], infos: list[BatchInfo], now_ms: int
+        self,
+        buf: bytearray | bytes | memoryview,
+        batches: list[BatchHeader],
+        infos: list[BatchInfo],
+        now_ms: int,
     ) -> None:
         total_size = sum(info[2] for info in infos)
         max_timestamp = max(info[1] for info in infos)
