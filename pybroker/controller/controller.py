@@ -44,7 +44,13 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionLoss,
+    NodeExistsError,
+    NoNodeError,
+    SessionExpiredError,
+)
 
 from pybroker.controller.election import (
     controlled_shutdown_partition_leader_election,
@@ -127,7 +133,7 @@ class KafkaController:
 
     async def shutdown(self) -> None:
         self._stopped = True
-        if self._worker is not None:
+        if self._worker is not None and not self._worker.done():
             done: asyncio.Future[Any] = self._loop.create_future()  # type: ignore[union-attr]
             self._queue.put_nowait(("shutdown", None, done))
             try:
@@ -241,6 +247,12 @@ class KafkaController:
                 logger.warning("controller %d: %s; resigning", self.broker_id, e)
                 await self._resign()
                 self._enqueue("elect")
+                if future is not None and not future.done():
+                    future.set_exception(KafkaError(ErrorCode.NOT_CONTROLLER))
+            except (SessionExpiredError, ConnectionLoss) as e:
+                # The session is gone or the connection dropped: the "expire" event (or a later watch)
+                # follows; a request fails as it would against a broker that is not the controller.
+                logger.info("controller %d: event %s interrupted: %r", self.broker_id, kind, e)
                 if future is not None and not future.done():
                     future.set_exception(KafkaError(ErrorCode.NOT_CONTROLLER))
             except Exception as e:  # noqa: BLE001 - one bad event must not stop the controller
