@@ -869,6 +869,18 @@ def _listeners(
                 values["listeners"],
             )
         )
+    inter_broker = values["inter.broker.listener.name"]
+    names = {e.listener_name.upper() for e in listeners}
+    if inter_broker is not None and listeners and inter_broker.strip().upper() not in names:
+        # Kafka: inter.broker.listener.name must be a listener name defined in advertised.listeners.
+        problems.add(
+            ConfigError(
+                "inter.broker.listener.name",
+                f"Invalid value {inter_broker} for configuration inter.broker.listener.name: it must be the "
+                f"name of a listener ({', '.join(e.listener_name for e in listeners)})",
+                inter_broker,
+            )
+        )
     if listeners and advertised:
         with problems.collect():
             _check_advertised(

@@ -62,7 +62,7 @@ log.retention.check.interval.ms=300000
 KAFKA_4_UNUSED = [
     "process.roles",
     "controller.quorum.bootstrap.servers",
-    "inter.broker.listener.name",
+    # inter.broker.listener.name is a pybroker key since cluster mode (zookeeper.connect, issue 11).
     "controller.listener.names",
     "num.network.threads",
     "num.io.threads",
