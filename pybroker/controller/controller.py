@@ -52,6 +52,7 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 
+from pybroker.config import BrokerConfig
 from pybroker.controller.election import (
     controlled_shutdown_partition_leader_election,
     offline_partition_leader_election,
@@ -83,6 +84,15 @@ class ControllerConfig:
     leader_imbalance_check_interval_seconds: float = 300.0
     leader_imbalance_per_broker_percentage: int = 10
 
+    @classmethod
+    def from_broker_config(cls, config: BrokerConfig) -> ControllerConfig:
+        return cls(
+            unclean_leader_election_enable=bool(config.get("unclean.leader.election.enable")),
+            auto_leader_rebalance_enable=bool(config.get("auto.leader.rebalance.enable")),
+            leader_imbalance_check_interval_seconds=float(config.get("leader.imbalance.check.interval.seconds")),
+            leader_imbalance_per_broker_percentage=int(config.get("leader.imbalance.per.broker.percentage")),
+        )
+
 
 class ElectionType(enum.IntEnum):
     """ElectLeaders' ElectionType."""
@@ -113,7 +123,6 @@ class KafkaController:
         self.assignments: dict[str, TopicAssignment] = {}
         self.states: dict[TopicPartition, LeaderAndIsr] = {}
         self.topics_being_deleted: set[str] = set()
-        self.topic_unclean: dict[str, bool] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._queue: asyncio.Queue[tuple[str, Any, asyncio.Future[Any] | None]] = asyncio.Queue()
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"controller-{broker_id}")
@@ -337,10 +346,6 @@ class KafkaController:
             self._forget_topic(topic)
             return
         self.assignments[topic] = assignment
-        # The topic-level unclean.leader.election.enable (/config/topics/<t>) overrides the broker's.
-        config = await self._zk(self.zk.get_topic_config, topic)
-        if "unclean.leader.election.enable" in config:
-            self.topic_unclean[topic] = config["unclean.leader.election.enable"].strip().lower() == "true"
         for partition in assignment.partitions:
             state = await self._zk(self.zk.get_partition_state, topic, partition)
             if state is not None:
@@ -348,7 +353,6 @@ class KafkaController:
 
     def _forget_topic(self, topic: str) -> None:
         self.assignments.pop(topic, None)
-        self.topic_unclean.pop(topic, None)
         for tp in [tp for tp in self.states if tp[0] == topic]:
             del self.states[tp]
 
@@ -429,9 +433,15 @@ class KafkaController:
                 await self._elect_offline(tp)
 
     async def _elect_offline(self, tp: TopicPartition) -> None:
-        live = set(self.live_brokers)
+        # Brokers in controlled shutdown are not eligible (Kafka's liveBrokerIds leaves them out).
+        live = set(self.live_brokers) - self.shutting_down_brokers
         replicas = self._replicas(tp)
-        unclean_enabled = self.config.unclean_leader_election_enable or self._topic_unclean(tp[0])
+        # The topic's own setting wins, read at election time as Kafka does (it may have changed).
+        config = await self._zk(self.zk.get_topic_config, tp[0])
+        setting = config.get("unclean.leader.election.enable")
+        unclean_enabled = (
+            setting.strip().lower() == "true" if setting is not None else self.config.unclean_leader_election_enable
+        )
 
         def make(current: LeaderAndIsr) -> LeaderAndIsr | None:
             if current.leader != NO_LEADER and current.leader in live:
@@ -451,9 +461,6 @@ class KafkaController:
         if state is not None:
             logger.info("controller %d: %s-%d leader %d epoch %d isr %s", self.broker_id, tp[0], tp[1],
                         state.leader, state.leader_epoch, list(state.isr))
-
-    def _topic_unclean(self, topic: str) -> bool:
-        return self.topic_unclean.get(topic, False)
 
     async def _remove_from_isr(self, tp: TopicPartition, broker_id: int) -> None:
         """OfflineReplica: a follower leaves the ISR (leader epoch + 1, as Kafka's removeReplicasFromIsr)."""

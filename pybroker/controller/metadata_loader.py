@@ -194,7 +194,12 @@ class ZkMetadataLoader:
                 if tp not in self._watched_partitions:
                     return False  # the topic was deleted
             if data is None or stat is None:
-                return None
+                with self._lock:
+                    seen = tp in self._raw_states
+                    if seen:  # the state znode was deleted with its topic: this watch ends
+                        self._watched_partitions.discard(tp)
+                # Not seen yet: the controller has not written the first state; keep watching for it.
+                return False if seen else None
             self._publish(tp, LeaderAndIsr.decode(data, stat.version))
             return None
 

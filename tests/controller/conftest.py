@@ -12,6 +12,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from pybroker.controller.controller import ControllerConfig, KafkaController
+from pybroker.controller.metadata_loader import PartitionState
 from pybroker.controller.zk_client import KafkaZkClient
 from pybroker.controller.zk_data import BrokerInfo
 from pybroker.controller.zookeeper_server import ZooKeeperServer
@@ -95,3 +96,28 @@ async def active(nodes: list[Node], timeout: float = 20.0) -> Node:
     return await wait_until(one, timeout, "one active controller")  # type: ignore[return-value]
 
 
+class Recorder:
+    """A MetadataListener that keeps what it was told."""
+
+    def __init__(self) -> None:
+        self.brokers: dict = {}
+        self.controller = None
+        self.topics: dict = {}
+        self.deleted: list[str] = []
+        self.partitions: dict[tuple[str, int], PartitionState] = {}
+
+    def on_brokers(self, brokers) -> None:
+        self.brokers = brokers
+
+    def on_controller(self, controller_id) -> None:
+        self.controller = controller_id
+
+    def on_topic(self, topic, assignment, config) -> None:
+        if assignment is None:
+            self.topics.pop(topic, None)
+            self.deleted.append(topic)
+        else:
+            self.topics[topic] = (assignment, config)
+
+    def on_partition(self, topic, partition, state) -> None:
+        self.partitions[(topic, partition)] = state

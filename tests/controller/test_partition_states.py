@@ -9,10 +9,10 @@ import asyncio
 import pytest
 
 from pybroker.controller.controller import ControllerConfig, ElectionType
-from pybroker.controller.metadata_loader import PartitionState, ZkMetadataLoader
+from pybroker.controller.metadata_loader import ZkMetadataLoader
 from pybroker.controller.zk_data import LeaderAndIsr
 from pybroker.protocol.errors import ErrorCode, KafkaError
-from tests.controller.conftest import Node, active, wait_until
+from tests.controller.conftest import Node, Recorder, active, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -249,31 +249,6 @@ def test_auto_preferred_leader_rebalance(zk_connect):
                 await node.stop()
 
     run(scenario)
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.brokers: dict = {}
-        self.controller = None
-        self.topics: dict = {}
-        self.deleted: list[str] = []
-        self.partitions: dict[tuple[str, int], PartitionState] = {}
-
-    def on_brokers(self, brokers) -> None:
-        self.brokers = brokers
-
-    def on_controller(self, controller_id) -> None:
-        self.controller = controller_id
-
-    def on_topic(self, topic, assignment, config) -> None:
-        if assignment is None:
-            self.topics.pop(topic, None)
-            self.deleted.append(topic)
-        else:
-            self.topics[topic] = (assignment, config)
-
-    def on_partition(self, topic, partition, state) -> None:
-        self.partitions[(topic, partition)] = state
 
 
 def test_metadata_loader_and_topic_deletion(zk_connect):
