@@ -166,10 +166,12 @@ class KafkaController:
         ``partitions=None`` means every partition."""
         return await self._request("elect_leaders", (None if partitions is None else list(partitions), election_type))
 
-    async def controlled_shutdown(self, broker_id: int) -> set[TopicPartition]:
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int = -1) -> set[TopicPartition]:
         """ControlledShutdown: move leadership off ``broker_id`` and take it out of the ISRs; returns the
-        partitions it still leads (those with no other eligible leader; the broker retries)."""
-        return await self._request("controlled_shutdown", broker_id)
+        partitions it still leads (those with no other eligible leader; the broker retries). A
+        ``broker_epoch`` (ControlledShutdown v2+) other than the registration's czxid is refused with
+        STALE_BROKER_EPOCH; -1 skips the check, as Kafka does for old versions."""
+        return await self._request("controlled_shutdown", (broker_id, broker_epoch))
 
     async def alter_partition_reassignments(
         self, reassignments: Mapping[TopicPartition, Iterable[int] | None]
@@ -432,9 +434,10 @@ class KafkaController:
             if state.leader == NO_LEADER or state.leader not in live:
                 await self._elect_offline(tp)
 
-    async def _elect_offline(self, tp: TopicPartition) -> None:
-        # Brokers in controlled shutdown are not eligible (Kafka's liveBrokerIds leaves them out).
-        live = set(self.live_brokers) - self.shutting_down_brokers
+    async def _elect_offline(self, tp: TopicPartition, excluded: set[int] | frozenset[int] = frozenset()) -> None:
+        # Brokers in controlled shutdown are not eligible (Kafka's liveBrokerIds leaves them out), nor
+        # ``excluded`` ones (failed, even if already back).
+        live = set(self.live_brokers) - self.shutting_down_brokers - set(excluded)
         replicas = self._replicas(tp)
         # The topic's own setting wins, read at election time as Kafka does (it may have changed).
         config = await self._zk(self.zk.get_topic_config, tp[0])
@@ -485,9 +488,14 @@ class KafkaController:
         new = {b for b in brokers if b not in old or b in dead}
         self.live_brokers = brokers
         if dead:
-            logger.info("controller %d: brokers %s left", self.broker_id, sorted(dead))
+            # A bounced broker (gone and back with a new registration between two looks) is handled as a
+            # failure first, as Kafka does: it may have lost unflushed data, so it leads nothing and
+            # leaves the ISRs until it catches up again.
+            bounced = dead & set(brokers)
+            logger.info("controller %d: brokers %s left%s", self.broker_id, sorted(dead),
+                        f" ({sorted(bounced)} came back)" if bounced else "")
             self.shutting_down_brokers -= dead
-            await self._on_brokers_failure(dead - set(brokers))
+            await self._on_brokers_failure(dead)
         if new:
             logger.info("controller %d: brokers %s joined", self.broker_id, sorted(new))
             await self._elect_offline_partitions()
@@ -496,7 +504,7 @@ class KafkaController:
     async def _on_brokers_failure(self, dead: set[int]) -> None:
         for tp, state in list(self.states.items()):
             if state.leader in dead:
-                await self._elect_offline(tp)
+                await self._elect_offline(tp, excluded=dead)
         for tp, state in list(self.states.items()):
             for broker in dead:
                 if broker in state.isr and state.leader != broker:
@@ -626,9 +634,12 @@ class KafkaController:
 
     # -- controlled shutdown
 
-    async def _controlled_shutdown(self, broker_id: int) -> set[TopicPartition]:
+    async def _controlled_shutdown(self, payload: tuple[int, int]) -> set[TopicPartition]:
+        broker_id, broker_epoch = payload
         if broker_id not in self.live_brokers:
             raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE, f"broker {broker_id} is not registered")
+        if broker_epoch != -1 and broker_epoch != self.live_brokers[broker_id].broker_epoch:
+            raise KafkaError(ErrorCode.STALE_BROKER_EPOCH)
         self.shutting_down_brokers.add(broker_id)
         live = set(self.live_brokers)
         for tp, state in list(self.states.items()):

@@ -1,4 +1,4 @@
-"""A real ZooKeeper per test module (started by pid through pybroker.controller.zookeeper_server), and
+"""A fresh ZooKeeper chroot per test (the module-scoped `zookeeper` fixture is in tests/conftest.py), and
 helpers to run several brokers' controllers in one process, each with its own ZooKeeper session."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from kazoo.client import KazooClient
@@ -18,17 +18,6 @@ from pybroker.controller.zk_data import BrokerInfo
 from pybroker.controller.zookeeper_server import ZooKeeperServer
 
 _chroots = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
-    # A 200 ms tick allows sessions of 0.4 s to 4 s, so expiry-driven tests take about a second.
-    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"), tick_time_ms=200)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

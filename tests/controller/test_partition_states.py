@@ -204,7 +204,10 @@ def test_controlled_shutdown_then_preferred_election(zk_connect):
             zk = nodes[1].zk
             await asyncio.to_thread(zk.create_topic, "t", assignment={0: [1, 2], 1: [3, 2]})
             await wait_state(nodes[1], "t", lambda s: s.leader == 1, "t-0 led by 1")
-            remaining = await ctl.controlled_shutdown(1)
+            with pytest.raises(KafkaError) as stale:
+                await ctl.controlled_shutdown(1, broker_epoch=12345)
+            assert stale.value.code == ErrorCode.STALE_BROKER_EPOCH
+            remaining = await ctl.controlled_shutdown(1, broker_epoch=ctl.live_brokers[1].broker_epoch)
             assert remaining == set()
             s = await state_of(nodes[1], "t")
             assert (s.leader, s.leader_epoch, s.isr) == (2, 1, (2,))
