@@ -292,13 +292,11 @@ class KafkaZkClient:
             brokers = self.get_all_brokers()
             rf = len(existing.partitions[0].replicas) if 0 in existing.partitions else 1
             if assignment is None:
+                # Kafka's AdminZkClient.addPartitions: continue the round-robin from partition 0's leader.
                 first = existing.partitions.get(0)
-                start_index = (
-                    sorted(brokers).index(first.replicas[0])
-                    if first and first.replicas and first.replicas[0] in brokers and all(
-                        info.rack is None for info in brokers.values())
-                    else -1
-                )
+                ids = sorted(brokers)
+                leader0 = first.replicas[0] if first and first.replicas else -1
+                start_index = max(0, next((i for i, b in enumerate(ids) if b >= leader0), -1))
                 placement = assign_replicas_to_brokers(
                     {b: info.rack for b, info in brokers.items()}, total_count - current, rf,
                     fixed_start_index=start_index, start_partition_id=current,

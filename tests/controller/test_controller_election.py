@@ -85,3 +85,29 @@ def test_controller_whose_session_expired_stops_acting_and_cannot_write(zk_conne
                 await node.stop()
 
     asyncio.run(scenario())
+
+
+def test_zookeeper_stops_by_pid_and_keeps_its_data(tmp_path):
+    import os
+
+    from pybroker.controller.zookeeper_server import ZooKeeperServer
+
+    server = ZooKeeperServer(tmp_path / "zk", tick_time_ms=200).start()
+    pid = server.pid
+    client = KazooClient(server.connect_string)
+    client.start(timeout=10)
+    client.create("/kept", b"yes")
+    client.stop()
+    client.close()
+    server.stop()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    server = ZooKeeperServer(tmp_path / "zk", tick_time_ms=200).start()
+    try:
+        client = KazooClient(server.connect_string)
+        client.start(timeout=10)
+        assert client.get("/kept")[0] == b"yes"
+        client.stop()
+        client.close()
+    finally:
+        server.stop()
