@@ -219,7 +219,7 @@ class KafkaController:
 
     async def _zk(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         assert self._loop is not None
-        return await self._loop.run_in_executor(self._executor, lambda: fn(*args, **kwargs))
+        return await self._loop.run_in_executor(self._executor, lambda: self.zk.call(fn, *args, **kwargs))
 
     async def _process_events(self) -> None:
         handlers: dict[str, Callable[[Any], Awaitable[Any]]] = {

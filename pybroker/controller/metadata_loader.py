@@ -124,7 +124,7 @@ class ZkMetadataLoader:
     def _on_broker_ids(self, children: list[str]) -> bool | None:
         if self._stopped:
             return False
-        brokers = self.zk.get_all_brokers()
+        brokers = self.zk.call(self.zk.get_all_brokers)
         with self._lock:
             self.brokers = brokers
         self._deliver(self.listener.on_brokers, dict(brokers))
@@ -166,7 +166,7 @@ class ZkMetadataLoader:
                     self._deliver(self.listener.on_topic, topic, None, {})
                 return False  # a re-created topic gets a new watch from the topics watch
             assignment = TopicAssignment.decode(topic, data)
-            config = self.zk.get_topic_config(topic)
+            config = self.zk.call(self.zk.get_topic_config, topic)
             with self._lock:
                 self.topics[topic] = assignment
             self._deliver(self.listener.on_topic, topic, assignment, config)
@@ -233,5 +233,5 @@ class ZkMetadataLoader:
         assert self._loop is not None, "start() first"
         isr = tuple(new_isr)
         return await self._loop.run_in_executor(
-            None, self.zk.alter_isr, topic, partition, self.broker_id, leader_epoch, isr, zk_version
+            None, self.zk.call, self.zk.alter_isr, topic, partition, self.broker_id, leader_epoch, isr, zk_version
         )

@@ -17,10 +17,12 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 from kazoo.protocol.states import WatchedEvent
+from kazoo.retry import KazooRetry
 
 from pybroker.controller import zk_data as z
 from pybroker.controller.assignment import assign_replicas_to_brokers
@@ -30,6 +32,7 @@ from pybroker.protocol.errors import ErrorCode, KafkaError
 logger = logging.getLogger(__name__)
 
 Watcher = Callable[[WatchedEvent], None]
+T = TypeVar("T")
 
 
 class BrokerIdInUseError(Exception):
@@ -57,6 +60,12 @@ class KafkaZkClient:
         self.kazoo = KazooClient(
             hosts=connect, timeout=session_timeout_ms / 1000, connection_retry={"max_tries": -1, "max_delay": 1},
         )
+        # Kafka's ZooKeeperClient retries a request through connection losses until the session expires:
+        # ``call`` does the same (a lost session is not retried: the caller's identity went with it).
+        self._command_retry = KazooRetry(
+            max_tries=-1, delay=0.05, max_delay=1.0, ignore_expire=False,
+            deadline=max(1.0, session_timeout_ms / 1000 * 1.5),
+        )
         self._registration: BrokerInfo | None = None
         self._state_listeners: list[Callable[[str], None]] = []
         self._lost = False
@@ -64,6 +73,12 @@ class KafkaZkClient:
         self.kazoo.add_listener(self._on_state)
 
     # -- session
+
+    def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``fn(*args, **kwargs)`` retried through connection losses (ConnectionLoss, OperationTimeout).
+        A write retried after a loss may have been applied once already: callers re-read on BadVersion
+        or NodeExists, as Kafka's controller does."""
+        return self._command_retry.copy()(fn, *args, **kwargs)
 
     def start(self) -> None:
         self.kazoo.start(timeout=self.connection_timeout_ms / 1000)
@@ -185,6 +200,15 @@ class KafkaZkClient:
             if not any(isinstance(r, Exception) for r in results):
                 return epoch + 1, version + 1
             if isinstance(results[0], NodeExistsError):
+                # Ours already if an earlier attempt succeeded but its answer was lost with the connection.
+                try:
+                    _, stat = self.kazoo.get(z.CONTROLLER_PATH)
+                except NoNodeError:
+                    continue
+                if stat.ephemeralOwner == self.session_id and self.get_controller_id() == broker_id:
+                    current = self.get_controller_epoch()
+                    if current is not None:
+                        return current
                 return None  # someone else is the controller
             if isinstance(results[1], BadVersionError):
                 continue  # the epoch moved under us: read it again
@@ -456,6 +480,13 @@ class KafkaZkClient:
             stat = self.kazoo.set(z.partition_state_path(topic, partition), state.encode(), version=zk_version)
         except BadVersionError:
             latest = self.get_partition_state(topic, partition)
+            if latest is not None and (latest.leader, latest.leader_epoch, latest.isr, latest.zk_version) == (
+                leader, leader_epoch, isr, zk_version + 1
+            ):
+                # Our write, applied by an attempt whose answer was lost with the connection (Kafka's
+                # checker for conditional updates).
+                self._notify_isr_change(topic, partition)
+                return latest.zk_version
             if latest is not None and latest.leader_epoch != leader_epoch:
                 raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH, f"{topic}-{partition}: leader epoch moved on") from None
             raise KafkaError(
@@ -465,13 +496,16 @@ class KafkaZkClient:
             ) from None
         except NoNodeError:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{partition} has no state") from None
+        self._notify_isr_change(topic, partition)
+        return stat.version
+
+    def _notify_isr_change(self, topic: str, partition: int) -> None:
         self.kazoo.create(
             f"{z.ISR_CHANGE_NOTIFICATION_PATH}/{z.ISR_CHANGE_PREFIX}",
             z.encode_isr_change([(topic, partition)]),
             sequence=True,
             makepath=True,
         )
-        return stat.version
 
     def get_isr_change_notifications(self, watch: Watcher | None = None) -> list[str]:
         return sorted(self.kazoo.get_children(z.ISR_CHANGE_NOTIFICATION_PATH, watch=watch))

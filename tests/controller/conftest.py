@@ -45,7 +45,7 @@ class Node:
         self.controller: KafkaController | None = None
 
     async def start(self) -> Node:
-        self.zk = KafkaZkClient(self.connect, session_timeout_ms=1000, connection_timeout_ms=10000)
+        self.zk = KafkaZkClient(self.connect, session_timeout_ms=4000, connection_timeout_ms=10000)
         await asyncio.to_thread(self.zk.start)
         info = BrokerInfo(self.broker_id, "127.0.0.1", 9000 + self.broker_id, self.rack,
                           (f"PLAINTEXT://127.0.0.1:{9000 + self.broker_id}",))

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.timeout(120)
 
 def membership(connect: str, broker_id: int, recorder: Recorder, **extra: str) -> ZkClusterMembership:
     config = BrokerConfig({"zookeeper.connect": connect, "node.id": str(broker_id),
-                           "zookeeper.session.timeout.ms": "1000", "broker.rack": f"r{broker_id % 2}",
+                           "zookeeper.session.timeout.ms": "4000", "broker.rack": f"r{broker_id % 2}",
                            "auto.leader.rebalance.enable": "false", **extra})
     return ZkClusterMembership.from_config(config, recorder, host="127.0.0.1", port=9100 + broker_id)
 
@@ -54,6 +54,10 @@ def test_members_register_learn_metadata_and_survive_session_loss(zk_connect, zo
                 lambda: 2 in recorders[1].brokers and recorders[1].brokers[2].broker_epoch != old_epoch,
                 what="broker 2 registered again",
             )
+            # Broker 2's watches outlived its session: it learns of a topic created afterwards.
+            await asyncio.to_thread(members[1].zk.create_topic, "u", assignment={0: [3, 2]})
+            await wait_until(lambda: ("u", 0) in recorders[2].partitions, what="broker 2 learns u-0")
+            assert recorders[2].partitions[("u", 0)].replicas == (3, 2)
         finally:
             for m in members.values():
                 await m.stop()
