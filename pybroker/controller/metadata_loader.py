@@ -38,6 +38,7 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from pybroker.controller import zk_data as z
 from pybroker.controller.zk_client import KafkaZkClient
 from pybroker.controller.zk_data import BrokerInfo, LeaderAndIsr, TopicAssignment
+from pybroker.metadata.image import BrokerRegistration, PartitionRegistration
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +61,15 @@ class PartitionState:
     @property
     def partition_epoch(self) -> int:
         return self.zk_version
+
+    def registration(self) -> PartitionRegistration:
+        """This state as the metadata image's PartitionRegistration (partition epoch = zk version)."""
+        return PartitionRegistration(self.replicas, self.isr, self.leader, self.leader_epoch, self.zk_version)
+
+
+def broker_registration(info: BrokerInfo) -> BrokerRegistration:
+    """A registration znode as the metadata image's BrokerRegistration (the address clients are given)."""
+    return BrokerRegistration(info.broker_id, info.host, info.port, info.rack)
 
 
 class MetadataListener(Protocol):

@@ -14,8 +14,10 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import time
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -185,6 +187,13 @@ class TopicAssignment:
     topic: str
     topic_id: str | None
     partitions: Mapping[int, ReplicaAssignment]
+
+    @property
+    def topic_uuid(self) -> uuid.UUID | None:
+        """The topic id as a UUID (the znode holds Kafka's Uuid.toString(): url-safe base64, no padding)."""
+        if not self.topic_id:
+            return None
+        return uuid.UUID(bytes=base64.urlsafe_b64decode(self.topic_id + "=" * (-len(self.topic_id) % 4)))
 
     def encode(self) -> bytes:
         body: dict[str, object] = {

@@ -9,8 +9,9 @@ import asyncio
 import pytest
 
 from pybroker.controller.controller import ControllerConfig, ElectionType
-from pybroker.controller.metadata_loader import ZkMetadataLoader
+from pybroker.controller.metadata_loader import ZkMetadataLoader, broker_registration
 from pybroker.controller.zk_data import LeaderAndIsr
+from pybroker.metadata.image import BrokerRegistration
 from pybroker.protocol.errors import ErrorCode, KafkaError
 from tests.controller.conftest import Node, Recorder, active, wait_until
 
@@ -271,6 +272,12 @@ def test_metadata_loader_and_topic_deletion(zk_connect):
             state = recorder.partitions[("t", 0)]
             assert (state.leader, state.leader_epoch, state.isr, state.replicas) == (2, 0, (2, 3), (2, 3))
             assert recorder.topics["t"][1] == {"cleanup.policy": "compact"}
+            # What the wiring puts into the metadata image.
+            registration = state.registration()
+            assert (registration.replicas, registration.isr, registration.leader) == ((2, 3), (2, 3), 2)
+            assert registration.partition_epoch == state.zk_version
+            assert recorder.topics["t"][0].topic_uuid.int != 0
+            assert broker_registration(recorder.brokers[3]) == BrokerRegistration(3, "127.0.0.1", 9003, None)
             # The leader changes the ISR through the loader; listeners see the new partition epoch.
             version = await loader.alter_isr("t", 0, 0, (2,), state.zk_version)
             await wait_until(lambda: recorder.partitions[("t", 0)].zk_version == version, what="new ISR")
