@@ -131,6 +131,7 @@ class KafkaController:
         # Watches belong to one term as controller: a watch of an older term is ignored.
         self._term = 0
         self._stopped = False
+        self._event_topic_configs: dict[str, dict[str, str]] = {}
 
     # -- lifecycle
 
@@ -246,6 +247,7 @@ class KafkaController:
                     future.set_result(None)
                 return
             is_request = future is not None
+            self._event_topic_configs = {}
             try:
                 if is_request and not self.active:
                     raise KafkaError(ErrorCode.NOT_CONTROLLER)
@@ -439,9 +441,11 @@ class KafkaController:
         # ``excluded`` ones (failed, even if already back).
         live = set(self.live_brokers) - self.shutting_down_brokers - set(excluded)
         replicas = self._replicas(tp)
-        # The topic's own setting wins, read at election time as Kafka does (it may have changed).
-        config = await self._zk(self.zk.get_topic_config, tp[0])
-        setting = config.get("unclean.leader.election.enable")
+        # The topic's own setting wins, read at election time as Kafka does (it may have changed); read
+        # once per topic and event, so a broker failure does not cost a read per partition.
+        if tp[0] not in self._event_topic_configs:
+            self._event_topic_configs[tp[0]] = await self._zk(self.zk.get_topic_config, tp[0])
+        setting = self._event_topic_configs[tp[0]].get("unclean.leader.election.enable")
         unclean_enabled = (
             setting.strip().lower() == "true" if setting is not None else self.config.unclean_leader_election_enable
         )
