@@ -10,10 +10,11 @@ the answer arrives the leader keeps the proposal "in flight" and proposes nothin
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.errors import ErrorCode, KafkaError
 
 
 @dataclass(frozen=True)
@@ -65,3 +66,26 @@ class InMemoryAlterPartition:
         )
         self.states[(topic, partition)] = committed
         return AlterPartitionResult(ErrorCode.NONE, committed)
+
+
+AlterIsr = Callable[[str, int, int, Iterable[int], int], Awaitable[int]]
+
+
+class AlterIsrManager:
+    """An AlterPartitionManager over a coroutine ``alter_isr(topic, partition, leader_epoch, isr,
+    partition_epoch) -> new partition epoch`` that raises KafkaError on refusal — the ZooKeeper
+    wiring's ``ZkMetadataLoader.alter_isr`` (a write conditional on the state znode's version)."""
+
+    def __init__(self, alter_isr: AlterIsr) -> None:
+        self._alter_isr = alter_isr
+
+    async def submit(self, topic: str, partition: int, proposed: LeaderAndIsr) -> AlterPartitionResult:
+        try:
+            epoch = await self._alter_isr(
+                topic, partition, proposed.leader_epoch, proposed.isr, proposed.partition_epoch
+            )
+        except KafkaError as e:
+            return AlterPartitionResult(ErrorCode(e.code))
+        return AlterPartitionResult(
+            ErrorCode.NONE, LeaderAndIsr(proposed.leader, proposed.leader_epoch, tuple(proposed.isr), epoch)
+        )

@@ -227,6 +227,11 @@ class Partition:
             return self._isr
         return inflight.isr
 
+    @property
+    def isr_change_in_flight(self) -> bool:
+        """An ISR change was submitted to the controller and not answered yet."""
+        return self._inflight is not None
+
     def remote_replica(self, broker_id: int) -> ReplicaState | None:
         return self._remote.get(broker_id)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from pybroker.protocol.errors import ErrorCode
 from pybroker.replication.fetcher import InitialFetchState, ReplicaFetcherManager
@@ -34,11 +34,31 @@ class PartitionState:
     partition_epoch: int
 
 
+class PartitionStateLike(Protocol):
+    """What become_leader_or_follower reads of a state: PartitionState, or the ZooKeeper loader's
+    own PartitionState (controller/metadata_loader.py) as it is."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def leader(self) -> int: ...
+    @property
+    def leader_epoch(self) -> int: ...
+    @property
+    def isr(self) -> tuple[int, ...]: ...
+    @property
+    def replicas(self) -> tuple[int, ...]: ...
+    @property
+    def partition_epoch(self) -> int: ...
+
+
 def become_leader_or_follower(
     broker_id: int,
     partitions: Callable[[str, int], Partition | None],
     fetchers: ReplicaFetcherManager,
-    states: Iterable[PartitionState],
+    states: Iterable[PartitionStateLike],
 ) -> dict[tuple[str, int], ErrorCode]:
     """Apply ``states`` to this broker's partitions (``partitions`` looks one up; a partition this
     broker should host must have been created first).  Per partition: NONE when applied,

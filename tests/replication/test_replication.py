@@ -480,3 +480,46 @@ def test_high_watermarks_survive_a_restart_through_their_checkpoint(tmp_path):
         assert follower.high_watermark == follower.log_start_offset == 0
 
     run(tmp_path, 2, body)
+
+
+def test_isr_changes_through_an_alter_isr_coroutine_and_zk_partition_states(tmp_path):
+    """The ZooKeeper wiring's shapes: ISR changes go through ``alter_isr(...) -> new zk version``
+    (raising KafkaError on refusal) via AlterIsrManager, and the loader's PartitionState (zk_version
+    as the partition epoch) is applied by become_leader_or_follower as it is."""
+    from pybroker.controller.metadata_loader import PartitionState as ZkPartitionState
+    from pybroker.protocol.errors import KafkaError
+    from pybroker.replication.alter_partition import AlterIsrManager
+    from pybroker.replication.state_change import become_leader_or_follower
+
+    async def body(c: Cluster):
+        c.create_topic("t", (1, 2))
+        leader = c.partition(1, "t")
+        calls = []
+
+        async def alter_isr(topic, partition, leader_epoch, isr, zk_version):
+            calls.append((topic, partition, leader_epoch, tuple(isr), zk_version))
+            if len(calls) == 1:
+                raise KafkaError(ErrorCode.INVALID_UPDATE_VERSION, "stale")
+            return zk_version + 1
+
+        leader.alter_partition = AlterIsrManager(alter_isr)
+        c.cut(2)
+        c.brokers[1].produce("t", 0, [b"a"])
+        c.clock.advance(LAG_MS + 1)
+        assert leader.maybe_shrink_isr()
+        await wait_for(lambda: calls and not leader.isr_change_in_flight, what="the refusal")
+        assert leader.isr == (1, 2), "a refused change leaves the ISR"
+        assert leader.maybe_shrink_isr()  # proposed again on the next check
+        await wait_for(lambda: leader.isr == (1,), what="the committed shrink")
+        assert calls[-1] == ("t", 0, 0, (1,), 0) and leader.partition_epoch == 1
+        # The loader then delivers the state znode (zk version 1) and later a new election.
+        state = ZkPartitionState("t", 0, 1, 0, (1,), (1, 2), 1, 0)
+        results = become_leader_or_follower(1, c.brokers[1].partition, c.brokers[1].fetchers, [state])
+        assert results == {("t", 0): ErrorCode.NONE}
+        old = ZkPartitionState("t", 0, 1, 0, (1, 2), (1, 2), 0, 0)
+        assert become_leader_or_follower(1, c.brokers[1].partition, c.brokers[1].fetchers, [old]) == {
+            ("t", 0): ErrorCode.FENCED_LEADER_EPOCH
+        }
+        assert leader.isr == (1,)
+
+    run(tmp_path, 2, body)
