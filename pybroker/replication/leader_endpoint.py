@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl as ssl_module
 import time
 import uuid
 from collections.abc import Callable
@@ -242,6 +243,7 @@ class RemoteLeaderEndpoint:
         *,
         client_id: str | None = None,
         socket_timeout_ms: int = 30_000,
+        ssl: ssl_module.SSLContext | None = None,
     ) -> None:
         self.leader_id = leader_id
         self.host = host
@@ -254,12 +256,13 @@ class RemoteLeaderEndpoint:
         self._versions: dict[int, tuple[int, int]] = {}
         self._correlation_id = 0
         self._lock = asyncio.Lock()
+        self._ssl = ssl  # the inter-broker listener's TLS context, when it is an SSL listener
 
     # ---- connection ----
     async def _connect(self) -> None:
         try:
             self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port), self.socket_timeout_s
+                asyncio.open_connection(self.host, self.port, ssl=self._ssl), self.socket_timeout_s
             )
         except (OSError, TimeoutError) as e:
             raise LeaderEndpointError(
