@@ -274,3 +274,57 @@ def test_a_follower_broker_answers_clients_not_leader_or_follower(tmp_path):
             broker.call(lead)
             resp = produce(c, "f", [b"c"], acks=-1)
             assert (resp["error_code"], resp["base_offset"]) == (0, 1)
+
+
+def test_the_fetcher_backs_off_and_reconnects_when_the_leader_restarts(tmp_path):
+    """The leader's process goes away and comes back on the same address: the fetcher backs off on
+    the connection errors, reconnects, and goes on copying from where it was."""
+    from pybroker.testing.embedded import free_port
+
+    port = free_port()
+    controller = InMemoryAlterPartition()
+
+    def start_leader() -> EmbeddedBroker:
+        broker = EmbeddedBroker(tmp_path / "leader", {"node.id": str(LEADER)}, port=port)
+        broker.start()
+        return broker
+
+    async def make_leader(b):
+        p = b.partition("r", 0)
+        controller.states[("r", 0)] = LeaderAndIsr(LEADER, 1, (LEADER,), 1)
+        p.alter_partition = controller
+        p.make_leader(1, (LEADER,), (LEADER, FOLLOWER), 1)
+        return p.topic_id
+
+    leader = start_leader()
+    try:
+        with WireClient(leader.bootstrap) as c:
+            create_topic(c, "r")
+            assert produce(c, "r", [b"one", b"two"])["error_code"] == 0
+        topic_id = leader.call(make_leader)
+
+        async def follower_side():
+            nonlocal leader
+            log_manager = LogManager([tmp_path / "follower"])
+            p = Partition("r", 0, topic_id, log_manager.create_log("r", 0, LogConfig(), topic_id), FOLLOWER)
+            p.make_follower(LEADER, 1, (LEADER,), (LEADER, FOLLOWER), 1)
+            endpoint = RemoteLeaderEndpoint(LEADER, "127.0.0.1", port, FOLLOWER, socket_timeout_ms=2000)
+            config = ReplicaFetcherConfig(replica_fetch_wait_max_ms=100, replica_fetch_backoff_ms=50)
+            manager = ReplicaFetcherManager(FOLLOWER, lambda _: endpoint, lambda t, i: p, config)
+            manager.add_fetcher_for_partitions({("r", 0): InitialFetchState(LEADER, 1, 0)})
+            try:
+                await wait_for(lambda: p.log_end_offset == 2, timeout_s=20, what="the first records")
+                await asyncio.get_running_loop().run_in_executor(None, leader.stop)
+                await asyncio.sleep(0.3)  # fetches fail meanwhile: connection refused, backed off
+                leader = await asyncio.get_running_loop().run_in_executor(None, start_leader)
+                await asyncio.get_running_loop().run_in_executor(None, leader.call, make_leader)
+                with WireClient(leader.bootstrap) as c:
+                    assert produce(c, "r", [b"three"])["error_code"] == 0
+                await wait_for(lambda: p.log_end_offset == 3, timeout_s=20, what="fetching after the restart")
+            finally:
+                await manager.shutdown()
+                log_manager.shutdown()
+
+        asyncio.run(follower_side())
+    finally:
+        leader.stop()
