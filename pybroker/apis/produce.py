@@ -18,6 +18,7 @@ from pybroker.replication.append import partition_response
 # advertise 0 (as Kafka 4.0 does) and answer v0-2 with UNSUPPORTED_VERSION.
 MIN_IMPLEMENTED = 3
 
+
 @handles(0, MIN_IMPLEMENTED, 11, advertised_min=0)
 def handle_produce(ctx: RequestContext, request: dict):
     acks = request["acks"]
@@ -46,15 +47,39 @@ def handle_produce(ctx: RequestContext, request: dict):
             now_ms=int(time.time() * 1000),
         )
         if not isinstance(appended, list):
-            return _respond_after(appended, acks)
+            return _respond_after(ctx, appended, acks)
         responses = appended
     if acks == 0:
         return None  # acks=0: the client expects no response at all
-    return {"responses": responses, "throttle_time_ms": 0}
+    return _response(ctx, responses)
 
-async def _respond_after(appended: Awaitable[list[dict]], acks: int) -> dict | None:
+
+def _response(ctx: RequestContext, responses: list[dict]) -> dict:
+    response = {"responses": responses, "throttle_time_ms": 0}
+    # KIP-951: a partition answered NOT_LEADER_OR_FOLLOWER names its current leader (Produce v10+),
+    # and the response carries that broker's endpoint, so the client can retry there before its
+    # next Metadata.  Earlier versions have neither field.
+    leaders = set()
+    for t in responses:
+        for p in t["partition_responses"]:
+            current = p.get("current_leader")
+            if current is None:
+                continue
+            if ctx.version < 10:
+                del p["current_leader"]
+            elif current["leader_id"] >= 0:
+                leaders.add(current["leader_id"])
+    if leaders:
+        image = ctx.metadata_image()
+        endpoints = [b for b in (image.broker(node) for node in sorted(leaders)) if b is not None]
+        response["node_endpoints"] = [
+            {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack} for b in endpoints
+        ]
+    return response
+
+
+async def _respond_after(ctx: RequestContext, appended: Awaitable[list[dict]], acks: int) -> dict | None:
     responses = await appended
     if acks == 0:
         return None
-    return {"responses": responses, "throttle_time_ms": 0}
-
+    return _response(ctx, responses)
