@@ -65,13 +65,15 @@ def _find_one(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
     if (key_type == KEY_TYPE_GROUP and coordinator is not None) or (
         key_type == KEY_TYPE_TRANSACTION and txn is not None and txn.started
     ):
-        # This broker coordinates every group and transaction (it leads every internal partition).
+        # This broker coordinates every group and transaction (it leads every internal partition);
+        # the client is told its endpoint on the listener it came in on, as Kafka does.
         node = ctx.metadata_image().brokers[b.node_id]
+        host, port = node.endpoint(ctx.security.listener_name) or (node.host, node.port)
         return {
             "key": key,
             "node_id": node.node_id,
-            "host": node.host,
-            "port": node.port,
+            "host": host,
+            "port": port,
             "error_code": ErrorCode.NONE,
             "error_message": None,
         }

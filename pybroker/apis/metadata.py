@@ -22,10 +22,15 @@ METADATA = 3
 TOPICS_PATH = ("topics",)
 
 
-def broker_nodes(image: MetadataImage, id_key: str = "node_id") -> list[dict]:
-    return [
-        {id_key: b.node_id, "host": b.host, "port": b.port, "rack": b.rack} for b in image.brokers.values()
-    ]
+def broker_nodes(image: MetadataImage, listener_name: str, id_key: str = "node_id") -> list[dict]:
+    """The brokers' endpoints on the listener the client connected on (Kafka's MetadataCache
+    getAliveBrokerNodes(listenerName)); a broker without that listener is left out."""
+    nodes = []
+    for b in image.brokers.values():
+        endpoint = b.endpoint(listener_name)
+        if endpoint is not None:
+            nodes.append({id_key: b.node_id, "host": endpoint[0], "port": endpoint[1], "rack": b.rack})
+    return nodes
 
 
 def topic_metadata(topic: TopicImage, brokers: Mapping[int, BrokerRegistration]) -> dict:
@@ -148,7 +153,7 @@ def handle_metadata(ctx: RequestContext, request: dict) -> dict:
                 topics.append(cache.encoded(version, topic, brokers))
     return {
         "throttle_time_ms": 0,
-        "brokers": broker_nodes(image),
+        "brokers": broker_nodes(image, ctx.security.listener_name),
         "cluster_id": image.cluster_id,
         # A single broker is its own controller: admin clients send CreateTopics etc. here.
         "controller_id": image.controller_id,
@@ -189,5 +194,5 @@ def handle_describe_cluster(ctx: RequestContext, request: dict) -> dict:
         "endpoint_type": ENDPOINT_TYPE_BROKER,
         "cluster_id": image.cluster_id,
         "controller_id": image.controller_id,
-        "brokers": broker_nodes(image, "broker_id"),
+        "brokers": broker_nodes(image, ctx.security.listener_name, "broker_id"),
     }

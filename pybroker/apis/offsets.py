@@ -24,13 +24,16 @@ SPECIAL_TIMESTAMP_MIN_VERSION = {
     EARLIEST_PENDING_UPLOAD: 11,
 }
 READ_COMMITTED = 1
+CONSUMER_REPLICA_ID = -1
 
 
-def _lookup(p, timestamp: int, read_committed: bool, version: int) -> tuple[ErrorCode, int, int]:
+def _lookup(
+    p, timestamp: int, read_committed: bool, version: int, from_replica: bool = False
+) -> tuple[ErrorCode, int, int]:
     """(error, timestamp, offset) as ListOffsets answers them."""
     if timestamp < 0 and version < SPECIAL_TIMESTAMP_MIN_VERSION.get(timestamp, 1 << 15):
         return ErrorCode.UNSUPPORTED_VERSION, -1, -1
-    upper = p.fetch_upper_bound(read_committed)
+    upper = p.log_end_offset if from_replica else p.fetch_upper_bound(read_committed)
     if timestamp == LATEST:
         return ErrorCode.NONE, -1, upper
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
@@ -54,6 +57,9 @@ def _lookup(p, timestamp: int, read_committed: bool, version: int) -> tuple[Erro
 def handle_list_offsets(ctx: RequestContext, request: dict) -> dict:
     rm = ctx.replica_manager
     read_committed = request.get("isolation_level", 0) == READ_COMMITTED
+    # A follower (or a debugging tool) reads "latest" as the log end offset (Kafka: no isolation
+    # level unless the request comes from a consumer).
+    from_replica = request["replica_id"] != CONSUMER_REPLICA_ID
     topics = []
     for t in request["topics"]:
         parts = []
@@ -71,15 +77,11 @@ def handle_list_offsets(ctx: RequestContext, request: dict) -> dict:
             except KafkaError as e:
                 out["error_code"] = e.code
             else:
-                epoch = rp.get("current_leader_epoch", -1)
-                if epoch >= 0 and epoch != p.leader_epoch:
-                    out["error_code"] = (
-                        ErrorCode.FENCED_LEADER_EPOCH
-                        if epoch < p.leader_epoch
-                        else ErrorCode.UNKNOWN_LEADER_EPOCH
-                    )
+                error = p.check_leader(rp.get("current_leader_epoch", -1))
+                if error != ErrorCode.NONE:
+                    out["error_code"] = error
                 else:
-                    code, ts, off = _lookup(p, rp["timestamp"], read_committed, ctx.version)
+                    code, ts, off = _lookup(p, rp["timestamp"], read_committed, ctx.version, from_replica)
                     out.update(error_code=code, timestamp=ts, offset=off)
                     if code == ErrorCode.NONE and off >= 0 and ctx.version >= 4:  # the field exists from v4
                         out["leader_epoch"] = p.leader_epoch
@@ -104,15 +106,11 @@ def handle_offset_for_leader_epoch(ctx: RequestContext, request: dict) -> dict:
             except KafkaError as e:
                 out["error_code"] = e.code
             else:
-                current = rp.get("current_leader_epoch", -1)
-                if current >= 0 and current != p.leader_epoch:
-                    out["error_code"] = (
-                        ErrorCode.FENCED_LEADER_EPOCH
-                        if current < p.leader_epoch
-                        else ErrorCode.UNKNOWN_LEADER_EPOCH
-                    )
+                error = p.check_leader(rp.get("current_leader_epoch", -1))
+                if error != ErrorCode.NONE:
+                    out["error_code"] = error
                 else:
-                    epoch, end = p.log.leader_epochs.end_offset_for(rp["leader_epoch"], p.log_end_offset)
+                    epoch, end = p.log.end_offset_for_epoch(rp["leader_epoch"])
                     out.update(leader_epoch=epoch, end_offset=end)
             parts.append(out)
         topics.append({"topic": t["topic"], "partitions": parts})

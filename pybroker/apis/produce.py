@@ -121,22 +121,48 @@ def _append(
         added_to_transaction=added,
     )
     if not isinstance(appended, list):
-        return _respond_after(appended, acks, topic_data, unknown_ids)
+        return _respond_after(ctx, appended, acks, topic_data, unknown_ids)
     if acks == 0:
         return None  # acks=0: the client expects no response at all
-    return _response(appended, topic_data, unknown_ids)
+    return _response(ctx, appended, topic_data, unknown_ids)
 
 
-def _response(responses: list[dict], topic_data: list[dict], unknown_ids: list[dict]) -> dict:
+def _response(
+    ctx: RequestContext, responses: list[dict], topic_data: list[dict], unknown_ids: list[dict]
+) -> dict:
     for resp, td in zip(responses, topic_data, strict=True):
         resp["topic_id"] = td.get("topic_id", ZERO_UUID)  # v13
-    return {"responses": responses + unknown_ids, "throttle_time_ms": 0}
+    response = {"responses": responses + unknown_ids, "throttle_time_ms": 0}
+    # KIP-951: a partition answered NOT_LEADER_OR_FOLLOWER names its current leader (Produce v10+),
+    # and the response carries that broker's endpoint, so the client can retry there before its
+    # next Metadata.  Earlier versions have neither field.
+    leaders = set()
+    for t in responses:
+        for p in t["partition_responses"]:
+            current = p.get("current_leader")
+            if current is None:
+                continue
+            if ctx.version < 10:
+                del p["current_leader"]
+            elif current["leader_id"] >= 0:
+                leaders.add(current["leader_id"])
+    if leaders:
+        image = ctx.metadata_image()
+        endpoints = [b for b in (image.broker(node) for node in sorted(leaders)) if b is not None]
+        response["node_endpoints"] = [
+            {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack} for b in endpoints
+        ]
+    return response
 
 
 async def _respond_after(
-    appended: Awaitable[list[dict]], acks: int, topic_data: list[dict], unknown_ids: list[dict]
+    ctx: RequestContext,
+    appended: Awaitable[list[dict]],
+    acks: int,
+    topic_data: list[dict],
+    unknown_ids: list[dict],
 ) -> dict | None:
     responses = await appended
     if acks == 0:
         return None
-    return _response(responses, topic_data, unknown_ids)
+    return _response(ctx, responses, topic_data, unknown_ids)

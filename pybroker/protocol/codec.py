@@ -1124,3 +1124,30 @@ def encode_response_header(api_key: int, api_version: int, correlation_id: int) 
     if response_header_version(api_key, api_version) >= 1:
         return _INT32.pack(correlation_id) + _EMPTY_TAGS
     return _INT32.pack(correlation_id)
+
+
+# -- the client side (pybroker's CLI client, a follower's fetcher) ------------------------------------
+
+
+def encode_request(api_key: int, api_version: int, correlation_id: int, client_id: str, body: dict) -> bytes:
+    """A whole request frame (int32 size, header, body) as a client sends it."""
+    cid = client_id.encode()
+    header = struct.pack(">hhih", api_key, api_version, correlation_id, len(cid)) + cid
+    if request_header_version(api_key, api_version) >= 2:
+        header += _EMPTY_TAGS
+    payload = header + encode(REQUESTS[api_key], api_version, body)
+    return _INT32.pack(len(payload)) + payload
+
+
+def decode_response(api_key: int, api_version: int, frame: Any) -> tuple[int, dict]:
+    """(correlation id, body) of a response frame (the bytes after its int32 size).  Raises
+    DecodeError for a malformed one."""
+    view = _as_byte_view(frame)
+    if len(view) < 4:
+        raise DecodeError(f"response frame of {len(view)} bytes has no correlation id")
+    (correlation_id,) = _INT32.unpack_from(view, 0)
+    pos = 4
+    if response_header_version(api_key, api_version) >= 1:
+        pos = _skip_tagged_fields(view, pos)
+    message, _ = decode(RESPONSES[api_key], api_version, view, pos)
+    return correlation_id, message
