@@ -14,6 +14,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from pybroker import config as broker_config
@@ -162,6 +163,10 @@ class Broker:
         self.cluster_id = ""
         self.host, self.port = config.listener_host_port()
         self.advertised_host, self.advertised_port = config.advertised_host_port()
+        self.acceptors: list[Acceptor] = []  # one per listener
+        # SSL listeners' contexts, made here so that a bad key store stops start-up (ConfigError)
+        # before any directory is touched.
+        self.ssl_factories = _ssl_factories(config)
         # Byte and message totals are counted always (plain ints: the console shows them too); request
         # latency only when metrics.listener serves it.
         self.metrics = BrokerMetrics(timed=bool(config.get("metrics.listener")))
@@ -170,21 +175,20 @@ class Broker:
             self.node_id, self.metrics, topic_exists=lambda name: name in self.metadata.topics
         )
         # The metadata image handlers read: on a single broker, built from the store and the partitions.
+        # The registration carries every advertised listener: Metadata answers the client's.
+        listeners = {
+            e.listener_name: config.advertised_host_port(e.listener_name) for e in config.advertised_endpoints
+        }
         self.metadata_publisher = LocalMetadataPublisher(
             self.metadata,
             self.replica_manager.get_partition,
-            BrokerRegistration(self.node_id, self.advertised_host, self.advertised_port, None),
+            BrokerRegistration(
+                self.node_id, self.advertised_host, self.advertised_port, None, MappingProxyType(listeners)
+            ),
         )
         self.metadata.topic_listener = self.metadata_publisher.topic_changed
         self.metadata_cache = TopicMetadataCache()  # encoded Metadata topic entries
         self.metadata_publisher.listeners.append(self.metadata_cache.invalidate)
-        self._advertised = {
-            e.listener_name: config.advertised_host_port(e.listener_name) for e in config.listener_endpoints
-        }
-        self.acceptors: list[Acceptor] = []  # one per listener
-        # SSL listeners' contexts, made here so that a bad key store stops start-up (ConfigError)
-        # before any directory is touched.
-        self.ssl_factories = _ssl_factories(config)
         self._tasks: list[asyncio.Task] = []
         self._creating: set[str] = set()  # topics whose partitions are being created right now
         self.topic_locks = TopicLocks()  # admin changes to one topic run one at a time
@@ -260,12 +264,6 @@ class Broker:
     def acceptor(self) -> Acceptor | None:
         """The first listener's acceptor."""
         return self.acceptors[0] if self.acceptors else None
-
-    def advertised_endpoint(self, listener_name: str) -> tuple[str, int]:
-        """(host, port) this broker advertises on a listener (Metadata answers a client the endpoints of
-        the listener it connected on, as Kafka does); the first listener's for an unknown name."""
-        found = self._advertised.get(listener_name)
-        return found if found is not None else (self.advertised_host, self.advertised_port)
 
     async def _open_listeners(self) -> None:
         for endpoint in self.config.listener_endpoints:
@@ -377,6 +375,7 @@ class Broker:
         p.state_listener = self.metadata_publisher.partition_changed
         self.metadata_publisher.topic_changed(rec.name)  # a partition (re)registered
         p.min_insync_replicas = self._min_insync_replicas(rec) if min_isr is None else min_isr
+        p.replica_lag_time_max_ms = self.config.replica_lag_time_max_ms
         return p
 
     def _min_insync_replicas(self, rec: TopicRecord) -> int:

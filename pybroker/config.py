@@ -322,6 +322,28 @@ _BROKER_CONFIG_LIST = [
     _key("ssl.endpoint.identification.algorithm", _T.STRING, "https", None, _L,
          "Host name verification of the server certificate by the broker's own clients (pybroker has none: "
          "accepted for settings written for Kafka)."),
+    # cluster mode (ZooKeeper): unset zookeeper.connect is today's single broker, no ZooKeeper needed
+    _key("zookeeper.connect", _T.STRING, None, None, _H,
+         "Cluster mode: the ZooKeeper ensemble as host:port[,host:port...][/chroot]. Brokers register there, "
+         "elect a controller through it and learn topics, leaders and ISRs from it. Unset: a single broker."),
+    _key("zookeeper.session.timeout.ms", _T.INT, 18000, at_least(1), _H,
+         "Cluster mode: the ZooKeeper session timeout; a broker silent for longer is considered dead."),
+    _key("zookeeper.connection.timeout.ms", _T.INT, None, None, _H,
+         "Cluster mode: how long to wait for the first connection to ZooKeeper; if unset, "
+         "zookeeper.session.timeout.ms is used."),
+    _key("broker.rack", _T.STRING, None, None, _M,
+         "Cluster mode: the rack of this broker; with every broker given a rack, a partition's replicas "
+         "are placed on different racks."),
+    _key("controlled.shutdown.enable", _T.BOOLEAN, True, None, _M,
+         "Cluster mode: on a clean stop, ask the controller to move leadership off this broker first."),
+    _key("auto.leader.rebalance.enable", _T.BOOLEAN, True, None, _H,
+         "Cluster mode: the controller moves leadership back to preferred replicas when it is imbalanced."),
+    _key("leader.imbalance.check.interval.seconds", _T.LONG, 300, at_least(1), _H,
+         "Cluster mode: how often the controller checks for leader imbalance."),
+    _key("leader.imbalance.per.broker.percentage", _T.INT, 10, at_least(0), _H,
+         "Cluster mode: the share of a broker's preferred partitions led elsewhere that triggers a rebalance."),
+    _key("replica.lag.time.max.ms", _T.LONG, 30000, at_least(1), _H,
+         "Cluster mode: a follower that has not caught up with the leader for this long leaves the ISR."),
     # sockets
     _key("max.incremental.fetch.session.cache.slots", _T.INT, 1000, at_least(0), _M,
          "The most incremental fetch sessions (KIP-227) kept; 0 declines every session."),
@@ -343,8 +365,8 @@ _BROKER_CONFIG_LIST = [
          "The directory holding the log data, used when log.dirs is unset (pybroker default ./pybroker-data)."),
     _key("num.partitions", _T.INT, 1, at_least(1), _M,
          "The default number of partitions of an auto-created topic."),
-    _key("default.replication.factor", _T.INT, 1, AllOf((at_least(1), SINGLE_NODE)), _M,
-         "The replication factor of auto-created topics."),
+    _key("default.replication.factor", _T.INT, 1, at_least(1), _M,
+         "The replication factor of auto-created topics (above 1 only in cluster mode: zookeeper.connect)."),
     _key("auto.create.topics.enable", _T.BOOLEAN, True, None, _H,
          "Create a topic when a client asks for metadata of, or produces to, a topic that does not exist."),
     _key("delete.topic.enable", _T.BOOLEAN, True, None, _H,
@@ -418,11 +440,28 @@ _BROKER_CONFIG_LIST = [
          "The minimum number of in-sync replicas that must acknowledge an acks=all produce."),
     _key("unclean.leader.election.enable", _T.BOOLEAN, False, None, _H,
          "Whether an out-of-sync replica may become leader (no effect on a single node)."),
+    _key("num.replica.fetchers", _T.INT, 1, at_least(1), _H,
+         "Fetcher tasks per leader broker that copy its partitions to this follower."),
+    _key("replica.fetch.max.bytes", _T.INT, 1048576, at_least(0), _M,
+         "Bytes a follower asks for per partition in one replica fetch (at least one batch comes)."),
+    _key("replica.fetch.response.max.bytes", _T.INT, 10485760, at_least(0), _M,
+         "Bytes a follower asks for in one replica fetch over all partitions."),
+    _key("replica.fetch.wait.max.ms", _T.INT, 500, at_least(0), _M,
+         "How long the leader may hold a replica fetch waiting for replica.fetch.min.bytes."),
+    _key("replica.fetch.min.bytes", _T.INT, 1, at_least(1), _M,
+         "Bytes a replica fetch waits for before the leader answers it."),
+    _key("replica.fetch.backoff.ms", _T.INT, 1000, at_least(0), _M,
+         "How long a follower waits after a fetch error before fetching that partition again."),
+    _key("replica.high.watermark.checkpoint.interval.ms", _T.LONG, 5000, at_least(1), _H,
+         "How often the high watermarks are saved to replication-offset-checkpoint (in a cluster)."),
+    _key("replica.socket.timeout.ms", _T.INT, 30000, None, _M,
+         "How long a follower waits for the leader's answer beyond the replica fetch wait."),
     # group coordinator
     _key("offsets.topic.num.partitions", _T.INT, 50, at_least(1), _H,
          "The number of partitions of the __consumer_offsets topic (fixed once the topic exists)."),
-    _key("offsets.topic.replication.factor", _T.SHORT, 1, AllOf((at_least(1), SINGLE_NODE)), _H,
-         "The replication factor of the __consumer_offsets topic (Kafka default 3; a single node has 1)."),
+    _key("offsets.topic.replication.factor", _T.SHORT, 1, at_least(1), _H,
+         "The replication factor of the __consumer_offsets topic (Kafka default 3; a single node has 1; "
+         "above 1 only in cluster mode, where it is at most the number of live brokers when the topic is made)."),
     _key("offsets.retention.minutes", _T.INT, 10080, at_least(1), _H,
          "How long committed offsets of a group without members are kept."),
     _key("offsets.retention.check.interval.ms", _T.LONG, 600000, at_least(1), _H,
@@ -521,15 +560,6 @@ UNUSED_KAFKA_KEYS: dict[str, str] = {
     "metadata.max.retention.bytes": "pybroker keeps its metadata in the first log dir",
     "metadata.max.retention.ms": "pybroker keeps its metadata in the first log dir",
     "cluster.id": "the cluster id is generated once and kept in <log.dir>/meta.properties",
-    "zookeeper.connect": "pybroker keeps its own metadata and needs no ZooKeeper",
-    "zookeeper.connection.timeout.ms": "pybroker keeps its own metadata and needs no ZooKeeper",
-    "zookeeper.session.timeout.ms": "pybroker keeps its own metadata and needs no ZooKeeper",
-    "num.replica.fetchers": _NO_REPLICAS,
-    "replica.lag.time.max.ms": _NO_REPLICAS,
-    "replica.fetch.max.bytes": _NO_REPLICAS,
-    "replica.fetch.wait.max.ms": _NO_REPLICAS,
-    "replica.socket.timeout.ms": _NO_REPLICAS,
-    "auto.leader.rebalance.enable": _NO_REPLICAS,
     "offsets.topic.min.isr": "a single node always has one in-sync replica",
     "share.coordinator.state.topic.replication.factor": _NO_SHARE_GROUPS,
     "share.coordinator.state.topic.min.isr": _NO_SHARE_GROUPS,
@@ -689,6 +719,15 @@ class BrokerConfig:
     socket_send_buffer_bytes: int
     socket_receive_buffer_bytes: int
     min_insync_replicas: int
+    replica_lag_time_max_ms: int
+    num_replica_fetchers: int
+    replica_fetch_max_bytes: int
+    replica_fetch_response_max_bytes: int
+    replica_fetch_wait_max_ms: int
+    replica_fetch_min_bytes: int
+    replica_fetch_backoff_ms: int
+    replica_socket_timeout_ms: int
+    replica_high_watermark_checkpoint_interval_ms: int
     offsets_topic_num_partitions: int
     offsets_retention_minutes: int
     group_initial_rebalance_delay_ms: int
@@ -1128,6 +1167,21 @@ def _resolve(explicit: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str
     if resolved["log.roll.jitter.ms"] < 0:
         raise _derived_error("log.roll.jitter.ms", resolved["log.roll.jitter.ms"], "Value must be at least 0")
     _check_consumer_group_timeouts(values)
+    if values["zookeeper.connect"] is None:
+        # A single broker has one replica of everything; more needs a cluster (zookeeper.connect).
+        for key in ("default.replication.factor", "offsets.topic.replication.factor"):
+            if values[key] != 1:
+                raise ConfigError(
+                    key,
+                    f"Invalid value {values[key]} for configuration {key}: a single-node broker cannot place "
+                    "more than one replica; pybroker accepts only: 1 (or set zookeeper.connect for a cluster)",
+                    values[key],
+                )
+    resolved["zookeeper.connection.timeout.ms"] = (
+        values["zookeeper.connection.timeout.ms"]
+        if values["zookeeper.connection.timeout.ms"] is not None
+        else values["zookeeper.session.timeout.ms"]
+    )
     return resolved
 
 

@@ -589,3 +589,24 @@ def test_queued_max_request_bytes():
     assert BrokerConfig.load(overrides={"queued.max.request.bytes": "-1"}).queued_max_request_bytes == -1
     with pytest.raises(ConfigError, match="must be larger or equal to socket.request.max.bytes"):
         BrokerConfig.load(overrides={"queued.max.request.bytes": "1000"})
+
+
+def test_cluster_mode_keys():
+    config = BrokerConfig({"zookeeper.connect": "127.0.0.1:2181/pb", "default.replication.factor": "3",
+                           "offsets.topic.replication.factor": "3", "broker.rack": "r1",
+                           "zookeeper.session.timeout.ms": "6000", "inter.broker.listener.name": "PLAINTEXT"})
+    assert config.get("zookeeper.connect") == "127.0.0.1:2181/pb"
+    assert config.get("default.replication.factor") == 3
+    assert config.get("zookeeper.connection.timeout.ms") == 6000  # follows the session timeout
+    assert config.get("broker.rack") == "r1"
+    assert config.get("replica.lag.time.max.ms") == 30000
+    assert config.get("auto.leader.rebalance.enable") is True
+    assert config.get("leader.imbalance.check.interval.seconds") == 300
+    assert config.get("controlled.shutdown.enable") is True
+    # Without zookeeper.connect, one replica only (today's single broker).
+    with pytest.raises(ConfigError) as error:
+        BrokerConfig({"default.replication.factor": "3"})
+    assert "zookeeper.connect" in str(error.value)
+    with pytest.raises(ConfigError) as error:
+        BrokerConfig({"zookeeper.connect": "127.0.0.1:2181", "inter.broker.listener.name": "REPLICATION"})
+    assert "inter.broker.listener.name" in str(error.value)

@@ -57,10 +57,6 @@ class _Broker:
     def metadata_image(self) -> MetadataImage:
         return self.publisher.image()
 
-    def advertised_endpoint(self, listener_name: str) -> tuple[str, int]:
-        registration = self.publisher.image().brokers[self.node_id]
-        return registration.host, registration.port
-
     def add_topic(self, name: str, count: int) -> TopicRecord:
         rec = self.metadata.add_topic(name, count, {})
         for i in range(count):

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     ScramCredentialInfo,
@@ -123,18 +123,25 @@ def add_scram_user(broker: Any, user: str, password: str, mechanism: ScramMechan
         assert future.result(15) is None
 
 
-def round_trip(config: dict[str, Any], topic: str, value: bytes) -> None:
+def round_trip(config: dict[str, Any], topic: str, value: bytes, *, group: bool = False) -> None:
+    """Produce one record and consume it: in a consumer group (JoinGroup/SyncGroup, commits) when ``group``,
+    else by assignment (no join to wait for)."""
     producer = Producer(config)
     producer.produce(topic, value)
     assert producer.flush(30) == 0
     consumer = Consumer(dict(config, **{"group.id": f"g-{uuid.uuid4().hex}", "auto.offset.reset": "earliest"}))
-    consumer.subscribe([topic])
+    if group:
+        consumer.subscribe([topic])
+    else:
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     deadline = time.monotonic() + 30
     try:
         while time.monotonic() < deadline:
             message = consumer.poll(1)
             if message is not None and message.error() is None:
                 assert message.value() == value
+                if group:
+                    consumer.commit(message, asynchronous=False)
                 return
         pytest.fail(f"nothing consumed from {topic}")
     finally:
@@ -160,7 +167,7 @@ def sasl_wire(broker: Any) -> WireClient:
 
 
 def test_confluent_kafka_plain(broker: SaslBroker) -> None:
-    round_trip(client_config(broker, "PLAIN", "alice", "alice-secret"), "sasl-plain", b"plain")
+    round_trip(client_config(broker, "PLAIN", "alice", "alice-secret"), "sasl-plain", b"plain", group=True)
 
 
 @pytest.mark.parametrize("mechanism", [ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512])
@@ -168,13 +175,13 @@ def test_confluent_kafka_scram_user_created_by_admin(broker: SaslBroker, mechani
     name = "SCRAM-SHA-256" if mechanism == ScramMechanism.SCRAM_SHA_256 else "SCRAM-SHA-512"
     user = f"user-{name.lower()}"
     add_scram_user(broker, user, "s3cret", mechanism, 8192)
-    round_trip(client_config(broker, name, user, "s3cret"), f"sasl-{name.lower()}", name.encode())
+    round_trip(client_config(broker, name, user, "s3cret"), f"sasl-{name.lower()}", name.encode(), group=True)
     error = auth_error(client_config(broker, name, user, "wrong"))
     assert GENERIC_FAILURE.format(name) in error
 
 
 def test_confluent_kafka_oauthbearer_unsecured(broker: SaslBroker) -> None:
-    round_trip(client_config(broker, "OAUTHBEARER", "carol"), "sasl-oauth", b"oauth")
+    round_trip(client_config(broker, "OAUTHBEARER", "carol"), "sasl-oauth", b"oauth", group=True)
 
 
 def test_wrong_password_refused_with_kafkas_message(broker: SaslBroker) -> None:
@@ -286,6 +293,14 @@ def test_authenticated_connection_is_served_and_sasl_requests_get_illegal_state(
         again = c.request(SASL_AUTHENTICATE, 2, {"auth_bytes": plain_token("alice", "alice-secret")})
         assert again["error_code"] == 34  # ILLEGAL_SASL_STATE
         assert again["error_message"] == "SaslAuthenticate request received after successful authentication"
+
+
+def test_sasl_requests_on_a_plaintext_listener_get_illegal_state(broker: SaslBroker) -> None:
+    with WireClient(broker.bootstrap) as c:
+        assert c.request(SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}) == {"error_code": 34, "mechanisms": []}
+        response = c.request(SASL_AUTHENTICATE, 2, {"auth_bytes": plain_token("alice", "alice-secret")})
+        assert response["error_code"] == 34
+        assert c.request(METADATA, 1, {"topics": None})["brokers"]  # still served
 
 
 def test_handshake_v0_raw_tokens(broker: SaslBroker) -> None:
@@ -421,25 +436,28 @@ def test_scram_user_made_with_kafka_configs_tool(broker: SaslBroker) -> None:
 
 
 def java_sasl_properties(mechanism: str, user: str, password: str) -> dict[str, str]:
-    module = (
-        "org.apache.kafka.common.security.plain.PlainLoginModule"
-        if mechanism == "PLAIN"
-        else "org.apache.kafka.common.security.scram.ScramLoginModule"
-    )
-    return {
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": mechanism,
-        "sasl.jaas.config": f'{module} required username="{user}" password="{password}";',
-    }
+    if mechanism == "OAUTHBEARER":  # the Java client's default login: an unsecured JWS for the user
+        jaas = (
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+            f'unsecuredLoginStringClaim_sub="{user}";'
+        )
+    else:
+        module = (
+            "org.apache.kafka.common.security.plain.PlainLoginModule"
+            if mechanism == "PLAIN"
+            else "org.apache.kafka.common.security.scram.ScramLoginModule"
+        )
+        jaas = f'{module} required username="{user}" password="{password}";'
+    return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism, "sasl.jaas.config": jaas}
 
 
-@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"])
 def test_java_client(broker: SaslBroker, mechanism: str) -> None:
     from compat_tests.clients.base import Record
     from compat_tests.clients.java import JavaClient
 
     user, password = ("alice", "alice-secret") if mechanism == "PLAIN" else (f"java-{mechanism.lower()}", "jpw")
-    if mechanism != "PLAIN":
+    if mechanism.startswith("SCRAM"):
         scram = ScramMechanism.SCRAM_SHA_256 if mechanism == "SCRAM-SHA-256" else ScramMechanism.SCRAM_SHA_512
         add_scram_user(broker, user, password, scram, 4096)
     java = JavaClient(properties=java_sasl_properties(mechanism, user, password))
@@ -448,6 +466,8 @@ def test_java_client(broker: SaslBroker, mechanism: str) -> None:
     assert len(deliveries) == 1
     got = java.consume(broker.sasl_bootstrap, topic, 0, start="beginning", count=1)
     assert [r.value for r in got] == [mechanism.encode()]
+    if mechanism == "OAUTHBEARER":
+        return  # no password to get wrong
     refused = JavaClient(properties=java_sasl_properties(mechanism, user, "wrong"), timeout_s=20)
     with pytest.raises(Exception) as info:
         refused.produce(broker.sasl_bootstrap, topic, [Record(b"k", b"never")])
@@ -457,3 +477,72 @@ def test_java_client(broker: SaslBroker, mechanism: str) -> None:
         else GENERIC_FAILURE.format(mechanism)
     )
     assert expected in str(info.value)
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
+def test_aiokafka(broker: SaslBroker, mechanism: str) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    user, password = ("alice", "alice-secret") if mechanism == "PLAIN" else ("aio-user", "aio-pw")
+    if mechanism != "PLAIN":
+        add_scram_user(broker, user, password, ScramMechanism.SCRAM_SHA_256, 4096)
+    common = {
+        "bootstrap_servers": broker.sasl_bootstrap,
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": mechanism,
+        "sasl_plain_username": user,
+        "sasl_plain_password": password,
+    }
+    topic = f"sasl-aiokafka-{mechanism.lower()}"
+
+    async def run() -> list[bytes]:
+        producer = AIOKafkaProducer(**common)
+        await producer.start()
+        try:
+            await producer.send_and_wait(topic, mechanism.encode())
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(topic, auto_offset_reset="earliest", **common)
+        await consumer.start()
+        try:
+            message = await asyncio.wait_for(consumer.getone(), 30)
+            return [message.value]
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(run()) == [mechanism.encode()]
+
+
+# kcat 1.7.1 here bundles librdkafka 2.0.2, whose SCRAM client-final message carries a nonce other than the
+# one the server sent: Apache Kafka 4.3.1 and pybroker both refuse it (scramp: "Server nonce doesn't match"),
+# so kcat is exercised with PLAIN only; SCRAM through librdkafka is covered by confluent-kafka above.
+@pytest.mark.parametrize("mechanism", ["PLAIN"])
+def test_kcat(broker: SaslBroker, mechanism: str) -> None:
+    import subprocess
+
+    from compat_tests.clients.kcat import kcat_binary
+
+    user, password = ("alice", "alice-secret") if mechanism == "PLAIN" else ("kcat-user", "kcat-pw")
+    if mechanism != "PLAIN":
+        add_scram_user(broker, user, password, ScramMechanism.SCRAM_SHA_512, 4096)
+    topic = f"sasl-kcat-{mechanism.lower()}"
+
+    def kcat(*args: str, pw: str = password, stdin: bytes = b"") -> subprocess.CompletedProcess:
+        sasl = ["-X", "security.protocol=SASL_PLAINTEXT", "-X", f"sasl.mechanisms={mechanism}"]
+        sasl += ["-X", f"sasl.username={user}", "-X", f"sasl.password={pw}"]
+        command = [kcat_binary(), "-b", broker.sasl_bootstrap, *sasl, "-t", topic, *args]
+        return subprocess.run(command, input=stdin, capture_output=True, timeout=60, check=False)
+
+    produced = kcat("-P", stdin=b"from kcat\n")
+    assert produced.returncode == 0, produced.stderr
+    consumed = kcat("-C", "-o", "beginning", "-c", "1", "-e")
+    assert consumed.returncode == 0 and consumed.stdout == b"from kcat\n", consumed.stderr
+    refused = kcat("-L", "-m", "5", pw="wrong")
+    expected = (
+        "Authentication failed: Invalid username or password"
+        if mechanism == "PLAIN"
+        else GENERIC_FAILURE.format(mechanism)
+    )
+    assert refused.returncode != 0 and expected in refused.stderr.decode()

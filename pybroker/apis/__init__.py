@@ -35,6 +35,18 @@ class RequestContext:
         return self.header.api_version
 
     @property
+    def principal(self) -> KafkaPrincipal:
+        return self.security.principal
+
+    @property
+    def listener_name(self) -> str:
+        return self.security.listener_name
+
+    @property
+    def security_protocol(self) -> str:
+        return self.security.security_protocol
+
+    @property
     def replica_manager(self):
         return self.broker.replica_manager
 
@@ -48,18 +60,6 @@ class RequestContext:
 
     def metadata_image(self):
         return self.broker.metadata_image()
-
-    @property
-    def principal(self) -> KafkaPrincipal:
-        return self.security.principal
-
-    @property
-    def listener_name(self) -> str:
-        return self.security.listener_name
-
-    @property
-    def security_protocol(self) -> str:
-        return self.security.security_protocol
 
     @property
     def client_host(self) -> str:

@@ -103,12 +103,12 @@ class MetadataStore:
         self.broker_configs: dict[str, dict[str, str]] = {}
         # ACLs by id, as Kafka's controller keeps AccessControlEntryRecords (the authorizer indexes them).
         self.acls: dict[uuid.UUID, AclBinding] = {}
-        # Told the name of every topic added, removed or changed (written or undone): the metadata
-        # image (metadata/local.py) rebuilds that topic.
-        self.topic_listener: Callable[[str], None] | None = None
         # SCRAM credentials by user, then mechanism name (Kafka's UserScramCredentialRecords): salt,
         # StoredKey, ServerKey and iterations, never a password.
         self.scram_credentials: dict[str, dict[str, ScramCredential]] = {}
+        # Told the name of every topic added, removed or changed (written or undone): the metadata
+        # image (metadata/local.py) rebuilds that topic.
+        self.topic_listener: Callable[[str], None] | None = None
 
     def load(self) -> None:
         if not self.path.exists():

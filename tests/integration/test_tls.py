@@ -294,3 +294,99 @@ def test_java_client_over_ssl_and_mtls(tls_broker, pki):
     )
     got = mtls_client.consume(f"127.0.0.1:{tls_broker.ports['MTLS']}", topic, 0, start="beginning", count=5)
     assert [(r.key, r.value) for r in got] == [(r.key, r.value) for r in records]
+
+
+def test_aiokafka_over_mtls(tls_broker, pki):
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.helpers import create_ssl_context
+
+    async def run() -> list[bytes]:
+        context = create_ssl_context(
+            cafile=str(pki.ca_pem), certfile=str(pki.alice_cert), keyfile=str(pki.alice_key)
+        )
+        common = {
+            "bootstrap_servers": f"127.0.0.1:{tls_broker.ports['MTLS']}",
+            "security_protocol": "SSL",
+            "ssl_context": context,
+        }
+        topic = f"aio-{uuid.uuid4().hex[:8]}"
+        producer = AIOKafkaProducer(**common)
+        await producer.start()
+        try:
+            for i in range(5):
+                await producer.send_and_wait(topic, f"a{i}".encode())
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(topic, group_id=f"g-{topic}", auto_offset_reset="earliest", **common)
+        await consumer.start()
+        got: list[bytes] = []
+        try:
+            async with asyncio.timeout(30):
+                async for m in consumer:
+                    got.append(m.value)
+                    if len(got) == 5:
+                        break
+        finally:
+            await consumer.stop()
+        return got
+
+    assert asyncio.run(run()) == [f"a{i}".encode() for i in range(5)]
+
+
+def test_fetches_larger_than_the_sendfile_threshold_over_ssl(tls_broker, pki):
+    """Slices of 64 KiB and more go out by sendfile on plaintext; under TLS they must be encrypted."""
+    from confluent_kafka import Consumer, Producer
+
+    conf = _confluent(pki, tls_broker.ports["SSL"])
+    topic = f"big-{uuid.uuid4().hex[:8]}"
+    values = [bytes([i % 251]) * 4096 + i.to_bytes(4, "big") for i in range(256)]  # ~1 MiB
+    producer = Producer({**conf, "linger.ms": 50})
+    for v in values:
+        producer.produce(topic, v)
+    assert producer.flush(30) == 0
+    consumer = Consumer({**conf, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(got) < len(values) and time.monotonic() < deadline:
+        for m in consumer.consume(100, 1.0):
+            if m.error() is None:
+                got.append(m.value())
+    consumer.close()
+    assert got == values
+
+
+def test_ssl_listener_on_the_asyncio_event_loop(tmp_path, pki):
+    port, ssl_port = free_port(), free_port()
+    broker = PyBroker(
+        tmp_path,
+        port=port,
+        extra_args=["--event-loop", "asyncio"],
+        overrides={
+            "listeners": f"PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:{ssl_port}",
+            "ssl.keystore.type": "PKCS12",
+            "ssl.keystore.location": str(pki.server_p12),
+            "ssl.keystore.password": STORE_PASSWORD,
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(pki.ca_pem),
+            "ssl.client.auth": "required",
+            "offsets.topic.num.partitions": "1",
+        },
+    )
+    broker.start()
+    try:
+        with socket.create_connection(("127.0.0.1", ssl_port), timeout=10) as sock:
+            assert not _api_versions_answered(sock)
+        try:
+            with _tls_socket(ssl_port, pki.ca_pem, (pki.mallory_cert, pki.mallory_key)) as sock:
+                assert not _api_versions_answered(sock)
+        except (ssl.SSLError, ConnectionError):
+            pass
+        _produce_consume_confluent(_confluent(pki, ssl_port, cert=True))
+        text = _wait_for_log(broker, "Failed authentication", 2)
+    finally:
+        broker.stop()
+    assert text.count("Failed authentication") == 2, text
+    assert "Traceback" not in text and "ERROR" not in text, text

@@ -294,3 +294,15 @@ def test_sasl_ssl_listeners_check_a_client_certificate_but_do_not_map_it(stores)
     )
     factory = ServerSslFactory("SSL", partial(config.listener_value, "SSL"), "SASL_SSL")
     assert _handshake(factory, stores, cert=True) == (ANONYMOUS, None)  # SASL will set the principal
+
+
+def test_a_broker_registration_answers_per_listener():
+    from types import MappingProxyType
+
+    from pybroker.metadata.image import BrokerRegistration
+
+    reg = BrokerRegistration(1, "h", 9092, None, MappingProxyType({"PLAINTEXT": ("h", 9092), "SSL": ("h2", 9093)}))
+    assert reg.endpoint("SSL") == ("h2", 9093)
+    assert reg.endpoint("PLAINTEXT") == ("h", 9092)
+    assert reg.endpoint("OTHER") is None  # Metadata leaves such a broker out, as Kafka does
+    assert BrokerRegistration(2, "x", 1).endpoint("ANY") == ("x", 1)  # registered without listeners
