@@ -65,3 +65,29 @@ def broker_count(host: str, port: int, timeout_s: float = 2.0) -> int:
         offset = 4 if version >= 3 else 0  # throttle_time_ms
         (count,) = struct.unpack_from(">i", response, offset)
         return count
+
+
+def _skip_string(data: bytes, offset: int) -> int:
+    (length,) = struct.unpack_from(">h", data, offset)
+    return offset + 2 + max(length, 0)
+
+
+def broker_ids(host: str, port: int, timeout_s: float = 2.0) -> set[int]:
+    """The node ids a Metadata response lists (KRaft lists only registered, unfenced brokers)."""
+    with socket.create_connection((host, port), timeout=timeout_s) as sock:
+        version = _metadata_version(_request(sock, API_VERSIONS, 0, 1, b""))
+        body = struct.pack(">i", 0)  # an empty topic list: brokers only
+        if version >= 4:
+            body += b"\x00"
+        response = _request(sock, METADATA, version, 2, body)
+        offset = 4 if version >= 3 else 0
+        (count,) = struct.unpack_from(">i", response, offset)
+        offset += 4
+        ids = set()
+        for _ in range(count):
+            (node_id,) = struct.unpack_from(">i", response, offset)
+            offset = _skip_string(response, offset + 4)  # host
+            offset += 4  # port
+            offset = _skip_string(response, offset)  # rack (v1+)
+            ids.add(node_id)
+        return ids
