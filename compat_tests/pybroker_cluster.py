@@ -163,6 +163,13 @@ class PyBrokerCluster:
         os.kill(self.pid(node_id), signal.SIGSTOP)
         self.frozen.add(node_id)
 
+    def is_frozen(self, node_id: int) -> bool:
+        return node_id in self.frozen
+
+    def observer_port(self, node_id: int) -> int:
+        """The node's real client port, past its fault proxy: where a harness observes it from."""
+        return self.nodes[node_id].port
+
     def thaw(self, node_id: int) -> None:
         if node_id in self.frozen and self.is_running(node_id):
             os.kill(self.pid(node_id), signal.SIGCONT)

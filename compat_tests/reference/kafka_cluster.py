@@ -304,6 +304,13 @@ class ApacheKafkaCluster:
     def freeze(self, node_id: int) -> None:
         self.nodes[node_id].freeze()
 
+    def is_frozen(self, node_id: int) -> bool:
+        return self.nodes[node_id].frozen
+
+    def observer_port(self, node_id: int) -> int:
+        """The node's real client port, past its fault proxy: where a harness observes it from."""
+        return self.nodes[node_id].ports.client
+
     def thaw(self, node_id: int) -> None:
         self.nodes[node_id].thaw()
 

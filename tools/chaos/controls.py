@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 
 def acks1_control(cluster: Cluster, options: Options, max_kills: int = 8, max_s: float = 240) -> dict[str, Any]:
     replication = len(cluster.node_ids())
-    metadata = Metadata(cluster.bootstrap, options.topic + "-acks1")
+    metadata = Metadata(cluster, options.topic + "-acks1")
     metadata.create_topic(options.partitions, replication, {"min.insync.replicas": "2"})
     wait_healthy(cluster, metadata, replication, 60)
     writers = [
@@ -82,7 +82,7 @@ def unclean_control(cluster: Cluster, options: Options, records: int = 200) -> d
     nodes = cluster.node_ids()
     fresh, stale = nodes[0], nodes[1]
     topic = options.topic + "-unclean"
-    metadata = Metadata(cluster.bootstrap, topic)
+    metadata = Metadata(cluster, topic)
     new_topic = NewTopic(
         topic, replica_assignment=[[fresh, stale]],
         config={"min.insync.replicas": "1", "unclean.leader.election.enable": "true"},
@@ -99,17 +99,17 @@ def unclean_control(cluster: Cluster, options: Options, records: int = 200) -> d
         while time.monotonic() < deadline:
             meta = partition()
             if meta is not None and condition(meta):
-                steps.append(f"{what}: leader {meta.leader}, isr {meta.isrs}")
+                steps.append(f"{what}: leader {meta['leader']}, isr {meta['isr']}")
                 return True
             time.sleep(0.5)  # poll interval
         steps.append(f"{what}: NOT within {timeout_s}s ({partition()})")
         return False
 
-    if partition().leader != fresh:  # make the replica that stays up the leader
+    if partition()["leader"] != fresh:  # make the replica that stays up the leader
         metadata.admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)]).result(30)
-    wait_for(lambda m: m.leader == fresh, f"node {fresh} leads")
+    wait_for(lambda m: m["leader"] == fresh, f"node {fresh} leads")
     cluster.kill(stale)
-    wait_for(lambda m: stale not in m.isrs, f"node {stale} killed and out of the ISR")
+    wait_for(lambda m: stale not in m["isr"], f"node {stale} killed and out of the ISR")
     log = WriterLog("unclean0.0")
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True})
     for seq in range(records):
@@ -137,9 +137,9 @@ def unclean_control(cluster: Cluster, options: Options, records: int = 200) -> d
             steps.append(f"ElectLeaders UNCLEAN: {error}")
         if not elected:
             time.sleep(1)
-    wait_for(lambda m: m.leader == stale, f"node {stale} (stale) elected uncleanly")
+    wait_for(lambda m: m["leader"] == stale, f"node {stale} (stale) elected uncleanly")
     cluster.restart(fresh)
-    wait_for(lambda m: len(m.isrs) == 2, f"node {fresh} back, truncated and in the ISR")
+    wait_for(lambda m: len(m["isr"]) == 2, f"node {fresh} back, truncated and in the ISR")
     found = read_partitions(cluster.bootstrap, topic, 1)
     result = check([log], found)
     return {

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import logging
 import random
+import struct
 import time
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any, Protocol
 
+from compat_tests.reference.kafka_probe import ProbeError, partition_states
 from tools.chaos.checker import CheckResult, check, produce_stall, read_partitions
 from tools.chaos.workload import WRITERS, Writer, WriterLog
 
@@ -39,6 +41,8 @@ class Cluster(Protocol):
     def isolate(self, node_id: int) -> None: ...
     def heal(self, node_id: int) -> None: ...
     def active_controller(self) -> tuple[int, int]: ...
+    def is_frozen(self, node_id: int) -> bool: ...
+    def observer_port(self, node_id: int) -> int: ...
 
 
 @dataclass
@@ -79,27 +83,59 @@ class FaultEvent:
 
 
 class Metadata:
-    """Leaders and ISRs through confluent-kafka's AdminClient (a Metadata request)."""
+    """Leaders and ISRs as the nodes themselves report them (Metadata v7 straight to each node's real
+    port, past the fault proxies: the harness observes, it is not a client), merged by leader epoch.
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    Asking one broker is not enough: a node just back from a freeze or a cut answers from a stale
+    metadata cache (it still names itself leader), so every reachable node is asked, the newest
+    leader epoch of each partition wins, and the cluster is "settled" only when all nodes agree."""
+
+    def __init__(self, cluster: Cluster, topic: str) -> None:
         from confluent_kafka.admin import AdminClient
 
-        self.admin = AdminClient({"bootstrap.servers": bootstrap, "logger": logging.getLogger("librdkafka.meta")})
+        self.cluster = cluster
+        self.admin = AdminClient(
+            {"bootstrap.servers": cluster.bootstrap, "logger": logging.getLogger("librdkafka.meta")}
+        )
         self.topic = topic
 
-    def partitions(self) -> dict[int, Any]:
-        from confluent_kafka import KafkaException
+    def views(self) -> dict[int, dict[int, dict[str, Any]]]:
+        """{node: {partition: state}} of every node that is running, not frozen, and answers."""
+        views = {}
+        for node in self.cluster.node_ids():
+            if not self.cluster.is_running(node) or self.cluster.is_frozen(node):
+                continue
+            try:
+                views[node] = partition_states("127.0.0.1", self.cluster.observer_port(node), self.topic, 1.0)
+            except (OSError, ProbeError, struct.error):
+                continue
+        return views
 
-        try:
-            topic = self.admin.list_topics(self.topic, timeout=5).topics.get(self.topic)
-        except KafkaException:
-            return {}
-        if topic is None or topic.error is not None:
-            return {}
-        return dict(topic.partitions)
+    def partitions(self, views: dict[int, dict[int, dict[str, Any]]] | None = None) -> dict[int, dict[str, Any]]:
+        merged: dict[int, dict[str, Any]] = {}
+        for view in (self.views() if views is None else views).values():
+            for partition, state in view.items():
+                if partition not in merged or state["leader_epoch"] > merged[partition]["leader_epoch"]:
+                    merged[partition] = state
+        return merged
 
     def leaders(self) -> dict[int, int]:
-        return {p: meta.leader for p, meta in self.partitions().items()}
+        return {p: int(state["leader"]) for p, state in self.partitions().items()}
+
+    def settled(self, replication: int) -> bool:
+        """Every node up and answering the same leader epochs, every partition led with its full ISR."""
+        views = self.views()
+        if set(views) != set(self.cluster.node_ids()):
+            return False
+        merged = self.partitions(views)
+        if not merged:
+            return False
+        def summary(states: dict[int, dict[str, Any]]) -> dict[int, tuple[Any, ...]]:
+            return {p: (s["leader_epoch"], s["leader"], sorted(s["isr"])) for p, s in states.items()}
+
+        if any(summary(view) != summary(merged) for view in views.values()):
+            return False
+        return all(s["leader"] >= 0 and len(s["isr"]) >= replication for s in merged.values())
 
     def create_topic(self, partitions: int, replication: int, configs: dict[str, str]) -> None:
         from confluent_kafka.admin import NewTopic
@@ -112,13 +148,10 @@ class Metadata:
 
 
 def wait_healthy(cluster: Cluster, metadata: Metadata, replication: int, timeout_s: float) -> bool:
-    """Every node running, every partition with a leader and its full ISR (bounded)."""
+    """Every node running and caught up, every partition with a leader and its full ISR (bounded)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        partitions = metadata.partitions()
-        if partitions and all(
-            meta.leader >= 0 and len(meta.isrs) >= replication for meta in partitions.values()
-        ) and all(cluster.is_running(n) for n in cluster.node_ids()):
+        if metadata.settled(replication):
             return True
         time.sleep(0.5)  # poll interval of the health check
     return False
@@ -246,7 +279,7 @@ def _round(value: float | None) -> float | None:
 
 def run(cluster: Cluster, options: Options) -> dict[str, Any]:
     replication = len(cluster.node_ids())
-    metadata = Metadata(cluster.bootstrap, options.topic)
+    metadata = Metadata(cluster, options.topic)
     configs = {"min.insync.replicas": "2", "unclean.leader.election.enable": str(options.unclean).lower()}
     metadata.create_topic(options.partitions, replication, configs)
     if not wait_healthy(cluster, metadata, replication, 60):
