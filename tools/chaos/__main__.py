@@ -63,8 +63,8 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("tools.chaos").setLevel(logging.INFO)
-    for noisy in ("librdkafka", "aiokafka", "kafka"):
-        logging.getLogger(noisy).setLevel(logging.ERROR)
+    for noisy in ("librdkafka", "aiokafka", "kafka"):  # the clients' own reconnect chatter during faults
+        logging.getLogger(noisy).setLevel(logging.CRITICAL)
     options = Options(
         partitions=args.partitions, duration=args.duration, kills=args.kills, bounces=args.bounces,
         controller_kills=args.controller_kills, freeze=args.freeze, partition_cut=args.partition_cut,
