@@ -84,7 +84,7 @@ def unclean_control(cluster: Cluster, options: Options, records: int = 200) -> d
     topic = options.topic + "-unclean"
     metadata = Metadata(cluster, topic)
     new_topic = NewTopic(
-        topic, replica_assignment=[[fresh, stale]],
+        topic, num_partitions=1, replica_assignment=[[fresh, stale]],
         config={"min.insync.replicas": "1", "unclean.leader.election.enable": "true"},
     )  # fmt: skip
     metadata.admin.create_topics([new_topic], operation_timeout=30)[topic].result(60)
