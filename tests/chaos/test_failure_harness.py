@@ -34,7 +34,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 def test_acks_all_survives_leader_kills(cluster: Any) -> None:
     options = Options(
-        topic="chaos-ci", duration=30, kills=2, bounces=0, controller_kills=0, freeze=0, partition_cut=0,
+        topic="chaos-ci", duration=25, kills=2, bounces=0, controller_kills=0, freeze=0, partition_cut=0,
         rate=150, warmup_s=3, cooldown_s=5,
     )  # fmt: skip
     summary = run(cluster, options)

@@ -53,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--freeze-seconds", type=float, default=15.0)
     parser.add_argument("--cut-seconds", type=float, default=30.0)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--deadline", type=float, default=None, help="no fault starts after this many seconds (3 x duration)"
+    )
     parser.add_argument("--workdir", type=Path, default=None, help="default: a temporary directory")
     parser.add_argument("--json", default=None, help="write the JSON summary here ('-': stdout)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="broker setting")
@@ -70,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         controller_kills=args.controller_kills, freeze=args.freeze, partition_cut=args.partition_cut,
         acks=args.acks, unclean=args.unclean, writers=tuple(args.writers.split(",")), rate=args.rate,
         down_s=args.down, freeze_s=args.freeze_seconds, cut_s=args.cut_seconds, seed=args.seed,
+        deadline_s=args.deadline,
     )  # fmt: skip
     overrides = dict(pair.split("=", 1) for pair in args.set)
     with tempfile.TemporaryDirectory(prefix="chaos-") as scratch:

@@ -34,8 +34,11 @@ class LogRecord:
     seq: int
 
 
-def read_partitions(bootstrap: str, topic: str, partitions: int, timeout_s: float = 120) -> list[LogRecord]:
-    """Every record of every partition, from the log start offset to the high watermark."""
+def read_partitions(
+    bootstrap: str, topic: str, partitions: int, timeout_s: float = 120, start: dict[int, int] | None = None
+) -> list[LogRecord]:
+    """Every record of every partition, from the log start offset (or ``start[partition]``) to the high
+    watermark."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
     consumer = Consumer(
@@ -62,9 +65,10 @@ def read_partitions(bootstrap: str, topic: str, partitions: int, timeout_s: floa
                     if time.monotonic() > deadline:
                         raise
                     time.sleep(0.5)  # a partition without a leader yet: ask again
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        first = {p: (start or {}).get(p, OFFSET_BEGINNING) for p in range(partitions)}
+        consumer.assign([TopicPartition(topic, p, first[p]) for p in range(partitions)])
         positions = {p: -1 for p in range(partitions)}
-        remaining = {p for p in range(partitions) if ends[p] > 0}
+        remaining = {p for p in range(partitions) if ends[p] > max(first[p], 0)}
         while remaining and time.monotonic() < deadline:
             for message in consumer.consume(1000, timeout=1.0):
                 if message.error():
@@ -103,9 +107,12 @@ class CheckResult:
         return dict(self.__dict__)
 
 
-def check(logs: list[WriterLog], records: list[LogRecord], acked_before: float | None = None) -> CheckResult:
-    """``acked_before``: judge only the records acknowledged before that (monotonic) time, for a check
-    taken while writers still run (a later ack may not be readable yet)."""
+def check(
+    logs: list[WriterLog], records: list[LogRecord], acked_before: float | None = None, acked_after: float = 0.0
+) -> CheckResult:
+    """Judge the records acknowledged in [``acked_after``, ``acked_before``) (monotonic times; default:
+    all): a check taken while writers still run must leave out later acks (not readable yet), and a check
+    of a window must be given the records from that window's offsets on."""
     result = CheckResult(in_log=len(records))
     seen: dict[tuple[str, int, int], list[LogRecord]] = defaultdict(list)
     last_seq: dict[tuple[str, int], int] = {}
@@ -124,10 +131,12 @@ def check(logs: list[WriterLog], records: list[LogRecord], acked_before: float |
         counts = {"acknowledged": 0, "failed": 0, "lost": 0}
         with log.lock:
             acked = {
-                key: value for key, value in log.acked.items() if acked_before is None or value[0] < acked_before
+                key: value
+                for key, value in log.acked.items()
+                if acked_after <= value[0] and (acked_before is None or value[0] < acked_before)
             }
             failed = dict(log.failed)
-            sent = set(log.sent)
+            unacknowledged = set(log.sent) - set(log.acked)
         for (partition, seq), (_, offset) in acked.items():
             counts["acknowledged"] += 1
             found = seen.get((log.name, partition, seq))
@@ -137,7 +146,7 @@ def check(logs: list[WriterLog], records: list[LogRecord], acked_before: float |
                     result.lost_examples.append(f"{log.name} p{partition} seq {seq} acked at offset {offset}")
             elif offset >= 0 and all(r.offset != offset for r in found):
                 result.offset_mismatch += 1
-        for partition, seq in sent - set(acked):
+        for partition, seq in unacknowledged:
             if (log.name, partition, seq) in seen:
                 result.unacknowledged_present += 1
         counts["failed"] = len(failed)

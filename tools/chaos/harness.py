@@ -2,8 +2,8 @@
 
 One run: create the topic (``partitions`` partitions, RF = cluster size, min.insync.replicas 2), start
 the writers, play the faults one after another at evenly spaced times over ``duration`` (a fault that
-overruns its slot delays the next; none starts after ``duration``), let the writers run on for a
-cool-down, stop them, heal and restart everything, wait for full ISRs, read every partition, check.
+overruns its slot delays the next; none starts after ``deadline_s``, 3 x duration by default), let the
+writers run on for a cool-down, stop them, heal and restart everything, wait for full ISRs, read every partition, check.
 """
 
 from __future__ import annotations
@@ -66,6 +66,12 @@ class Options:
     cooldown_s: float = 10.0
     recover_timeout_s: float = 90.0
     seed: int = 1
+    # No fault starts after this many seconds (default: 3 x duration); faults that overrun their
+    # slots on a loaded machine push the rest later rather than being dropped.
+    deadline_s: float | None = None
+
+    def max_duration(self) -> float:
+        return self.deadline_s if self.deadline_s is not None else 3 * self.duration
 
 
 @dataclass
@@ -190,16 +196,17 @@ class Nemesis:
         node = leaders[self.random.choice(sorted(leaders))]
         return node, sorted(p for p, n in leaders.items() if n == node)
 
-    def run(self, started: float, stop_at: float) -> int:
-        """Play the schedule; returns how many faults were skipped because time ran out."""
+    def run(self, started: float, end: float, deadline: float) -> int:
+        """Play the schedule, spread over [start + warm-up, ``end``); a fault that overruns its slot
+        delays the next; none starts after ``deadline``. Returns how many were skipped for time."""
         faults = self.schedule()
         if not faults:
             return 0
-        span = max(0.0, stop_at - started - self.options.warmup_s)
+        span = max(0.0, end - started - self.options.warmup_s)
         for index, kind in enumerate(faults):
             due = started + self.options.warmup_s + span * index / len(faults)
             now = time.monotonic()
-            if now >= stop_at:
+            if now >= deadline:
                 return len(faults) - index
             if due > now:
                 time.sleep(due - now)
@@ -294,7 +301,7 @@ def run(cluster: Cluster, options: Options) -> dict[str, Any]:
         writer.start()
     skipped = 0
     try:
-        skipped = nemesis.run(started, started + options.duration)
+        skipped = nemesis.run(started, started + options.duration, started + options.max_duration())
         time.sleep(max(0.0, started + options.duration - time.monotonic()))
         time.sleep(options.cooldown_s)  # writes after the last fault: its stall needs them
     finally:
