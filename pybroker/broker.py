@@ -23,12 +23,15 @@ from pybroker.coordinator.coordinator import GroupCoordinator
 from pybroker.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
 from pybroker.coordinator.transaction.coordinator import TransactionCoordinator
 from pybroker.coordinator.transaction.service import start_transaction_coordinator
+from pybroker.metadata.image import BrokerRegistration, MetadataImage
+from pybroker.metadata.local import LocalMetadataPublisher
 from pybroker.metadata.store import InvalidTopicName, MetadataStore, TopicRecord, validate_topic_name
 from pybroker.metrics.recorder import BrokerMetrics
 from pybroker.protocol.api import REQUESTS
 from pybroker.protocol.errors import ErrorCode, KafkaError
 from pybroker.protocol.memory_pool import MemoryPool
 from pybroker.replication.partition import Partition
+from pybroker.replication.replica_manager import ReplicaManager
 from pybroker.server import Acceptor, MemoryWaiters, raise_open_file_limit, serve
 from pybroker.storage import LogConfig, LogManager
 from pybroker.storage.errors import LogDirLockedError, StorageError, io_failure
@@ -146,13 +149,27 @@ class Broker:
         self.memory_waiters = MemoryWaiters()
         self.memory_pool = MemoryPool(config.queued_max_request_bytes, self.memory_waiters.schedule_wake)
         self.memory_waiters.pool = self.memory_pool
-        self.partitions: dict[tuple[str, int], Partition] = {}
         self.metadata = MetadataStore(self.log_dirs[0])
-        self.metadata_cache = TopicMetadataCache()  # encoded Metadata topic entries
         self.log_manager: LogManager | None = None
         self.cluster_id = ""
         self.host, self.port = config.listener_host_port()
         self.advertised_host, self.advertised_port = config.advertised_host_port()
+        # Byte and message totals are counted always (plain ints: the console shows them too); request
+        # latency only when metrics.listener serves it.
+        self.metrics = BrokerMetrics(timed=bool(config.get("metrics.listener")))
+        # The partitions this broker hosts, and the produce and fetch paths over them.
+        self.replica_manager = ReplicaManager(
+            self.node_id, self.metrics, topic_exists=lambda name: name in self.metadata.topics
+        )
+        # The metadata image handlers read: on a single broker, built from the store and the partitions.
+        self.metadata_publisher = LocalMetadataPublisher(
+            self.metadata,
+            self.replica_manager.get_partition,
+            BrokerRegistration(self.node_id, self.advertised_host, self.advertised_port, None),
+        )
+        self.metadata.topic_listener = self.metadata_publisher.topic_changed
+        self.metadata_cache = TopicMetadataCache()  # encoded Metadata topic entries
+        self.metadata_publisher.listeners.append(self.metadata_cache.invalidate)
         self.acceptor: Acceptor | None = None
         self._tasks: list[asyncio.Task] = []
         self._creating: set[str] = set()  # topics whose partitions are being created right now
@@ -160,9 +177,6 @@ class Broker:
         self.group_coordinator: GroupCoordinator | None = None
         self.transaction_coordinator: TransactionCoordinator | None = None
         self.fetch_sessions = FetchSessions(config.max_incremental_fetch_session_cache_slots)
-        # Byte and message totals are counted always (plain ints: the console shows them too); request
-        # latency only when metrics.listener serves it.
-        self.metrics = BrokerMetrics(timed=bool(config.get("metrics.listener")))
         self._http: Any = None  # the metrics endpoint and web console, when configured
         self.started = False
 
@@ -177,6 +191,7 @@ class Broker:
         self.log_manager = log_manager
         raise_open_file_limit()  # as Kafka's launch scripts advise: one fd per connection and segment file
         self.cluster_id = broker_config.ensure_meta_properties(self.config)
+        self.metadata_publisher.set_cluster_id(self.cluster_id)
         self.metadata.load()
         self.metadata.ensure_reserve()
         self._load_dynamic_configs()
@@ -196,6 +211,7 @@ class Broker:
         self.group_coordinator = GroupCoordinator(self)
         await self.group_coordinator.start()
         self.transaction_coordinator = await start_transaction_coordinator(self)
+        self.replica_manager.transaction_verifier = self.transaction_coordinator
         if self.config.get("metrics.listener") or self.config.get("console.listener"):
             from pybroker.metrics.http import HttpEndpoints  # imports aiohttp: only when asked for
 
@@ -229,8 +245,7 @@ class Broker:
             await self._http.stop()
         if self.group_coordinator is not None:
             await self.group_coordinator.stop()
-        for p in self.partitions.values():
-            p.close()
+        self.replica_manager.close()
         if self.log_manager is None:
             return  # never got the log dirs: nothing of ours to save
         loaded = self.log_manager.loaded
@@ -254,7 +269,7 @@ class Broker:
                     lg = self.log_manager.create_log(rec.name, i, cfg, rec.topic_id)
                 elif lg.config != cfg:
                     lg.update_config(cfg)
-                self.partitions[(rec.name, i)] = self._new_partition(rec, i, lg, min_isr)
+                self.replica_manager.add_partition(self._new_partition(rec, i, lg, min_isr))
         known = set(self.partitions)
         for lg in list(self.log_manager.all_logs()):
             if (lg.topic, lg.partition) not in known:
@@ -318,8 +333,8 @@ class Broker:
 
     def _new_partition(self, rec: TopicRecord, index: int, lg, min_isr: int | None = None) -> Partition:
         p = Partition(rec.name, index, rec.topic_id, lg, self.node_id)
-        p.state_listener = self.metadata_cache.partition_changed
-        self.metadata_cache.invalidate(rec.name)  # a partition (re)registered
+        p.state_listener = self.metadata_publisher.partition_changed
+        self.metadata_publisher.topic_changed(rec.name)  # a partition (re)registered
         p.min_insync_replicas = self._min_insync_replicas(rec) if min_isr is None else min_isr
         return p
 
@@ -334,7 +349,15 @@ class Broker:
         return self.metadata.topics.get(name)
 
     def partition(self, topic: str, index: int) -> Partition | None:
-        return self.partitions.get((topic, index))
+        return self.replica_manager.partitions.get((topic, index))
+
+    @property
+    def partitions(self) -> dict[tuple[str, int], Partition]:
+        """The replica manager's map (``(topic, index) -> Partition``)."""
+        return self.replica_manager.partitions
+
+    def metadata_image(self) -> MetadataImage:
+        return self.metadata_publisher.image()
 
     def check_new_topic(
         self, name: str, num_partitions: int, configs: dict[str, str | None]
@@ -445,13 +468,13 @@ class Broker:
         """A topic recorded whose partitions could not all be made: forget it again."""
         assert self.log_manager is not None
         for i in range(rec.partitions):
-            if self.partitions.pop((rec.name, i), None) is not None:
+            if self.replica_manager.remove_partition(rec.name, i) is not None:
                 self.log_manager.delete_log(rec.name, i)
         try:
             self.metadata.remove_topic(rec.name)
         except StorageError:
             log.error("topic %s could not be created and its record could not be removed", rec.name)
-        self.metadata_cache.invalidate(rec.name)
+        self.metadata_publisher.topic_changed(rec.name)
 
     def _register_partitions(self, rec: TopicRecord, logs: list) -> None:
         assert self.log_manager is not None
@@ -461,7 +484,7 @@ class Broker:
             if lg.config != cfg:
                 lg.update_config(cfg)
             self.log_manager.register_log(lg, d, rec.topic_id)
-            self.partitions[(rec.name, lg.partition)] = self._new_partition(rec, lg.partition, lg, min_isr)
+            self.replica_manager.add_partition(self._new_partition(rec, lg.partition, lg, min_isr))
 
     def _create_partitions(self, rec: TopicRecord, start: int, end: int) -> None:
         assert self.log_manager is not None
@@ -469,7 +492,7 @@ class Broker:
         min_isr = self._min_insync_replicas(rec)
         for i in range(start, end):
             lg = self.log_manager.create_log(rec.name, i, cfg, rec.topic_id)
-            self.partitions[(rec.name, i)] = self._new_partition(rec, i, lg, min_isr)
+            self.replica_manager.add_partition(self._new_partition(rec, i, lg, min_isr))
 
     def auto_create_topic(self, name: str) -> TopicRecord | None:
         if not self.config.auto_create_topics_enable:
@@ -494,10 +517,9 @@ class Broker:
             raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
         with storage_errors_as_kafka_errors(f"deleting topic {name}"):
             self.metadata.remove_topic(name)
-        self.metadata_cache.invalidate(name)
         self.metrics.forget_topic(name)
         for i in range(rec.partitions):
-            p = self.partitions.pop((name, i), None)
+            p = self.replica_manager.remove_partition(name, i)
             if p is not None:
                 p.close()
             self.log_manager.delete_log(name, i)

@@ -9,17 +9,20 @@ listener wiring of the real broker is exercised by tests/integration/test_metada
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
 from pybroker.apis import RequestContext
 from pybroker.apis.metadata import TopicMetadataCache, handle_metadata, topic_metadata
-from pybroker.metadata.store import TopicRecord
+from pybroker.metadata.image import BrokerRegistration, MetadataImage
+from pybroker.metadata.local import LocalMetadataPublisher
+from pybroker.metadata.store import MetadataStore, TopicRecord
 from pybroker.protocol import codec
 from pybroker.protocol.api import RESPONSES
 from pybroker.protocol.codec import RequestHeader
 from pybroker.replication.partition import Partition
+from pybroker.replication.replica_manager import ReplicaManager
 
 METADATA = RESPONSES[3]
 VERSIONS = range(METADATA.min_version, METADATA.max_version + 1)
@@ -29,50 +32,51 @@ class _Log:
     log_end_offset = 0
 
 
-@dataclass
-class _Store:
-    topics: dict[str, TopicRecord] = field(default_factory=dict)
-    topics_by_id: dict[uuid.UUID, TopicRecord] = field(default_factory=dict)
-
-
 class _Broker:
-    node_id = 1
-    advertised_host = "127.0.0.1"
-    advertised_port = 9092
-    cluster_id = "cluster"
+    """A real metadata store, replica manager and image publisher, wired as the broker wires them."""
 
-    def __init__(self) -> None:
-        self.metadata = _Store()
+    node_id = 1
+
+    def __init__(self, directory: Path) -> None:
+        self.metadata = MetadataStore(directory)
+        self.replica_manager = ReplicaManager(self.node_id)
+        self.publisher = LocalMetadataPublisher(
+            self.metadata,
+            self.replica_manager.get_partition,
+            BrokerRegistration(self.node_id, "127.0.0.1", 9092),
+            "cluster",
+        )
+        self.metadata.topic_listener = self.publisher.topic_changed
         self.metadata_cache = TopicMetadataCache()
-        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.publisher.listeners.append(self.metadata_cache.invalidate)
+
+    @property
+    def partitions(self) -> dict[tuple[str, int], Partition]:
+        return self.replica_manager.partitions
+
+    def metadata_image(self) -> MetadataImage:
+        return self.publisher.image()
 
     def add_topic(self, name: str, count: int) -> TopicRecord:
-        rec = TopicRecord(name, uuid.uuid4(), count)
-        self.metadata.topics[name] = rec
-        self.metadata.topics_by_id[rec.topic_id] = rec
+        rec = self.metadata.add_topic(name, count, {})
         for i in range(count):
             self.register(rec, i)
         return rec
 
     def register(self, rec: TopicRecord, index: int) -> Partition:
         p = Partition(rec.name, index, rec.topic_id, _Log(), self.node_id)  # type: ignore[arg-type]
-        p.state_listener = self.metadata_cache.partition_changed
-        self.metadata_cache.invalidate(rec.name)
-        self.partitions[(rec.name, index)] = p
+        p.state_listener = self.publisher.partition_changed
+        self.publisher.topic_changed(rec.name)
+        self.replica_manager.add_partition(p)
         return p
 
     def delete_topic(self, name: str) -> None:
-        rec = self.metadata.topics.pop(name)
-        self.metadata.topics_by_id.pop(rec.topic_id)
-        self.metadata_cache.invalidate(name)
+        rec = self.metadata.remove_topic(name)
         for i in range(rec.partitions):
-            self.partitions.pop((name, i))
+            self.replica_manager.remove_partition(name, i)
 
     def partition(self, topic: str, index: int) -> Partition | None:
-        return self.partitions.get((topic, index))
-
-    def topic(self, name: str) -> TopicRecord | None:
-        return self.metadata.topics.get(name)
+        return self.replica_manager.get_partition(topic, index)
 
     def auto_create_topic(self, name: str) -> TopicRecord | None:
         return None
@@ -96,15 +100,18 @@ def _cached(broker: _Broker, version: int, request: dict | None = None) -> bytes
 def _uncached(broker: _Broker, version: int, names: list[str] | None = None) -> bytes:
     """The same response with every topic built as dicts, as the handler did before the cache."""
     ctx = _ctx(broker, version)
-    recs = [broker.metadata.topics[n] for n in names] if names else list(broker.metadata.topics.values())
+    image = broker.metadata_image()
+    topics = [image.topics_by_name[n] for n in names] if names else list(image.topics_by_name.values())
     response = handle_metadata(ctx, _all_topics(version))
-    response["topics"] = [topic_metadata(ctx, rec) for rec in recs]  # replaces the cached entries
+    response["topics"] = [topic_metadata(t, image.brokers) for t in topics]  # replaces the cached entries
     return codec.encode(METADATA, version, response)
 
 
 @pytest.fixture
-def broker() -> _Broker:
-    b = _Broker()
+def broker(tmp_path: Path) -> _Broker:
+    b = _Broker(tmp_path)
+    # Brokers 2 and 3 registered too, so that replicas and leaders may move to them.
+    b.publisher.set_brokers(BrokerRegistration(n, "127.0.0.1", 9091 + n) for n in (1, 2, 3))
     b.add_topic("orders", 50)
     b.add_topic("events", 3)
     return b
@@ -154,8 +161,8 @@ def test_partition_count_and_topic_identity_are_checked_even_without_invalidatio
     version = 12
     _cached(broker, version)
     rec = broker.metadata.topics["events"]
-    # Partitions added without telling the cache: the count it was built for no longer matches.
-    rec.partitions = 5
+    # Partitions added through the store alone, without telling the cache: the image follows the store.
+    broker.metadata.set_partitions("events", 5)
     for i in (3, 4):
         broker.partitions[("events", i)] = Partition("events", i, rec.topic_id, _Log(), 1)  # type: ignore[arg-type]
     assert _cached(broker, version) == _uncached(broker, version)
@@ -163,10 +170,9 @@ def test_partition_count_and_topic_identity_are_checked_even_without_invalidatio
     assert len(next(t for t in decoded["topics"] if t["name"] == "events")["partitions"]) == 5
     # Deleted and created again under the same name: a new record (and topic id), never the old entry.
     old_id = rec.topic_id
-    del broker.metadata.topics["events"]
-    broker.metadata.topics_by_id.pop(old_id)
-    new = TopicRecord("events", uuid.uuid4(), 2)
-    broker.metadata.topics["events"] = new
+    broker.metadata.remove_topic("events")
+    new = broker.metadata.add_topic("events", 2, {})
+    assert new.topic_id != old_id
     for i in range(2):
         broker.partitions[("events", i)] = Partition("events", i, new.topic_id, _Log(), 1)  # type: ignore[arg-type]
     decoded, _ = codec.decode(METADATA, version, _cached(broker, version))
@@ -179,6 +185,7 @@ def test_partition_count_and_topic_identity_are_checked_even_without_invalidatio
 def test_a_partition_not_yet_registered_is_answered_live_and_not_kept(broker: _Broker) -> None:
     rec = broker.add_topic("growing", 2)
     broker.partitions.pop(("growing", 1))
+    broker.publisher.topic_changed("growing")  # as the broker says when it removes a partition
     decoded, _ = codec.decode(METADATA, 12, _cached(broker, 12))
     growing = next(t for t in decoded["topics"] if t["name"] == "growing")
     assert [p["error_code"] for p in growing["partitions"]] == [0, 5]  # LEADER_NOT_AVAILABLE
@@ -186,3 +193,17 @@ def test_a_partition_not_yet_registered_is_answered_live_and_not_kept(broker: _B
     decoded, _ = codec.decode(METADATA, 12, _cached(broker, 12))
     growing = next(t for t in decoded["topics"] if t["name"] == "growing")
     assert [p["error_code"] for p in growing["partitions"]] == [0, 0]
+
+
+def test_a_leader_on_an_unregistered_broker_is_not_available(broker: _Broker) -> None:
+    _cached(broker, 12)
+    p = broker.partition("events", 1)
+    assert p is not None
+    p.replicas = [1, 4]
+    p.leader_id = 4  # broker 4 is not registered: Kafka answers LEADER_NOT_AVAILABLE, replica 4 offline
+    assert _cached(broker, 12) == _uncached(broker, 12)
+    decoded, _ = codec.decode(METADATA, 12, _cached(broker, 12))
+    events = next(t for t in decoded["topics"] if t["name"] == "events")
+    part = events["partitions"][1]
+    assert (part["error_code"], part["leader_id"], part["offline_replicas"]) == (5, -1, [4])
+    assert sorted(b["node_id"] for b in decoded["brokers"]) == [1, 2, 3]

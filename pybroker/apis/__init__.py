@@ -30,6 +30,21 @@ class RequestContext:
     def version(self) -> int:
         return self.header.api_version
 
+    @property
+    def replica_manager(self):
+        return self.broker.replica_manager
+
+    @property
+    def metadata_cache(self):
+        return self.broker.metadata_cache
+
+    @property
+    def topic_admin(self):
+        return self.broker
+
+    def metadata_image(self):
+        return self.broker.metadata_image()
+
 
 @dataclass(frozen=True, slots=True)
 class ApiHandler:

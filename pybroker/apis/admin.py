@@ -198,16 +198,17 @@ async def handle_create_partitions(ctx: RequestContext, request: dict) -> dict:
 
 @handles(21, 0, 2)
 def handle_delete_records(ctx: RequestContext, request: dict) -> dict:
-    b = ctx.broker
+    rm = ctx.replica_manager
     topics = []
     for t in request["topics"]:
         parts = []
         for rp in t["partitions"]:
             idx = rp["partition_index"]
             out = {"partition_index": idx, "low_watermark": -1, "error_code": ErrorCode.NONE}
-            p = b.partition(t["name"], idx)
-            if p is None:
-                out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            try:
+                p = rm.get_partition_or_error(t["name"], idx)
+            except KafkaError as e:
+                out["error_code"] = e.code
             else:
                 offset = rp["offset"]
                 if offset == -1:  # -1 means "up to the high watermark"

@@ -8,8 +8,8 @@ append notifications, never on a timer loop.
 
 from __future__ import annotations
 
-import asyncio
 import logging
+from collections.abc import Awaitable
 
 from pybroker.apis import RequestContext, handles
 from pybroker.apis.fetch_session import (
@@ -21,26 +21,12 @@ from pybroker.apis.fetch_session import (
     PartitionResult,
     SessionError,
 )
-from pybroker.protocol.errors import ErrorCode
-from pybroker.storage.errors import OffsetOutOfRangeError
+from pybroker.protocol.errors import ErrorCode, KafkaError
+from pybroker.replication.replica_manager import EMPTY, FetchPartitionStatus
 
 log = logging.getLogger(__name__)
 
 READ_COMMITTED = 1
-EMPTY = b""
-
-
-class _Wanted:
-    """One requested partition and the response entry it fills."""
-
-    __slots__ = ("partition", "fetch_offset", "max_bytes", "leader_epoch", "resp")
-
-    def __init__(self, partition, fetch_offset: int, max_bytes: int, leader_epoch: int, resp: dict):
-        self.partition = partition
-        self.fetch_offset = fetch_offset
-        self.max_bytes = max_bytes
-        self.leader_epoch = leader_epoch
-        self.resp = resp
 
 
 def _partition_resp(index: int, code: ErrorCode = ErrorCode.NONE) -> dict:
@@ -73,24 +59,32 @@ def _requested(request: dict, by_id: bool) -> tuple[list[FetchItem], list[Partit
     return items, forgotten
 
 
-def _resolve(ctx: RequestContext, items: list[FetchItem], by_id: bool) -> tuple[list[dict], list[_Wanted]]:
+def _resolve(
+    ctx: RequestContext, items: list[FetchItem], by_id: bool
+) -> tuple[list[dict], list[FetchPartitionStatus]]:
     """A response entry per item (errors for unknown partitions) and the partitions to read."""
-    b = ctx.broker
+    rm = ctx.replica_manager
+    image = ctx.metadata_image() if by_id else None
     entries: list[dict] = []
-    wanted: list[_Wanted] = []
+    wanted: list[FetchPartitionStatus] = []
     missing = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     for item in items:
         topic, idx = item.key
-        if by_id:
-            rec = b.metadata.topics_by_id.get(topic)
-            topic = rec.name if rec is not None else None
-        p = b.partition(topic, idx) if topic is not None else None
-        if p is None:
-            entries.append(_partition_resp(idx, missing))
+        if image is not None:
+            t = image.topics_by_id.get(topic)
+            if t is None:
+                entries.append(_partition_resp(idx, missing))
+                continue
+            topic = t.name
+        try:
+            p = rm.get_partition_or_error(topic, idx)
+        except KafkaError as e:
+            code = missing if e.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else e.code
+            entries.append(_partition_resp(idx, code))
             continue
         resp = _partition_resp(idx)
         entries.append(resp)
-        wanted.append(_Wanted(p, item.fetch_offset, item.max_bytes, item.leader_epoch, resp))
+        wanted.append(FetchPartitionStatus(p, item.fetch_offset, item.max_bytes, item.leader_epoch, resp))
     return entries, wanted
 
 
@@ -133,58 +127,6 @@ def _session_error(e: SessionError) -> dict:
     return {"throttle_time_ms": 0, "error_code": e.code, "session_id": 0, "responses": []}
 
 
-def _read_all(broker, wanted: list[_Wanted], max_bytes: int, read_committed: bool) -> tuple[int, bool]:
-    """Fill every response entry; returns (bytes gathered, whether any partition has an error)."""
-    total = 0
-    errored = False
-    for w in wanted:
-        p = w.partition
-        resp = w.resp
-        if broker.partitions.get((p.topic, p.index)) is not p:
-            # Deleted (or recreated) while this fetch waited: its log is gone.
-            resp["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            resp["records"] = EMPTY
-            errored = True
-            continue
-        resp["high_watermark"] = p.high_watermark
-        resp["last_stable_offset"] = p.last_stable_offset
-        resp["log_start_offset"] = p.log_start_offset
-        resp["aborted_transactions"] = [] if read_committed else None
-        resp["records"] = EMPTY
-        if w.leader_epoch >= 0 and w.leader_epoch != p.leader_epoch:
-            resp["error_code"] = (
-                ErrorCode.FENCED_LEADER_EPOCH
-                if w.leader_epoch < p.leader_epoch
-                else ErrorCode.UNKNOWN_LEADER_EPOCH
-            )
-            errored = True
-            continue
-        upper = p.fetch_upper_bound(read_committed)
-        if w.fetch_offset == upper and w.fetch_offset >= p.log_start_offset:
-            continue
-        budget = min(w.max_bytes, max_bytes - total)
-        if budget <= 0 and total > 0:
-            continue
-        try:
-            # KIP-74: the first partition with data returns at least one whole batch, whatever the limits.
-            sl = p.log.read(w.fetch_offset, max(budget, 0), upper, total == 0)
-        except OffsetOutOfRangeError:
-            resp["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
-            errored = True
-            continue
-        resp["error_code"] = ErrorCode.NONE
-        if sl is not None and sl.size > 0:
-            resp["records"] = sl
-            total += sl.size
-            if read_committed:
-                # The consumer drops the batches of these producers from their first offset on.
-                resp["aborted_transactions"] = [
-                    {"producer_id": a.producer_id, "first_offset": a.first_offset}
-                    for a in p.log.collect_aborted_transactions(w.fetch_offset, upper)
-                ]
-    return total, errored
-
-
 @handles(1, 4, 16)
 def handle_fetch(ctx: RequestContext, request: dict):
     replica_id = (
@@ -203,18 +145,20 @@ def handle_fetch(ctx: RequestContext, request: dict):
         return _session_error(e)
     read_committed = request.get("isolation_level", 0) == READ_COMMITTED
     entries, wanted = _resolve(ctx, fctx.items, by_id)
-    max_bytes = request.get("max_bytes", 0x7FFFFFFF)
-    total, errored = _read_all(ctx.broker, wanted, max_bytes, read_committed)
-    max_wait = request["max_wait_ms"]
-    if total >= request["min_bytes"] or max_wait <= 0 or errored or not wanted:
+    waiting = ctx.replica_manager.fetch_messages(
+        wanted,
+        max_bytes=request.get("max_bytes", 0x7FFFFFFF),
+        min_bytes=request["min_bytes"],
+        max_wait_ms=request["max_wait_ms"],
+        read_committed=read_committed,
+    )
+    if waiting is None:
         _count_bytes_out(ctx.metrics, wanted)
         return _respond(fctx, entries, by_id)
-    return _long_poll(
-        ctx, fctx, entries, by_id, wanted, max_bytes, read_committed, request["min_bytes"], max_wait
-    )
+    return _respond_after(ctx, waiting, fctx, entries, by_id, wanted)
 
 
-def _count_bytes_out(metrics, wanted: list[_Wanted]) -> None:
+def _count_bytes_out(metrics, wanted: list[FetchPartitionStatus]) -> None:
     # Every partition with records is in the response, session or not (KIP-227 leaves out only
     # partitions with nothing new), so this counts what is sent.
     for w in wanted:
@@ -223,41 +167,14 @@ def _count_bytes_out(metrics, wanted: list[_Wanted]) -> None:
             metrics.fetched(w.partition.topic, records.size)
 
 
-async def _long_poll(
+async def _respond_after(
     ctx: RequestContext,
+    waiting: Awaitable[None],
     fctx: FetchContext,
     entries: list[dict],
     by_id: bool,
-    wanted: list[_Wanted],
-    max_bytes: int,
-    read_committed: bool,
-    min_bytes: int,
-    max_wait_ms: int,
+    wanted: list[FetchPartitionStatus],
 ) -> dict:
-    broker = ctx.broker
-    loop = asyncio.get_running_loop()
-    woken = asyncio.Event()
-    partitions = {id(w.partition): w.partition for w in wanted}.values()
-    for p in partitions:
-        p.add_data_listener(woken.set)
-    deadline = loop.time() + max_wait_ms / 1000
-    try:
-        while True:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                break
-            try:
-                await asyncio.wait_for(woken.wait(), remaining)
-            except TimeoutError:
-                break
-            woken.clear()
-            total, errored = _read_all(broker, wanted, max_bytes, read_committed)
-            if total >= min_bytes or errored:
-                _count_bytes_out(ctx.metrics, wanted)
-                return _respond(fctx, entries, by_id)
-        _read_all(broker, wanted, max_bytes, read_committed)
-        _count_bytes_out(ctx.metrics, wanted)
-        return _respond(fctx, entries, by_id)
-    finally:
-        for p in partitions:
-            p.remove_data_listener(woken.set)
+    await waiting  # the long poll: the entries are filled when it ends
+    _count_bytes_out(ctx.metrics, wanted)
+    return _respond(fctx, entries, by_id)

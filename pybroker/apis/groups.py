@@ -63,11 +63,13 @@ def _find_one(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
     if (key_type == KEY_TYPE_GROUP and coordinator is not None) or (
         key_type == KEY_TYPE_TRANSACTION and txn is not None and txn.started
     ):
+        # This broker coordinates every group and transaction (it leads every internal partition).
+        node = ctx.metadata_image().brokers[b.node_id]
         return {
             "key": key,
-            "node_id": b.node_id,
-            "host": b.advertised_host,
-            "port": b.advertised_port,
+            "node_id": node.node_id,
+            "host": node.host,
+            "port": node.port,
             "error_code": ErrorCode.NONE,
             "error_message": None,
         }

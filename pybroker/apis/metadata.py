@@ -8,96 +8,89 @@ a join of cached bytes, not 10,000 dicts built and encoded per request.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
 
 from pybroker.apis import RequestContext, handles
-from pybroker.metadata.store import InvalidTopicName, TopicRecord, is_internal_topic, validate_topic_name
+from pybroker.metadata.image import BrokerRegistration, MetadataImage, TopicImage
+from pybroker.metadata.store import InvalidTopicName, is_internal_topic, validate_topic_name
 from pybroker.protocol import codec
 from pybroker.protocol.api import RESPONSES
 from pybroker.protocol.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from pybroker.replication.partition import Partition
 
 ZERO_UUID_INT = 0
 METADATA = 3
 TOPICS_PATH = ("topics",)
 
 
-def broker_nodes(ctx: RequestContext, id_key: str = "node_id") -> list[dict]:
-    b = ctx.broker
-    return [{id_key: b.node_id, "host": b.advertised_host, "port": b.advertised_port, "rack": None}]
+def broker_nodes(image: MetadataImage, id_key: str = "node_id") -> list[dict]:
+    return [
+        {id_key: b.node_id, "host": b.host, "port": b.port, "rack": b.rack} for b in image.brokers.values()
+    ]
 
 
-def topic_metadata(ctx: RequestContext, rec: TopicRecord) -> dict:
-    """The topic's Metadata entry as a dict (what ``TopicMetadataCache`` encodes and keeps)."""
+def topic_metadata(topic: TopicImage, brokers: Mapping[int, BrokerRegistration]) -> dict:
+    """The topic's Metadata entry as a dict (what ``TopicMetadataCache`` encodes and keeps): each
+    partition's leader, epoch, replicas and ISR from the image; replicas on brokers that are not
+    registered are offline, and a partition whose leader is not registered has none
+    (LEADER_NOT_AVAILABLE), as Kafka's MetadataCache answers."""
     partitions = []
-    partition = ctx.broker.partition
-    for i in range(rec.partitions):
-        p = partition(rec.name, i)
-        if p is None:
-            partitions.append(
-                {"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "partition_index": i, "leader_id": -1}
-            )
-            continue
+    for i, reg in topic.partitions.items():
+        if reg.leader in brokers:
+            code, leader = ErrorCode.NONE, reg.leader
+        else:
+            code, leader = ErrorCode.LEADER_NOT_AVAILABLE, -1
         partitions.append(
             {
-                "error_code": ErrorCode.NONE,
+                "error_code": code,
                 "partition_index": i,
-                "leader_id": p.leader_id,
-                "leader_epoch": p.leader_epoch,
-                "replica_nodes": p.replicas,
-                "isr_nodes": p.isr,
-                "offline_replicas": (),
+                "leader_id": leader,
+                "leader_epoch": reg.leader_epoch,
+                "replica_nodes": reg.replicas,
+                "isr_nodes": reg.isr,
+                "offline_replicas": tuple(r for r in reg.replicas if r not in brokers),
             }
         )
     return {
         "error_code": ErrorCode.NONE,
-        "name": rec.name,
-        "topic_id": rec.topic_id,
-        "is_internal": rec.internal,
+        "name": topic.name,
+        "topic_id": topic.topic_id,
+        "is_internal": topic.internal,
         "partitions": partitions,
     }
 
 
 class TopicMetadataCache:
-    """Encoded Metadata topic entries: topic name -> (the record they were built from, its partition
-    count then, {encoding key: encoded entry}).
+    """Encoded Metadata topic entries: topic name -> (the ``TopicImage`` and broker set they were
+    built from, {encoding key: encoded entry}).
 
-    ``invalidate`` is called for every change of a partition's leadership state (``Partition``'s
-    listener) and when partitions are registered or removed; an entry built from another
-    ``TopicRecord`` object (the topic deleted and created again) or another partition count is never
-    served, whatever the hooks did.  Entries with a partition not yet registered are not kept."""
+    An image never changes: a changed topic is a new ``TopicImage`` object, so an entry is served
+    only while the image still holds the very object (and broker set) it was built from.
+    ``invalidate`` (the image publisher's listener) drops entries early, keeping memory to the
+    topics that exist."""
 
     def __init__(self) -> None:
-        self._entries: dict[str, tuple[TopicRecord, int, dict[tuple, codec.Encoded]]] = {}
+        self._entries: dict[str, tuple[TopicImage, Mapping, dict[tuple, codec.Encoded]]] = {}
 
     def invalidate(self, topic: str) -> None:
         self._entries.pop(topic, None)
 
-    def partition_changed(self, partition: Partition) -> None:
-        self._entries.pop(partition.topic, None)
-
     def __len__(self) -> int:
         return len(self._entries)
 
-    def encoded(self, ctx: RequestContext, rec: TopicRecord) -> codec.Encoded | dict:
+    def encoded(self, version: int, topic: TopicImage, brokers: Mapping[int, BrokerRegistration]) -> codec.Encoded:
         spec = RESPONSES[METADATA]
-        key = codec.element_encoding_key(spec, ctx.version, TOPICS_PATH)
-        entry = self._entries.get(rec.name)
-        if entry is not None and entry[0] is rec and entry[1] == rec.partitions:
+        key = codec.element_encoding_key(spec, version, TOPICS_PATH)
+        entry = self._entries.get(topic.name)
+        if entry is not None and entry[0] is topic and entry[1] is brokers:
             by_key = entry[2]
             cached = by_key.get(key)
             if cached is not None:
                 return cached
         else:
             by_key = {}
-        value = topic_metadata(ctx, rec)
-        if any(p["error_code"] != ErrorCode.NONE for p in value["partitions"]):
-            return value  # a partition still being created: answer from the live state, keep nothing
-        encoded = codec.encode_element(spec, ctx.version, TOPICS_PATH, value)
+        encoded = codec.encode_element(spec, version, TOPICS_PATH, topic_metadata(topic, brokers))
         by_key[key] = encoded
-        self._entries[rec.name] = (rec, rec.partitions, by_key)
+        self._entries[topic.name] = (topic, brokers, by_key)
         return encoded
 
 
@@ -112,60 +105,64 @@ def _error_topic(name: str | None, code: ErrorCode, topic_id=None) -> dict:
 
 @handles(3, 0, 12)
 def handle_metadata(ctx: RequestContext, request: dict) -> dict:
-    b = ctx.broker
-    cache: TopicMetadataCache = b.metadata_cache
+    cache: TopicMetadataCache = ctx.metadata_cache
+    image = ctx.metadata_image()
+    brokers = image.brokers
+    version = ctx.version
     requested = request.get("topics")
     # v0: an empty list means every topic; v1+: null means every topic and [] none.
-    all_topics = requested is None or (ctx.version == 0 and not requested)
-    allow_auto_create = request.get("allow_auto_topic_creation", True) if ctx.version >= 4 else True
-    topics: list[dict] = []
+    all_topics = requested is None or (version == 0 and not requested)
+    allow_auto_create = request.get("allow_auto_topic_creation", True) if version >= 4 else True
+    topics: list = []
     if all_topics:
-        topics = [cache.encoded(ctx, rec) for rec in b.metadata.topics.values()]
+        topics = [cache.encoded(version, t, brokers) for t in image.topics_by_name.values()]
     else:
         for t in requested:
             name = t.get("name")
             if name is None:
                 tid = t.get("topic_id")
-                rec = b.metadata.topics_by_id.get(tid)
-                if rec is None:
+                topic = image.topics_by_id.get(tid)
+                if topic is None:
                     # Name is nullable only from v12; before that Kafka answers with an empty name.
-                    unknown_name = None if ctx.version >= 12 else ""
+                    unknown_name = None if version >= 12 else ""
                     topics.append(_error_topic(unknown_name, ErrorCode.UNKNOWN_TOPIC_ID, tid))
                 else:
-                    topics.append(cache.encoded(ctx, rec))
+                    topics.append(cache.encoded(version, topic, brokers))
                 continue
-            rec = b.topic(name)
-            if rec is None:
+            topic = image.topics_by_name.get(name)
+            if topic is None:
                 try:
                     validate_topic_name(name)
                 except InvalidTopicName:
                     topics.append(_error_topic(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
                     continue
-                if allow_auto_create:
-                    rec = b.auto_create_topic(name)
-            if rec is None:
+                if allow_auto_create and ctx.topic_admin.auto_create_topic(name) is not None:
+                    image = ctx.metadata_image()
+                    brokers = image.brokers
+                    topic = image.topics_by_name.get(name)
+            if topic is None:
                 topics.append(_error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             else:
-                topics.append(cache.encoded(ctx, rec))
+                topics.append(cache.encoded(version, topic, brokers))
     return {
         "throttle_time_ms": 0,
-        "brokers": broker_nodes(ctx),
-        "cluster_id": b.cluster_id,
-        # The single broker is its own controller: admin clients send CreateTopics etc. here.
-        "controller_id": b.node_id,
+        "brokers": broker_nodes(image),
+        "cluster_id": image.cluster_id,
+        # A single broker is its own controller: admin clients send CreateTopics etc. here.
+        "controller_id": image.controller_id,
         "topics": topics,
     }
 
 
 @handles(60, 0, 1)
 def handle_describe_cluster(ctx: RequestContext, request: dict) -> dict:
-    b = ctx.broker
+    image = ctx.metadata_image()
     return {
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,
         "error_message": None,
         "endpoint_type": request.get("endpoint_type", 1),
-        "cluster_id": b.cluster_id,
-        "controller_id": b.node_id,
-        "brokers": broker_nodes(ctx, "broker_id"),
+        "cluster_id": image.cluster_id,
+        "controller_id": image.controller_id,
+        "brokers": broker_nodes(image, "broker_id"),
     }

@@ -4,7 +4,7 @@ OffsetForLeaderEpoch (23): where a leader epoch ends, from the log's leader-epoc
 from __future__ import annotations
 
 from pybroker.apis import RequestContext, handles
-from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.errors import ErrorCode, KafkaError
 
 LATEST = -1
 EARLIEST = -2
@@ -39,14 +39,13 @@ def _lookup(p, timestamp: int, read_committed: bool, version: int) -> tuple[Erro
 
 @handles(2, 1, 8)
 def handle_list_offsets(ctx: RequestContext, request: dict) -> dict:
-    b = ctx.broker
+    rm = ctx.replica_manager
     read_committed = request.get("isolation_level", 0) == READ_COMMITTED
     topics = []
     for t in request["topics"]:
         parts = []
         for rp in t["partitions"]:
             idx = rp["partition_index"]
-            p = b.partition(t["name"], idx)
             out = {
                 "partition_index": idx,
                 "error_code": ErrorCode.NONE,
@@ -54,8 +53,10 @@ def handle_list_offsets(ctx: RequestContext, request: dict) -> dict:
                 "offset": -1,
                 "leader_epoch": -1,
             }
-            if p is None:
-                out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            try:
+                p = rm.get_partition_or_error(t["name"], idx)
+            except KafkaError as e:
+                out["error_code"] = e.code
             else:
                 epoch = rp.get("current_leader_epoch", -1)
                 if epoch >= 0 and epoch != p.leader_epoch:
@@ -78,16 +79,17 @@ def handle_list_offsets(ctx: RequestContext, request: dict) -> dict:
 def handle_offset_for_leader_epoch(ctx: RequestContext, request: dict) -> dict:
     """Consumers validate their position after a leader change (librdkafka sends v2, Java v3+ when
     advertised); followers will use it to find their truncation point."""
-    b = ctx.broker
+    rm = ctx.replica_manager
     topics = []
     for t in request["topics"]:
         parts = []
         for rp in t["partitions"]:
             idx = rp["partition"]
             out = {"error_code": ErrorCode.NONE, "partition": idx, "leader_epoch": -1, "end_offset": -1}
-            p = b.partition(t["topic"], idx)
-            if p is None:
-                out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            try:
+                p = rm.get_partition_or_error(t["topic"], idx)
+            except KafkaError as e:
+                out["error_code"] = e.code
             else:
                 current = rp.get("current_leader_epoch", -1)
                 if current >= 0 and current != p.leader_epoch:

@@ -99,6 +99,9 @@ class MetadataStore:
         # Dynamic broker configs by resource name ("" the cluster default, "<node id>" one broker),
         # as Kafka keeps them in its metadata log (ConfigRecords of the BROKER resource).
         self.broker_configs: dict[str, dict[str, str]] = {}
+        # Told the name of every topic added, removed or changed (written or undone): the metadata
+        # image (metadata/local.py) rebuilds that topic.
+        self.topic_listener: Callable[[str], None] | None = None
 
     def load(self) -> None:
         if not self.path.exists():
@@ -177,6 +180,15 @@ class MetadataStore:
             undo()
             raise
 
+    def _topic_change(
+        self, name: str, apply: Callable[[], None], undo: Callable[[], None], *, frees_space: bool = False
+    ) -> None:
+        try:
+            self._change(apply, undo, frees_space=frees_space)
+        finally:
+            if self.topic_listener is not None:
+                self.topic_listener(name)
+
     def add_topic(
         self,
         name: str,
@@ -197,7 +209,7 @@ class MetadataStore:
             self.topics.pop(name, None)
             self.topics_by_id.pop(rec.topic_id, None)
 
-        self._change(apply, undo)
+        self._topic_change(name, apply, undo)
         return rec
 
     def remove_topic(self, name: str) -> TopicRecord:
@@ -211,19 +223,27 @@ class MetadataStore:
             self.topics[name] = rec
             self.topics_by_id[rec.topic_id] = rec
 
-        self._change(apply, undo, frees_space=True)
+        self._topic_change(name, apply, undo, frees_space=True)
         return rec
 
     def set_partitions(self, name: str, partitions: int) -> None:
         rec = self.topics[name]
         old = rec.partitions
-        self._change(lambda: setattr(rec, "partitions", partitions), lambda: setattr(rec, "partitions", old))
+        self._topic_change(
+            name, lambda: setattr(rec, "partitions", partitions), lambda: setattr(rec, "partitions", old)
+        )
+
+    def set_internal(self, name: str) -> None:
+        """Mark a topic internal (the coordinators' own topics, made before they were marked)."""
+        rec = self.topics[name]
+        self._topic_change(name, lambda: setattr(rec, "internal", True), lambda: setattr(rec, "internal", False))
 
     def set_configs(self, name: str, configs: dict[str, str]) -> None:
         rec = self.topics[name]
         old = rec.configs
         # Lowering retention is how an operator frees a full disk: this change may use the reserve.
-        self._change(
+        self._topic_change(
+            name,
             lambda: setattr(rec, "configs", dict(configs)),
             lambda: setattr(rec, "configs", old),
             frees_space=True,
