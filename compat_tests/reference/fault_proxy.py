@@ -81,6 +81,8 @@ def _owner_of(inode: int, pids: dict[int, int]) -> int:
 class _Link:
     owner: int
     source: int
+    peer_port: int
+    listen_port: int
     writers: list[asyncio.StreamWriter] = field(default_factory=list)
     blackholed: bool = False
     dropped_bytes: int = 0
@@ -115,15 +117,18 @@ class _ProxyServer:
             servers.append(await asyncio.start_server(on_connect, "127.0.0.1", route.listen_port))
         return servers
 
+    def _identify(self, link: _Link) -> None:
+        inode = _socket_inode(link.peer_port, link.listen_port)
+        link.source = _owner_of(inode, self.pids) if inode is not None else CLIENT
+
     def _blocked(self, link: _Link) -> bool:
         return any(link.involves(node) for node in self.isolated)
 
     async def _handle(self, route: Route, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.counters["accepted"] += 1
         peer_port = writer.get_extra_info("peername")[1]
-        inode = _socket_inode(peer_port, route.listen_port)
-        source = _owner_of(inode, self.pids) if inode is not None else CLIENT
-        link = _Link(route.owner, source, [writer])
+        link = _Link(route.owner, CLIENT, peer_port, route.listen_port, [writer])
+        self._identify(link)
         self.links.add(link)
         try:
             if self._blocked(link):
@@ -168,6 +173,8 @@ class _ProxyServer:
         elif name == "isolate":
             self.isolated.add(arg)
             for link in list(self.links):
+                if link.source == CLIENT:  # opened before its process's pid was known: look again
+                    self._identify(link)
                 if link.involves(arg) and not link.blackholed:
                     link.blackholed = True
                     self.counters["cut"] += 1
