@@ -11,6 +11,7 @@ pytest compat_tests --full                  # plus the heavy variants (see FULL_
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -23,6 +24,10 @@ from compat_tests.scenarios.support import NOT_EXPRESSIBLE_LOG
 
 # The replicated brokers: 3 nodes, default.replication.factor 3, min.insync.replicas 2.
 CLUSTER_BROKERS = ("kafka-cluster", "pybroker-cluster")
+
+# Brokers started for the scenarios run the codec strictly (codec.strict_field_names): a handler's
+# misspelt field name fails the scenario instead of being encoded as the default.
+os.environ.setdefault("PYBROKER_STRICT_CODEC", "1")
 
 FULL_HELP = (
     "also run the heavy variants the default run leaves out for time (tests marked 'full'): "

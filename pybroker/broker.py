@@ -12,13 +12,16 @@ import signal
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from pybroker import config as broker_config
 from pybroker.apis import load_all
 from pybroker.apis.fetch_session import FetchSessions
 from pybroker.apis.metadata import TopicMetadataCache
+from pybroker.config import ConfigError
 from pybroker.coordinator.coordinator import GroupCoordinator
 from pybroker.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
 from pybroker.coordinator.transaction.coordinator import TransactionCoordinator
@@ -32,6 +35,10 @@ from pybroker.protocol.errors import ErrorCode, KafkaError
 from pybroker.protocol.memory_pool import MemoryPool
 from pybroker.replication.partition import Partition
 from pybroker.replication.replica_manager import ReplicaManager
+from pybroker.security.context import SASL_SSL, uses_sasl, uses_ssl
+from pybroker.security.sasl_config import build_listener_config
+from pybroker.security.scram import ScramCredential, ScramMechanism
+from pybroker.security.ssl_factory import ServerSslFactory, SslConfigError
 from pybroker.server import Acceptor, MemoryWaiters, raise_open_file_limit, serve
 from pybroker.storage import LogConfig, LogManager
 from pybroker.storage.errors import LogDirLockedError, StorageError, io_failure
@@ -154,6 +161,10 @@ class Broker:
         self.cluster_id = ""
         self.host, self.port = config.listener_host_port()
         self.advertised_host, self.advertised_port = config.advertised_host_port()
+        self.acceptors: list[Acceptor] = []  # one per listener
+        # SSL listeners' contexts, made here so that a bad key store stops start-up (ConfigError)
+        # before any directory is touched.
+        self.ssl_factories = _ssl_factories(config)
         # Byte and message totals are counted always (plain ints: the console shows them too); request
         # latency only when metrics.listener serves it.
         self.metrics = BrokerMetrics(timed=bool(config.get("metrics.listener")))
@@ -162,23 +173,38 @@ class Broker:
             self.node_id, self.metrics, topic_exists=lambda name: name in self.metadata.topics
         )
         # The metadata image handlers read: on a single broker, built from the store and the partitions.
+        # The registration carries every advertised listener: Metadata answers the client's.
+        listeners = {
+            e.listener_name: config.advertised_host_port(e.listener_name) for e in config.advertised_endpoints
+        }
         self.metadata_publisher = LocalMetadataPublisher(
             self.metadata,
             self.replica_manager.get_partition,
-            BrokerRegistration(self.node_id, self.advertised_host, self.advertised_port, None),
+            BrokerRegistration(
+                self.node_id, self.advertised_host, self.advertised_port, None, MappingProxyType(listeners)
+            ),
         )
         self.metadata.topic_listener = self.metadata_publisher.topic_changed
         self.metadata_cache = TopicMetadataCache()  # encoded Metadata topic entries
         self.metadata_publisher.listeners.append(self.metadata_cache.invalidate)
-        self.acceptor: Acceptor | None = None
         self._tasks: list[asyncio.Task] = []
         self._creating: set[str] = set()  # topics whose partitions are being created right now
         self.topic_locks = TopicLocks()  # admin changes to one topic run one at a time
         self.group_coordinator: GroupCoordinator | None = None
         self.transaction_coordinator: TransactionCoordinator | None = None
         self.fetch_sessions = FetchSessions(config.max_incremental_fetch_session_cache_slots)
+        # What each SASL listener accepts (mechanisms, PLAIN users, OAUTHBEARER validation, reauth): a bad
+        # setting stops start-up here with one line, as Kafka's channel builder does.
+        self.sasl_configs = {
+            e.listener_name: build_listener_config(config, e.listener_name)
+            for e in config.listener_endpoints
+            if uses_sasl(e.security_protocol)
+        }
         self._http: Any = None  # the metrics endpoint and web console, when configured
         self.started = False
+
+    def scram_credential(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:
+        return self.metadata.scram_credential(user, mechanism.mechanism_name)
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -217,7 +243,7 @@ class Broker:
 
             self._http = HttpEndpoints.from_config(self, self.metrics)
             await self._http.start()
-        self.acceptor = await serve(self, self.host, self.port)
+        await self._open_listeners()
         self._tasks = [
             asyncio.ensure_future(self._every(interval, fn))
             for interval, fn in (
@@ -231,10 +257,20 @@ class Broker:
         self.started = True
         log.info("pybroker node %d started (cluster id %s)", self.node_id, self.cluster_id)
 
+    @property
+    def acceptor(self) -> Acceptor | None:
+        """The first listener's acceptor."""
+        return self.acceptors[0] if self.acceptors else None
+
+    async def _open_listeners(self) -> None:
+        for endpoint in self.config.listener_endpoints:
+            factory = self.ssl_factories.get(endpoint.listener_name)
+            self.acceptors.append(await serve(self, endpoint.host, endpoint.port, endpoint, factory))
+
     async def stop(self) -> None:
         log.info("shutting down")
-        if self.acceptor is not None:
-            self.acceptor.close()
+        for acceptor in self.acceptors:
+            acceptor.close()
         for conn in list(self.connections):
             conn.close("broker shutting down")
         for t in self._tasks:
@@ -336,6 +372,7 @@ class Broker:
         p.state_listener = self.metadata_publisher.partition_changed
         self.metadata_publisher.topic_changed(rec.name)  # a partition (re)registered
         p.min_insync_replicas = self._min_insync_replicas(rec) if min_isr is None else min_isr
+        p.replica_lag_time_max_ms = self.config.replica_lag_time_max_ms
         return p
 
     def _min_insync_replicas(self, rec: TopicRecord) -> int:
@@ -645,6 +682,30 @@ class Broker:
 
     def new_topic_id(self) -> uuid.UUID:
         return uuid.uuid4()
+
+
+def _ssl_factories(config: BrokerConfig) -> dict[str, ServerSslFactory]:
+    factories: dict[str, ServerSslFactory] = {}
+    for endpoint in config.listener_endpoints:
+        if uses_ssl(endpoint.security_protocol):
+            name = endpoint.listener_name
+            get = partial(config.listener_value, name)
+            if endpoint.security_protocol == SASL_SSL:
+                # KIP-684: a SASL_SSL listener asks for client certificates only when its own
+                # listener.name.<l>.ssl.client.auth says so (SASL authenticates the client).
+                get = partial(_sasl_ssl_value, config, name)
+            try:
+                factories[name] = ServerSslFactory(name, get, endpoint.security_protocol)
+            except SslConfigError as e:
+                message = f"Invalid configuration of listener {name} ({e.key}): {e.message}"
+                raise ConfigError(e.key, message) from None
+    return factories
+
+
+def _sasl_ssl_value(config: BrokerConfig, listener_name: str, key: str) -> Any:
+    if key == "ssl.client.auth":
+        return config.listener_overrides(listener_name).get(key, "none")
+    return config.listener_value(listener_name, key)
 
 
 def run(config: BrokerConfig) -> int:

@@ -129,10 +129,14 @@ class ApacheKafka:
         overrides: dict[str, str] | None = None,
         jvm: JvmProfile = CONSTRAINED,
         command_prefix: Sequence[str] = (),
+        extra_listeners: dict[str, tuple[str, int]] | None = None,
     ):
         self.workdir = Path(workdir)
         self.requested_port = port
         self.overrides = dict(overrides or {})
+        # More client listeners beside PLAINTEXT: name -> (security protocol, port), e.g. an SSL one
+        # whose ssl.* settings the overrides give (listener.name.<name>.ssl.*).
+        self.extra_listeners = dict(extra_listeners or {})
         self.jvm = jvm
         self.command_prefix = list(command_prefix)  # e.g. ["taskset", "-c", "0"]: the broker only
         self.port: int | None = None
@@ -217,15 +221,17 @@ class ApacheKafka:
         self.stop()
 
     def _write_config(self) -> Path:
+        extra = "".join(f",{name}://127.0.0.1:{port}" for name, (_, port) in self.extra_listeners.items())
+        protocols = "".join(f",{name}:{protocol}" for name, (protocol, _) in self.extra_listeners.items())
         settings = {
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}{extra}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}{extra}",
             "inter.broker.listener.name": "PLAINTEXT",
             "controller.listener.names": "CONTROLLER",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map": f"PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT{protocols}",
             "log.dirs": str(self.data_dir),
             **DEFAULT_SETTINGS,
             **self.overrides,

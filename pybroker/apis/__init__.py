@@ -7,8 +7,10 @@ exactly what the broker advertises.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from pybroker.security.context import ConnectionSecurity, KafkaPrincipal, plaintext_context
 
 if TYPE_CHECKING:
     from pybroker.broker import Broker
@@ -25,10 +27,24 @@ class RequestContext:
     header: RequestHeader
     peer: str
     metrics: BrokerMetrics  # running totals the handlers bump (bytes and messages per topic)
+    # The connection's listener, security protocol and principal (shared by its requests).
+    security: ConnectionSecurity = field(default_factory=plaintext_context)
 
     @property
     def version(self) -> int:
         return self.header.api_version
+
+    @property
+    def principal(self) -> KafkaPrincipal:
+        return self.security.principal
+
+    @property
+    def listener_name(self) -> str:
+        return self.security.listener_name
+
+    @property
+    def security_protocol(self) -> str:
+        return self.security.security_protocol
 
     @property
     def replica_manager(self):
@@ -83,6 +99,7 @@ def load_all() -> dict[int, ApiHandler]:
         offsets,
         produce,
         producer_ids,
+        sasl,
         transactions,
     )
 

@@ -127,13 +127,13 @@ def _session_error(e: SessionError) -> dict:
     return {"throttle_time_ms": 0, "error_code": e.code, "session_id": 0, "responses": []}
 
 
-@handles(1, 4, 16)
+# v17 (KIP-853) and v18 (KIP-1166: a follower's high watermark, tagged) change nothing a consumer
+# sends or reads; the response is the same from v16.
+@handles(1, 4, 18)
 def handle_fetch(ctx: RequestContext, request: dict):
     replica_id = (
         request["replica_state"]["replica_id"] if ctx.version >= 15 else request.get("replica_id", -1)
     )
-    if replica_id >= 0:
-        log.debug("follower fetch from replica %d served as a consumer fetch", replica_id)
     by_id = ctx.version >= 13
     requested, forgotten = _requested(request, by_id)
     # Before v7 there are no sessions: the request is its own full, sessionless fetch.
@@ -151,6 +151,7 @@ def handle_fetch(ctx: RequestContext, request: dict):
         min_bytes=request["min_bytes"],
         max_wait_ms=request["max_wait_ms"],
         read_committed=read_committed,
+        replica_id=replica_id,
     )
     if waiting is None:
         _count_bytes_out(ctx.metrics, wanted)

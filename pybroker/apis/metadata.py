@@ -22,10 +22,15 @@ METADATA = 3
 TOPICS_PATH = ("topics",)
 
 
-def broker_nodes(image: MetadataImage, id_key: str = "node_id") -> list[dict]:
-    return [
-        {id_key: b.node_id, "host": b.host, "port": b.port, "rack": b.rack} for b in image.brokers.values()
-    ]
+def broker_nodes(image: MetadataImage, listener_name: str, id_key: str = "node_id") -> list[dict]:
+    """The brokers' endpoints on the listener the client connected on (Kafka's MetadataCache
+    getAliveBrokerNodes(listenerName)); a broker without that listener is left out."""
+    nodes = []
+    for b in image.brokers.values():
+        endpoint = b.endpoint(listener_name)
+        if endpoint is not None:
+            nodes.append({id_key: b.node_id, "host": endpoint[0], "port": endpoint[1], "rack": b.rack})
+    return nodes
 
 
 def topic_metadata(topic: TopicImage, brokers: Mapping[int, BrokerRegistration]) -> dict:
@@ -103,7 +108,9 @@ def _error_topic(name: str | None, code: ErrorCode, topic_id=None) -> dict:
     return out
 
 
-@handles(3, 0, 12)
+# v13 (KIP-1102) adds a top-level error code, REBOOTSTRAP_REQUIRED when the client must rebootstrap; a
+# broker that answers is never in that state, so it stays NONE.
+@handles(3, 0, 13)
 def handle_metadata(ctx: RequestContext, request: dict) -> dict:
     cache: TopicMetadataCache = ctx.metadata_cache
     image = ctx.metadata_image()
@@ -146,7 +153,7 @@ def handle_metadata(ctx: RequestContext, request: dict) -> dict:
                 topics.append(cache.encoded(version, topic, brokers))
     return {
         "throttle_time_ms": 0,
-        "brokers": broker_nodes(image),
+        "brokers": broker_nodes(image, ctx.security.listener_name),
         "cluster_id": image.cluster_id,
         # A single broker is its own controller: admin clients send CreateTopics etc. here.
         "controller_id": image.controller_id,
@@ -154,15 +161,38 @@ def handle_metadata(ctx: RequestContext, request: dict) -> dict:
     }
 
 
-@handles(60, 0, 1)
+ENDPOINT_TYPE_BROKER = 1  # KIP-919's EndpointType: 0 unknown, 1 broker, 2 controller
+ENDPOINT_TYPES = {1: "BROKER", 2: "CONTROLLER"}
+
+
+@handles(60, 0, 2)
 def handle_describe_cluster(ctx: RequestContext, request: dict) -> dict:
+    wanted = request.get("endpoint_type", ENDPOINT_TYPE_BROKER)
+    if wanted != ENDPOINT_TYPE_BROKER:
+        # Kafka's AuthHelper.computeDescribeClusterResponse: this listener is a broker endpoint.
+        if wanted in ENDPOINT_TYPES:
+            code = ErrorCode.MISMATCHED_ENDPOINT_TYPE
+            message = (
+                "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type "
+                + ENDPOINT_TYPES[wanted]
+            )
+        else:
+            code = ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
+            message = f"Unsupported endpoint type {wanted}"
+        return {
+            "throttle_time_ms": 0,
+            "error_code": ErrorCode.INVALID_REQUEST if ctx.version == 0 else code,
+            "error_message": message,
+        }
+    # v2 (KIP-1073): fenced brokers are listed only when asked for, with is_fenced; a broker that
+    # answers is not fenced, so the list (and is_fenced=false) is the same either way.
     image = ctx.metadata_image()
     return {
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,
         "error_message": None,
-        "endpoint_type": request.get("endpoint_type", 1),
+        "endpoint_type": ENDPOINT_TYPE_BROKER,
         "cluster_id": image.cluster_id,
         "controller_id": image.controller_id,
-        "brokers": broker_nodes(image, "broker_id"),
+        "brokers": broker_nodes(image, ctx.security.listener_name, "broker_id"),
     }
