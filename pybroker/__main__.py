@@ -126,10 +126,10 @@ def _serve(args: argparse.Namespace, *, reexec_allowed: bool) -> int:
         _reexec_with_malloc_tuning()
     logging.basicConfig(level=args.log_level, format=LOG_FORMAT, stream=sys.stderr)
     log.info(
-        "starting pybroker: node %d, listener %s, advertised %s, log dirs %s, %s event loop",
+        "starting pybroker: node %d, listeners %s, advertised %s, log dirs %s, %s event loop",
         config.node_id,
-        config.listener_endpoints[0],
-        config.advertised_endpoints[0],
+        ",".join(map(str, config.listener_endpoints)),
+        ",".join(map(str, config.advertised_endpoints)),
         ",".join(config.log_dirs),
         config.event_loop,
     )

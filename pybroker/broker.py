@@ -8,7 +8,9 @@ import functools
 import logging
 import signal
 import time
+from functools import partial
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from pybroker import config as broker_config
@@ -16,6 +18,7 @@ from pybroker.apis import load_all
 from pybroker.apis.fetch_session import FetchSessions
 from pybroker.apis.metadata import TopicMetadataCache
 from pybroker.apis.services import BrokerServices
+from pybroker.config import ConfigError
 from pybroker.controller.local import LocalController
 from pybroker.coordinator.coordinator import GroupCoordinator
 from pybroker.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
@@ -30,6 +33,11 @@ from pybroker.protocol.api import REQUESTS
 from pybroker.protocol.memory_pool import MemoryPool
 from pybroker.replication.partition import Partition
 from pybroker.replication.replica_manager import ReplicaManager
+from pybroker.security.authorizer import Authorizer, authorizer_from_config
+from pybroker.security.context import SASL_SSL, uses_sasl, uses_ssl
+from pybroker.security.sasl_config import build_listener_config
+from pybroker.security.scram import ScramCredential, ScramMechanism
+from pybroker.security.ssl_factory import ServerSslFactory, SslConfigError
 from pybroker.server import Acceptor, MemoryWaiters, raise_open_file_limit, serve
 from pybroker.storage import LogManager
 from pybroker.storage.errors import LogDirLockedError, StorageError, io_failure
@@ -66,10 +74,15 @@ class Broker:
         self.memory_pool = MemoryPool(config.queued_max_request_bytes, self.memory_waiters.schedule_wake)
         self.memory_waiters.pool = self.memory_pool
         self.metadata = MetadataStore(self.log_dirs[0])
+        self.authorizer: Authorizer | None = None  # set at start when authorizer.class.name is set
         self.log_manager: LogManager | None = None
         self.cluster_id = ""
         self.host, self.port = config.listener_host_port()
         self.advertised_host, self.advertised_port = config.advertised_host_port()
+        self.acceptors: list[Acceptor] = []  # one per listener
+        # SSL listeners' contexts, made here so that a bad key store stops start-up (ConfigError)
+        # before any directory is touched.
+        self.ssl_factories = _ssl_factories(config)
         # Byte and message totals are counted always (plain ints: the console shows them too); request
         # latency only when metrics.listener serves it.
         self.metrics = BrokerMetrics(timed=bool(config.get("metrics.listener")))
@@ -78,10 +91,16 @@ class Broker:
             self.node_id, self.metrics, topic_exists=lambda name: name in self.metadata.topics
         )
         # The metadata image handlers read: on a single broker, built from the store and the partitions.
+        # The registration carries every advertised listener: Metadata answers the client's.
+        listeners = {
+            e.listener_name: config.advertised_host_port(e.listener_name) for e in config.advertised_endpoints
+        }
         self.metadata_publisher = LocalMetadataPublisher(
             self.metadata,
             self.replica_manager.get_partition,
-            BrokerRegistration(self.node_id, self.advertised_host, self.advertised_port, None),
+            BrokerRegistration(
+                self.node_id, self.advertised_host, self.advertised_port, None, MappingProxyType(listeners)
+            ),
         )
         self.metadata.topic_listener = self.metadata_publisher.topic_changed
         self.metadata_cache = TopicMetadataCache()  # encoded Metadata topic entries
@@ -90,7 +109,6 @@ class Broker:
         self.controller = LocalController(
             config, self.metadata, self.replica_manager, self.metadata_publisher, self.metrics
         )
-        self.acceptor: Acceptor | None = None
         self._tasks: list[asyncio.Task] = []
         self.fetch_sessions = FetchSessions(config.max_incremental_fetch_session_cache_slots)
         # What the handlers may use (apis/services.py) and what the coordinators may use
@@ -106,6 +124,7 @@ class Broker:
             fetch_sessions=self.fetch_sessions,
             metrics=self.metrics,
             allocate_producer_id=self.metadata.allocate_producer_id,
+            metadata_store=self.metadata,
         )
         self.coordinator_services = CoordinatorServices(
             config=config,
@@ -118,8 +137,18 @@ class Broker:
             allocate_producer_id=self.metadata.allocate_producer_id,
             group_coordinator=lambda: self.services.group_coordinator,
         )
+        # What each SASL listener accepts (mechanisms, PLAIN users, OAUTHBEARER validation, reauth): a bad
+        # setting stops start-up here with one line, as Kafka's channel builder does.
+        self.sasl_configs = {
+            e.listener_name: build_listener_config(config, e.listener_name)
+            for e in config.listener_endpoints
+            if uses_sasl(e.security_protocol)
+        }
         self._http: Any = None  # the metrics endpoint and web console, when configured
         self.started = False
+
+    def scram_credential(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:
+        return self.metadata.scram_credential(user, mechanism.mechanism_name)
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -136,6 +165,8 @@ class Broker:
         self.metadata_publisher.set_cluster_id(self.cluster_id)
         self.metadata.load()
         self.metadata.ensure_reserve()
+        self.authorizer = authorizer_from_config(self.config, self.metadata)
+        self.services.authorizer = self.authorizer
         self.controller.load_dynamic_configs()
         t0 = time.monotonic()
         # One LogConfig per topic, not per partition (computing it is most of a partition's cost).
@@ -162,7 +193,7 @@ class Broker:
 
             self._http = HttpEndpoints.from_config(self, self.metrics)
             await self._http.start()
-        self.acceptor = await serve(self, self.host, self.port)
+        await self._open_listeners()
         self._tasks = [
             asyncio.ensure_future(self._every(interval, fn))
             for interval, fn in (
@@ -176,10 +207,20 @@ class Broker:
         self.started = True
         log.info("pybroker node %d started (cluster id %s)", self.node_id, self.cluster_id)
 
+    @property
+    def acceptor(self) -> Acceptor | None:
+        """The first listener's acceptor."""
+        return self.acceptors[0] if self.acceptors else None
+
+    async def _open_listeners(self) -> None:
+        for endpoint in self.config.listener_endpoints:
+            factory = self.ssl_factories.get(endpoint.listener_name)
+            self.acceptors.append(await serve(self, endpoint.host, endpoint.port, endpoint, factory))
+
     async def stop(self) -> None:
         log.info("shutting down")
-        if self.acceptor is not None:
-            self.acceptor.close()
+        for acceptor in self.acceptors:
+            acceptor.close()
         for conn in list(self.connections):
             conn.close("broker shutting down")
         for t in self._tasks:
@@ -281,6 +322,30 @@ class Broker:
 
     def delete_topic(self, name: str) -> None:
         self.controller.delete_topic(name)
+
+
+def _ssl_factories(config: BrokerConfig) -> dict[str, ServerSslFactory]:
+    factories: dict[str, ServerSslFactory] = {}
+    for endpoint in config.listener_endpoints:
+        if uses_ssl(endpoint.security_protocol):
+            name = endpoint.listener_name
+            get = partial(config.listener_value, name)
+            if endpoint.security_protocol == SASL_SSL:
+                # KIP-684: a SASL_SSL listener asks for client certificates only when its own
+                # listener.name.<l>.ssl.client.auth says so (SASL authenticates the client).
+                get = partial(_sasl_ssl_value, config, name)
+            try:
+                factories[name] = ServerSslFactory(name, get, endpoint.security_protocol)
+            except SslConfigError as e:
+                message = f"Invalid configuration of listener {name} ({e.key}): {e.message}"
+                raise ConfigError(e.key, message) from None
+    return factories
+
+
+def _sasl_ssl_value(config: BrokerConfig, listener_name: str, key: str) -> Any:
+    if key == "ssl.client.auth":
+        return config.listener_overrides(listener_name).get(key, "none")
+    return config.listener_value(listener_name, key)
 
 
 def run(config: BrokerConfig) -> int:

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from pybroker.security.authorizer import AUTHORIZER_CLASS_NAMES, parse_super_users
 from pybroker.topic_config import (
     COMPRESSION_TYPE_VALIDATOR,
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -179,7 +180,10 @@ def parse_override(text: str) -> tuple[str, str]:
 # -- broker config definitions -----------------------------------------------------------------------
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SUPPORTED_SECURITY_PROTOCOLS = ("PLAINTEXT",)
+SUPPORTED_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+# Kafka's `ListenerName.configPrefix`: `listener.name.<lower-case listener name>.<key>` overrides `<key>`
+# for that listener's channel (ssl.*, and later sasl.*).
+LISTENER_PREFIX = "listener.name."
 SINGLE_NODE = Unsupported((1,), "a single-node broker cannot place more than one replica")
 
 _H, _M, _L = Importance.HIGH, Importance.MEDIUM, Importance.LOW
@@ -220,6 +224,19 @@ class HttpListener:
         return m["host"].strip("[]"), int(m["port"])
 
 
+class SuperUsers:
+    """``super.users``: principals ``Type:name`` separated by ``;`` (StandardAuthorizer's parse)."""
+
+    def __call__(self, key: str, value: Any) -> None:
+        try:
+            parse_super_users(value)
+        except ValueError as e:
+            raise ConfigError(key, f"Invalid value {value} for configuration {key}: {e}", value) from None
+
+    def describe(self) -> str:
+        return "principals Type:name separated by ';'"
+
+
 # fmt: off
 _BROKER_CONFIG_LIST = [
     # identity and listeners
@@ -228,13 +245,105 @@ _BROKER_CONFIG_LIST = [
     _key("broker.id", _T.INT, None, at_least(0), _H,
          "Alias of node.id; if both are set they must be equal."),
     _key("listeners", _T.STRING, "PLAINTEXT://127.0.0.1:9092", None, _H,
-         "The listener to bind, as NAME://host:port (an empty host binds every interface). "
-         "pybroker serves exactly one listener."),
+         "The listeners to bind, comma-separated NAME://host:port (an empty host binds every interface); "
+         "each name's security protocol comes from listener.security.protocol.map."),
     _key("advertised.listeners", _T.STRING, None, None, _H,
          "The address clients are told to reconnect to, per listener name; defaults to listeners. "
          "0.0.0.0 cannot be advertised."),
     _key("listener.security.protocol.map", _T.STRING, "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", None, _L,
-         "Map from listener name to security protocol. pybroker supports only PLAINTEXT listeners."),
+         "Map from listener name to security protocol: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."),
+    _key("inter.broker.listener.name", _T.STRING, None, None, _M,
+         "The listener brokers use between themselves; it must be in advertised.listeners. Defaults to the "
+         "listener named after security.inter.broker.protocol; only one of the two may be set."),
+    _key("security.inter.broker.protocol", _T.STRING, "PLAINTEXT", OneOf(SECURITY_PROTOCOLS), _M,
+         "The security protocol brokers use between themselves (the listener of that name)."),
+    # SASL (pybroker/security); per listener as listener.name.<name>.<key>, and per mechanism as
+    # listener.name.<name>.<mechanism>.<key> (sasl.jaas.config, connections.max.reauth.ms, ...)
+    _key("sasl.enabled.mechanisms", _T.LIST, ["GSSAPI"], None, _M,
+         "The SASL mechanisms enabled on SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER "
+         "(Kafka's default GSSAPI is not supported by pybroker and must be replaced when a SASL listener is used)."),
+    _key("sasl.jaas.config", _T.PASSWORD, None, None, _M,
+         "JAAS login module options in Kafka's syntax, used when no listener.name.<l>.<mechanism>.sasl.jaas.config "
+         "is given (PlainLoginModule user_<name>=\"<password>\" entries; OAuthBearerLoginModule options)."),
+    _key("connections.max.reauth.ms", _T.LONG, 0, None, _M,
+         "When positive, SASL sessions last at most this long (KIP-368): SaslAuthenticate v1+ tells the client, "
+         "and a connection that does not re-authenticate in time is closed at its next request."),
+    _key("sasl.server.max.receive.size", _T.INT, 524288, at_least(1), _L,
+         "The largest request accepted before SASL authentication completes."),
+    _key("sasl.server.callback.handler.class", _T.CLASS, None, None, _M,
+         "Per listener and mechanism (listener.name.<l>.oauthbearer.sasl.server.callback.handler.class): "
+         "Kafka's OAuthBearerValidatorCallbackHandler switches OAUTHBEARER to signed tokens checked against the JWKS."),
+    _key("sasl.oauthbearer.jwks.endpoint.url", _T.STRING, None, None, _M,
+         "The JWKS (a file: URL) whose keys verify signed OAUTHBEARER tokens when the listener's "
+         "oauthbearer.sasl.server.callback.handler.class is OAuthBearerValidatorCallbackHandler."),
+    _key("sasl.oauthbearer.expected.audience", _T.LIST, [], None, _L,
+         "Audiences one of which a signed OAUTHBEARER token must name (aud), if set."),
+    _key("sasl.oauthbearer.expected.issuer", _T.STRING, None, None, _L,
+         "The issuer (iss) a signed OAUTHBEARER token must name, if set."),
+    _key("sasl.oauthbearer.sub.claim.name", _T.STRING, "sub", None, _L,
+         "The claim of a signed OAUTHBEARER token that names the principal."),
+    _key("sasl.oauthbearer.scope.claim.name", _T.STRING, "scope", None, _L,
+         "The claim of a signed OAUTHBEARER token that holds its scope."),
+    _key("sasl.oauthbearer.clock.skew.seconds", _T.INT, 30, at_least(0), _L,
+         "Leeway allowed between the token issuer's clock and the broker's."),
+    # TLS (Kafka's SslConfigs); each may be given per listener as listener.name.<name>.<key>
+    _key("ssl.keystore.type", _T.STRING, "JKS", None, _M,
+         "The key store's format: PKCS12 or PEM (a JKS store is read if it is in fact PKCS12, as Java does)."),
+    _key("ssl.keystore.location", _T.STRING, None, None, _H,
+         "The key store file (PKCS12, or PEM with the private key and its certificate chain)."),
+    _key("ssl.keystore.password", _T.PASSWORD, None, None, _H,
+         "The key store's password (PKCS12); not allowed for PEM key stores."),
+    _key("ssl.key.password", _T.PASSWORD, None, None, _H,
+         "The private key's password (an encrypted PKCS#8 PEM key, or a PKCS12 entry's if it differs)."),
+    _key("ssl.keystore.certificate.chain", _T.PASSWORD, None, None, _H,
+         "The certificate chain in PEM, inline (ssl.keystore.type=PEM)."),
+    _key("ssl.keystore.key", _T.PASSWORD, None, None, _H,
+         "The PKCS#8 private key in PEM, inline (ssl.keystore.type=PEM); encrypted with ssl.key.password if set."),
+    _key("ssl.truststore.type", _T.STRING, "JKS", None, _M,
+         "The trust store's format: PKCS12 or PEM."),
+    _key("ssl.truststore.location", _T.STRING, None, None, _H,
+         "The trust store file: the certificates that client certificates must chain to."),
+    _key("ssl.truststore.password", _T.PASSWORD, None, None, _H,
+         "The trust store's password (PKCS12 integrity check); not allowed for PEM trust stores."),
+    _key("ssl.truststore.certificates", _T.PASSWORD, None, None, _H,
+         "Trusted certificates in PEM, inline (ssl.truststore.type=PEM)."),
+    _key("ssl.client.auth", _T.STRING, "none", OneOf(("required", "requested", "none")), _M,
+         "Client authentication by certificate: required, requested (used if the client sends one) or none."),
+    _key("ssl.enabled.protocols", _T.LIST, ["TLSv1.2", "TLSv1.3"], None, _M,
+         "The TLS versions accepted."),
+    _key("ssl.protocol", _T.STRING, "TLSv1.3", None, _M,
+         "The TLS protocol of the SSL context (the newest version offered when ssl.enabled.protocols is empty)."),
+    _key("ssl.cipher.suites", _T.LIST, [], None, _L,
+         "TLS 1.2 cipher suites, by their IANA/Java names (or OpenSSL's); empty: the defaults. TLS 1.3 suites "
+         "cannot be narrowed from Python and are OpenSSL's defaults (the same three as Java's)."),
+    _key("ssl.principal.mapping.rules", _T.STRING, "DEFAULT", None, _L,
+         "Rules mapping a client certificate's subject DN to a user name: RULE:pattern/replacement/[LU], "
+         "comma-separated, tried in order; DEFAULT keeps the whole DN."),
+    _key("ssl.endpoint.identification.algorithm", _T.STRING, "https", None, _L,
+         "Host name verification of the server certificate by the broker's own clients (pybroker has none: "
+         "accepted for settings written for Kafka)."),
+    # cluster mode (ZooKeeper): unset zookeeper.connect is today's single broker, no ZooKeeper needed
+    _key("zookeeper.connect", _T.STRING, None, None, _H,
+         "Cluster mode: the ZooKeeper ensemble as host:port[,host:port...][/chroot]. Brokers register there, "
+         "elect a controller through it and learn topics, leaders and ISRs from it. Unset: a single broker."),
+    _key("zookeeper.session.timeout.ms", _T.INT, 18000, at_least(1), _H,
+         "Cluster mode: the ZooKeeper session timeout; a broker silent for longer is considered dead."),
+    _key("zookeeper.connection.timeout.ms", _T.INT, None, None, _H,
+         "Cluster mode: how long to wait for the first connection to ZooKeeper; if unset, "
+         "zookeeper.session.timeout.ms is used."),
+    _key("broker.rack", _T.STRING, None, None, _M,
+         "Cluster mode: the rack of this broker; with every broker given a rack, a partition's replicas "
+         "are placed on different racks."),
+    _key("controlled.shutdown.enable", _T.BOOLEAN, True, None, _M,
+         "Cluster mode: on a clean stop, ask the controller to move leadership off this broker first."),
+    _key("auto.leader.rebalance.enable", _T.BOOLEAN, True, None, _H,
+         "Cluster mode: the controller moves leadership back to preferred replicas when it is imbalanced."),
+    _key("leader.imbalance.check.interval.seconds", _T.LONG, 300, at_least(1), _H,
+         "Cluster mode: how often the controller checks for leader imbalance."),
+    _key("leader.imbalance.per.broker.percentage", _T.INT, 10, at_least(0), _H,
+         "Cluster mode: the share of a broker's preferred partitions led elsewhere that triggers a rebalance."),
+    _key("replica.lag.time.max.ms", _T.LONG, 30000, at_least(1), _H,
+         "Cluster mode: a follower that has not caught up with the leader for this long leaves the ISR."),
     # sockets
     _key("max.incremental.fetch.session.cache.slots", _T.INT, 1000, at_least(0), _M,
          "The most incremental fetch sessions (KIP-227) kept; 0 declines every session."),
@@ -256,8 +365,8 @@ _BROKER_CONFIG_LIST = [
          "The directory holding the log data, used when log.dirs is unset (pybroker default ./pybroker-data)."),
     _key("num.partitions", _T.INT, 1, at_least(1), _M,
          "The default number of partitions of an auto-created topic."),
-    _key("default.replication.factor", _T.INT, 1, AllOf((at_least(1), SINGLE_NODE)), _M,
-         "The replication factor of auto-created topics."),
+    _key("default.replication.factor", _T.INT, 1, at_least(1), _M,
+         "The replication factor of auto-created topics (above 1 only in cluster mode: zookeeper.connect)."),
     _key("auto.create.topics.enable", _T.BOOLEAN, True, None, _H,
          "Create a topic when a client asks for metadata of, or produces to, a topic that does not exist."),
     _key("delete.topic.enable", _T.BOOLEAN, True, None, _H,
@@ -331,11 +440,28 @@ _BROKER_CONFIG_LIST = [
          "The minimum number of in-sync replicas that must acknowledge an acks=all produce."),
     _key("unclean.leader.election.enable", _T.BOOLEAN, False, None, _H,
          "Whether an out-of-sync replica may become leader (no effect on a single node)."),
+    _key("num.replica.fetchers", _T.INT, 1, at_least(1), _H,
+         "Fetcher tasks per leader broker that copy its partitions to this follower."),
+    _key("replica.fetch.max.bytes", _T.INT, 1048576, at_least(0), _M,
+         "Bytes a follower asks for per partition in one replica fetch (at least one batch comes)."),
+    _key("replica.fetch.response.max.bytes", _T.INT, 10485760, at_least(0), _M,
+         "Bytes a follower asks for in one replica fetch over all partitions."),
+    _key("replica.fetch.wait.max.ms", _T.INT, 500, at_least(0), _M,
+         "How long the leader may hold a replica fetch waiting for replica.fetch.min.bytes."),
+    _key("replica.fetch.min.bytes", _T.INT, 1, at_least(1), _M,
+         "Bytes a replica fetch waits for before the leader answers it."),
+    _key("replica.fetch.backoff.ms", _T.INT, 1000, at_least(0), _M,
+         "How long a follower waits after a fetch error before fetching that partition again."),
+    _key("replica.high.watermark.checkpoint.interval.ms", _T.LONG, 5000, at_least(1), _H,
+         "How often the high watermarks are saved to replication-offset-checkpoint (in a cluster)."),
+    _key("replica.socket.timeout.ms", _T.INT, 30000, None, _M,
+         "How long a follower waits for the leader's answer beyond the replica fetch wait."),
     # group coordinator
     _key("offsets.topic.num.partitions", _T.INT, 50, at_least(1), _H,
          "The number of partitions of the __consumer_offsets topic (fixed once the topic exists)."),
-    _key("offsets.topic.replication.factor", _T.SHORT, 1, AllOf((at_least(1), SINGLE_NODE)), _H,
-         "The replication factor of the __consumer_offsets topic (Kafka default 3; a single node has 1)."),
+    _key("offsets.topic.replication.factor", _T.SHORT, 1, at_least(1), _H,
+         "The replication factor of the __consumer_offsets topic (Kafka default 3; a single node has 1; "
+         "above 1 only in cluster mode, where it is at most the number of live brokers when the topic is made)."),
     _key("offsets.retention.minutes", _T.INT, 10080, at_least(1), _H,
          "How long committed offsets of a group without members are kept."),
     _key("offsets.retention.check.interval.ms", _T.LONG, 600000, at_least(1), _H,
@@ -382,6 +508,14 @@ _BROKER_CONFIG_LIST = [
          "How long producer state of an idle producer id is kept."),
     _key("producer.id.expiration.check.interval.ms", _T.INT, 600000, at_least(1), _L,
          "How often producer ids idle for longer than producer.id.expiration.ms are removed."),
+    # authorization (pybroker.security.authorizer): Kafka's StandardAuthorizer semantics
+    _key("authorizer.class.name", _T.STRING, "", OneOf(AUTHORIZER_CLASS_NAMES), _L,
+         "The authorizer: org.apache.kafka.metadata.authorizer.StandardAuthorizer (or "
+         "kafka.security.authorizer.AclAuthorizer) switches ACL checks on; empty: every client may do everything."),
+    _key("super.users", _T.STRING, None, SuperUsers(), _L,
+         "Principals (Type:name, separated by ';') the authorizer allows everything, whatever the ACLs."),
+    _key("allow.everyone.if.no.acl.found", _T.BOOLEAN, False, None, _L,
+         "With an authorizer: allow an operation on a resource no ACL applies to (default: deny)."),
     # pybroker's own HTTP endpoints (not Kafka keys): off unless a listener is given
     _key("metrics.listener", _T.STRING, "", HttpListener(), _M,
          "pybroker: serve Prometheus metrics at http://host:port/metrics, e.g. http://127.0.0.1:9644 "
@@ -404,7 +538,8 @@ _NO_THREAD_POOLS = "pybroker serves every connection on one event loop, it has n
 _SINGLE_NODE = "pybroker is a single combined broker and controller, there is no controller quorum"
 _NO_REPLICAS = "pybroker is a single node and has no replica fetchers"
 _NO_SHARE_GROUPS = "pybroker does not implement share groups (KIP-932)"
-_NO_SECURITY = "pybroker serves PLAINTEXT listeners only"
+_NO_SECURITY = "pybroker does not implement SASL yet"
+_PYTHON_TLS = "pybroker's TLS is Python's ssl module (OpenSSL): Java's security providers do not apply"
 UNUSED_KAFKA_KEYS: dict[str, str] = {
     "num.network.threads": _NO_THREAD_POOLS,
     "num.io.threads": _NO_THREAD_POOLS,
@@ -419,40 +554,27 @@ UNUSED_KAFKA_KEYS: dict[str, str] = {
     "controller.quorum.election.timeout.ms": _SINGLE_NODE,
     "controller.quorum.fetch.timeout.ms": _SINGLE_NODE,
     "controller.listener.names": "pybroker has no controller listener; the listeners it names are not opened",
-    "inter.broker.listener.name": "pybroker is a single node with no inter-broker traffic",
     "inter.broker.protocol.version": "pybroker is a single node with no inter-broker traffic",
     "metadata.log.dir": "pybroker keeps its metadata in the first log dir",
     "metadata.log.segment.bytes": "pybroker keeps its metadata in the first log dir",
     "metadata.max.retention.bytes": "pybroker keeps its metadata in the first log dir",
     "metadata.max.retention.ms": "pybroker keeps its metadata in the first log dir",
     "cluster.id": "the cluster id is generated once and kept in <log.dir>/meta.properties",
-    "zookeeper.connect": "pybroker keeps its own metadata and needs no ZooKeeper",
-    "zookeeper.connection.timeout.ms": "pybroker keeps its own metadata and needs no ZooKeeper",
-    "zookeeper.session.timeout.ms": "pybroker keeps its own metadata and needs no ZooKeeper",
-    "num.replica.fetchers": _NO_REPLICAS,
-    "replica.lag.time.max.ms": _NO_REPLICAS,
-    "replica.fetch.max.bytes": _NO_REPLICAS,
-    "replica.fetch.wait.max.ms": _NO_REPLICAS,
-    "replica.socket.timeout.ms": _NO_REPLICAS,
-    "auto.leader.rebalance.enable": _NO_REPLICAS,
     "offsets.topic.min.isr": "a single node always has one in-sync replica",
     "share.coordinator.state.topic.replication.factor": _NO_SHARE_GROUPS,
     "share.coordinator.state.topic.min.isr": _NO_SHARE_GROUPS,
     "share.coordinator.state.topic.num.partitions": _NO_SHARE_GROUPS,
     "group.share.enable": _NO_SHARE_GROUPS,
     "group.coordinator.rebalance.protocols": "pybroker always serves the classic and consumer group protocols",
-    "sasl.enabled.mechanisms": _NO_SECURITY,
     "sasl.mechanism.inter.broker.protocol": _NO_SECURITY,
     "sasl.mechanism.controller.protocol": _NO_SECURITY,
-    "ssl.keystore.location": _NO_SECURITY,
-    "ssl.keystore.password": _NO_SECURITY,
-    "ssl.key.password": _NO_SECURITY,
-    "ssl.truststore.location": _NO_SECURITY,
-    "ssl.truststore.password": _NO_SECURITY,
-    "ssl.client.auth": _NO_SECURITY,
-    "authorizer.class.name": "pybroker has no authorizer: every client may do everything",
-    "super.users": "pybroker has no authorizer: every client may do everything",
-    "allow.everyone.if.no.acl.found": "pybroker has no authorizer: every client may do everything",
+    "ssl.keymanager.algorithm": _PYTHON_TLS,
+    "ssl.trustmanager.algorithm": _PYTHON_TLS,
+    "ssl.provider": _PYTHON_TLS,
+    "ssl.secure.random.implementation": _PYTHON_TLS,
+    "ssl.engine.factory.class": _PYTHON_TLS,
+    "ssl.allow.dn.changes": "pybroker does not reconfigure key stores at runtime",
+    "ssl.allow.san.changes": "pybroker does not reconfigure key stores at runtime",
     "log.cleaner.dedupe.buffer.size": "pybroker's compactor sizes its own map",
     "log.cleaner.io.buffer.size": "pybroker's compactor sizes its own buffers",
     "remote.log.storage.system.enable": "pybroker does not implement tiered storage",
@@ -597,6 +719,15 @@ class BrokerConfig:
     socket_send_buffer_bytes: int
     socket_receive_buffer_bytes: int
     min_insync_replicas: int
+    replica_lag_time_max_ms: int
+    num_replica_fetchers: int
+    replica_fetch_max_bytes: int
+    replica_fetch_response_max_bytes: int
+    replica_fetch_wait_max_ms: int
+    replica_fetch_min_bytes: int
+    replica_fetch_backoff_ms: int
+    replica_socket_timeout_ms: int
+    replica_high_watermark_checkpoint_interval_ms: int
     offsets_topic_num_partitions: int
     offsets_retention_minutes: int
     group_initial_rebalance_delay_ms: int
@@ -609,6 +740,7 @@ class BrokerConfig:
 
     listener_endpoints: list[Endpoint]
     advertised_endpoints: list[Endpoint]
+    inter_broker_listener_name: str
     # One line per Kafka key given that pybroker does not use (logged as warnings at start-up).
     warnings: list[str]
 
@@ -618,7 +750,11 @@ class BrokerConfig:
         # Every problem of the configuration is reported at once (ConfigErrors), not one per start.
         problems = _Problems()
         warnings: list[str] = []
+        prefixed: dict[str, object] = {}  # listener.name.<listener>.<key>, resolved once listeners are known
         for name, raw in originals.items():
+            if name.startswith(LISTENER_PREFIX):
+                prefixed[name] = raw
+                continue
             key = BROKER_CONFIGS.get(name)
             if key is None:
                 if name in UNUSED_KAFKA_KEYS:
@@ -659,6 +795,17 @@ class BrokerConfig:
             listeners, advertised = _listeners(values, explicit, originals, warnings)
             self._set("listener_endpoints", listeners)
             self._set("advertised_endpoints", advertised)
+        overrides: dict[str, dict[str, Any]] = {}
+        with problems.collect():
+            overrides = _listener_overrides(prefixed, getattr(self, "listener_endpoints", []), warnings)
+        self._set("_listener_overrides", overrides)
+        inter_broker = ""
+        with problems.collect():
+            inter_broker = _inter_broker_listener(
+                values, explicit, getattr(self, "advertised_endpoints", []), warnings
+            )
+        values["inter.broker.listener.name"] = inter_broker or values["inter.broker.listener.name"]
+        self._set("inter_broker_listener_name", values["inter.broker.listener.name"])
         problems.raise_if_any()
 
     # -- construction --------------------------------------------------------------------------------
@@ -762,16 +909,37 @@ class BrokerConfig:
         return dict(self._originals)
 
     def listener_host_port(self) -> tuple[str, int]:
-        """The (host, port) to bind; host "" means every interface."""
+        """The (host, port) of the first listener; host "" means every interface."""
         endpoint = self.listener_endpoints[0]
         return endpoint.host, endpoint.port
 
-    def advertised_host_port(self) -> tuple[str, int]:
-        """The (host, port) clients are told to connect to, for the listener that is bound."""
-        name = self.listener_endpoints[0].listener_name
+    def advertised_host_port(self, listener_name: str | None = None) -> tuple[str, int]:
+        """The (host, port) clients of a listener (by default the first) are told to connect to."""
+        name = listener_name or self.listener_endpoints[0].listener_name
         endpoint = next(e for e in self.advertised_endpoints if e.listener_name == name)
         # Kafka advertises the machine's canonical host name for a listener with an empty host.
         return endpoint.host or socket.getfqdn(), endpoint.port
+
+    def listener_value(self, listener_name: str, key: str) -> Any:
+        """`key` for one listener's channel: `listener.name.<listener>.<key>` if set, else `key`
+        (Kafka's `ChannelBuilders` reads a listener's security configs with that prefix first)."""
+        overrides = self._listener_overrides.get(listener_name.lower())
+        if overrides is not None and key in overrides:
+            return overrides[key]
+        return self.get(key)
+
+    def sasl_value(self, listener_name: str, mechanism: str, key: str) -> Any:
+        """A SASL key for one listener and mechanism: listener.name.<l>.<mechanism>.<key>, then
+        listener.name.<l>.<key>, then <key> (mechanism-scoped values are kept as given, strings)."""
+        overrides = self._listener_overrides.get(listener_name.lower(), {})
+        scoped = f"{mechanism.lower()}.{key}"
+        if scoped in overrides:
+            return overrides[scoped]
+        return self.listener_value(listener_name, key)
+
+    def listener_overrides(self, listener_name: str) -> dict[str, Any]:
+        """The `listener.name.<listener>.*` settings of one listener, by their unprefixed key."""
+        return dict(self._listener_overrides.get(listener_name.lower(), {}))
 
 
 class ConfigErrors(ConfigError):
@@ -812,7 +980,7 @@ class _Problems:
 def _listeners(
     values: Mapping[str, Any], explicit: Mapping[str, Any], originals: Mapping[str, object], warnings: list[str]
 ) -> tuple[list[Endpoint], list[Endpoint]]:
-    """The one listener pybroker serves and its advertised address. Listeners named by Kafka's
+    """The listeners pybroker serves and their advertised addresses. Listeners named by Kafka's
     controller.listener.names (a KRaft controller's) are left out with a warning."""
     problems = _Problems()
     protocols: dict[str, str] = {}
@@ -840,12 +1008,13 @@ def _listeners(
     for name in sorted(controller_names):
         if re.search(rf"(^|,)\s*{re.escape(name)}://", values["listeners"], re.IGNORECASE):
             warnings.append(f"not opening listener {name}: it is a controller listener (controller.listener.names)")
-    if len(listeners) > 1:
+    ports = [e.port for e in listeners if e.port != 0]
+    if len(set(ports)) != len(ports):
         problems.add(
             ConfigError(
                 "listeners",
-                f"Invalid value {values['listeners']} for configuration listeners: pybroker serves exactly one "
-                "listener for now",
+                f"Invalid value {values['listeners']} for configuration listeners: each listener must have a "
+                "different port",
                 values["listeners"],
             )
         )
@@ -859,6 +1028,77 @@ def _listeners(
             )
     problems.raise_if_any()
     return listeners, advertised
+
+
+# Per-listener keys that are not broker keys of their own (the SASL mechanisms' `<mech>.sasl.jaas.config`
+# and the like), kept as given for whoever reads them.
+LISTENER_KEY_PATTERNS: list[re.Pattern[str]] = [
+    # SASL keys scoped to one mechanism: listener.name.<l>.<mechanism>.<key> (Kafka's JaasContext and
+    # SaslChannelBuilder read them so), e.g. plain.sasl.jaas.config, oauthbearer.connections.max.reauth.ms.
+    re.compile(
+        r"(plain|scram-sha-256|scram-sha-512|oauthbearer|gssapi)\.(sasl\.jaas\.config|connections\.max\.reauth\.ms"
+        r"|sasl\.server\.callback\.handler\.class|sasl\.oauthbearer\.[a-z.]+)"
+    ),
+]
+
+
+def _listener_overrides(
+    prefixed: Mapping[str, object], listeners: list[Endpoint], warnings: list[str]
+) -> dict[str, dict[str, Any]]:
+    """`listener.name.<listener>.<key>` settings by lower-case listener name, typed like `<key>`."""
+    problems = _Problems()
+    names = sorted((e.listener_name.lower() for e in listeners), key=len, reverse=True)
+    result: dict[str, dict[str, Any]] = {}
+    for name, raw in prefixed.items():
+        rest = name[len(LISTENER_PREFIX) :]
+        listener = next((n for n in names if rest.lower().startswith(n + ".")), None)
+        if listener is None:
+            # Kafka only reads the prefixes of its listeners; others are unused settings.
+            warnings.append(f"ignoring {name}: no listener {rest.split('.', 1)[0]} among the listeners")
+            continue
+        key_name = rest[len(listener) + 1 :]
+        key = BROKER_CONFIGS.get(key_name)
+        if key is None:
+            if any(p.fullmatch(key_name) for p in LISTENER_KEY_PATTERNS):
+                result.setdefault(listener, {})[key_name] = raw
+            elif key_name in UNUSED_KAFKA_KEYS:
+                warnings.append(f"ignoring {name}: {UNUSED_KAFKA_KEYS[key_name]}")
+            else:
+                problems.add(_unknown_broker_key(name, raw))
+            continue
+        with problems.collect():
+            result.setdefault(listener, {})[key_name] = key.parse(raw)
+    problems.raise_if_any()
+    return result
+
+
+def _inter_broker_listener(
+    values: Mapping[str, Any], explicit: Mapping[str, Any], advertised: list[Endpoint], warnings: list[str]
+) -> str:
+    """Kafka's `KafkaConfig.interBrokerListenerName` and its checks."""
+    name = explicit.get("inter.broker.listener.name")
+    if name is not None and "security.inter.broker.protocol" in explicit:
+        raise ConfigError(
+            "inter.broker.listener.name",
+            "Only one of inter.broker.listener.name and security.inter.broker.protocol should be set.",
+            name,
+        )
+    names = [e.listener_name for e in advertised]
+    if not names:
+        return ""
+    wanted = (name or values["security.inter.broker.protocol"]).upper()
+    if wanted in names:
+        return wanted
+    message = (
+        f"inter.broker.listener.name must be a listener name defined in advertised.listeners. The valid options "
+        f"based on currently configured listeners are {','.join(names)}"
+    )
+    if name is not None or "security.inter.broker.protocol" in explicit:
+        raise ConfigError("inter.broker.listener.name", message, name)
+    # Kafka refuses to start here; a single pybroker has no inter-broker traffic, so it only warns
+    # (settings with one listener named anything but PLAINTEXT have always started).
+    warnings.append(f"{message}; using {names[0]}")
+    return names[0]
 
 
 def _unknown_broker_key(name: str, raw: object) -> ConfigError:
@@ -927,6 +1167,21 @@ def _resolve(explicit: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str
     if resolved["log.roll.jitter.ms"] < 0:
         raise _derived_error("log.roll.jitter.ms", resolved["log.roll.jitter.ms"], "Value must be at least 0")
     _check_consumer_group_timeouts(values)
+    if values["zookeeper.connect"] is None:
+        # A single broker has one replica of everything; more needs a cluster (zookeeper.connect).
+        for key in ("default.replication.factor", "offsets.topic.replication.factor"):
+            if values[key] != 1:
+                raise ConfigError(
+                    key,
+                    f"Invalid value {values[key]} for configuration {key}: a single-node broker cannot place "
+                    "more than one replica; pybroker accepts only: 1 (or set zookeeper.connect for a cluster)",
+                    values[key],
+                )
+    resolved["zookeeper.connection.timeout.ms"] = (
+        values["zookeeper.connection.timeout.ms"]
+        if values["zookeeper.connection.timeout.ms"] is not None
+        else values["zookeeper.session.timeout.ms"]
+    )
     return resolved
 
 

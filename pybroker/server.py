@@ -17,6 +17,7 @@ import logging
 import os
 import resource
 import socket
+import ssl
 import struct
 import time
 from collections import deque
@@ -24,45 +25,49 @@ from collections.abc import Mapping
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pybroker.apis import REGISTRY, RequestContext
+from pybroker.apis import REGISTRY, CloseConnection, RequestContext
 from pybroker.protocol import codec
 from pybroker.protocol.api import RESPONSES
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.framing import FrameError, FrameReader
+from pybroker.security.authenticator import SASL_HANDSHAKE, Outcome, SaslServerAuthenticator
+from pybroker.security.context import ConnectionSecurity, uses_sasl
 
 if TYPE_CHECKING:
     from pybroker.apis.services import BrokerServices
-    from pybroker.config import BrokerConfig
+    from pybroker.config import BrokerConfig, Endpoint
     from pybroker.metrics.recorder import BrokerMetrics
     from pybroker.protocol.memory_pool import MemoryPool
     from pybroker.protocol.schema import MessageSpec
+    from pybroker.security.sasl_config import SaslListenerConfig
+    from pybroker.security.scram import ScramCredential, ScramMechanism
+    from pybroker.security.ssl_factory import ServerSslFactory
 
 log = logging.getLogger(__name__)
-
-_SIZE = struct.Struct(">i")
-API_VERSIONS = 18
-SENDFILE_MIN_BYTES = 64 * 1024  # below this a pread copy is cheaper than a sendfile call
-# PYBROKER_SENDFILE=0 serves every slice by pread, for benchmarking the two paths against each other.
-USE_SENDFILE = os.environ.get("PYBROKER_SENDFILE", "1") != "0"
 
 
 class ServerHost(Protocol):
     """What the server uses of the broker that runs it (``pybroker.broker.Broker``): settings, the
-    request memory pool, the open connections, the counters, and the services it hands each
-    request's handler."""
+    request memory pool, the open connections and acceptors, the counters, the SASL settings and
+    credentials, and the services it hands each request's handler."""
 
     config: BrokerConfig
     memory_pool: MemoryPool
     memory_waiters: MemoryWaiters
     connections: set[Any]
     metrics: BrokerMetrics
-    acceptor: Acceptor | None
+    acceptors: list[Acceptor]
     request_specs: Mapping[int, MessageSpec]
+    sasl_configs: Mapping[str, SaslListenerConfig]
     services: BrokerServices
 
+    def scram_credential(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None: ...
 
-class CloseConnection(Exception):
-    """The request cannot be answered in Kafka's protocol: log it and close the connection."""
+_SIZE = struct.Struct(">i")
+API_VERSIONS = 18
+SENDFILE_MIN_BYTES = 64 * 1024  # below this a pread copy is cheaper than a sendfile call
+# PYBROKER_SENDFILE=0 serves every slice by pread, for benchmarking the two paths against each other.
+USE_SENDFILE = os.environ.get("PYBROKER_SENDFILE", "1") != "0"
 
 
 def _part_size(part: Any) -> int:
@@ -74,8 +79,13 @@ def _part_size(part: Any) -> int:
 
 
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, broker: ServerHost) -> None:
+    def __init__(
+        self, broker: ServerHost, listener: Endpoint | None = None, ssl_factory: ServerSslFactory | None = None
+    ) -> None:
         self.broker = broker
+        self.listener = listener if listener is not None else broker.config.listener_endpoints[0]
+        self.ssl_factory = ssl_factory  # set on an SSL listener: the transport is TLS
+        self.security: ConnectionSecurity | None = None  # made once the connection is established
         self.pool = broker.memory_pool
         self.reader = FrameReader(broker.config.socket_request_max_bytes, self.pool)
         self.transport: asyncio.Transport | None = None
@@ -83,13 +93,18 @@ class KafkaConnection(asyncio.Protocol):
         self._backlog: deque[memoryview] = deque()
         self._busy = False  # an async handler is in flight: later requests wait their turn
         self._closed = False
-        self._use_sendfile = USE_SENDFILE
+        # sendfile writes file bytes straight to the socket: never under TLS, whose records OpenSSL makes.
+        self._use_sendfile = USE_SENDFILE and ssl_factory is None
         self._dup_fd = -1
         self._sending: tuple[Any, int] | None = None  # (file slice, bytes already sent)
         self._out_queue: deque[Any] = deque()
         self._in_flight = 0  # pool bytes of the request an async handler is working on
         self._write_paused = False  # the client does not read its responses
         self._memory_paused = False  # waiting for the memory pool (queued.max.request.bytes)
+        # SASL listeners: Kafka's SaslServerAuthenticator; until it completes only ApiVersions and the SASL
+        # requests are served.
+        self.authenticator: SaslServerAuthenticator | None = None
+        self._close_after: str | None = None  # close once the responses of this batch are written
 
     # -- asyncio.Protocol ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -104,6 +119,27 @@ class KafkaConnection(asyncio.Protocol):
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, cfg.socket_receive_buffer_bytes)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.security = ConnectionSecurity(
+            self.listener.listener_name,
+            self.listener.security_protocol,
+            str(peer[0]) if peer else "",
+            int(peer[1]) if peer else -1,
+        )
+        if self.ssl_factory is not None:
+            # The handshake is done: the principal is the client certificate's mapped DN, if any.
+            try:
+                principal, dn = self.ssl_factory.principal(transport.get_extra_info("ssl_object"))
+            except Exception as e:  # noqa: BLE001 - NoMatchingRule or an unreadable certificate
+                log.info("Failed authentication with %s (SSL principal: %s)", self.peer, e)
+                self._closed = True
+                transport.abort()
+                return
+            self.security.principal, self.security.ssl_peer_dn = principal, dn
+        if uses_sasl(self.security.security_protocol):
+            sasl_config = self.broker.sasl_configs[self.listener.listener_name]
+            self.authenticator = SaslServerAuthenticator(sasl_config, self.broker.scram_credential, self.security)
+            # sasl.server.max.receive.size bounds what an unauthenticated peer may make the broker read.
+            self.reader.max_size = min(self.reader.max_size, sasl_config.max_receive_size)
         self.broker.connections.add(self)
         self.broker.metrics.connection_opened()
         log.debug("connection from %s", self.peer)
@@ -111,10 +147,10 @@ class KafkaConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self._release_dup_fd()
-        self.broker.connections.discard(self)
-        self.broker.metrics.connection_closed()
-        acceptor = self.broker.acceptor
-        if acceptor is not None:
+        if self in self.broker.connections:
+            self.broker.connections.discard(self)
+            self.broker.metrics.connection_closed()
+        for acceptor in self.broker.acceptors:
             acceptor.descriptor_freed()
         held = sum(len(f) for f in self._backlog) + self.reader.allocated_partial_bytes
         self._backlog.clear()
@@ -149,7 +185,9 @@ class KafkaConnection(asyncio.Protocol):
         try:
             frames = self.reader.feed(data)
         except FrameError as e:
-            self.close(f"invalid frame: {e}")
+            # A TLS record header (handshake, TLS 1.0-1.3) where a frame size should be.
+            hint = " (a TLS handshake on a plaintext listener?)" if data[:2] == b"\x16\x03" else ""
+            self.close(f"invalid frame: {e}{hint}")
             return
         if self.reader.blocked:
             self._wait_for_memory()
@@ -216,6 +254,11 @@ class KafkaConnection(asyncio.Protocol):
                 continue
             if isinstance(result, list):
                 out.extend(result)
+                if self._close_after is not None:  # a SASL failure: its answer goes out, then the connection closes
+                    self._write(out)
+                    out = []
+                    self.close(self._close_after)
+                    break
                 continue
             # An awaitable: everything after it waits; its frame stays charged until it is done.
             self._write(out)
@@ -260,10 +303,24 @@ class KafkaConnection(asyncio.Protocol):
         """Returns the response parts, None (no response), or an awaitable of the parts."""
         # Request latency is timed only when the metrics endpoint serves it (a clock read is ~0.2 us).
         started = perf_counter() if self.broker.metrics.timed else 0.0
+        auth = self.authenticator
+        if auth is not None and not auth.complete:
+            outcome = auth.receive(frame)
+            if not outcome.passthrough:
+                return self._sasl_outcome(outcome)
         try:
             header = codec.decode_request_header(frame)
         except Exception as e:  # noqa: BLE001 - any decode failure of a header is the peer's fault
             raise CloseConnection(f"unparseable request header: {e}") from None
+        if auth is not None and auth.complete:
+            # KIP-368: a SaslHandshake may begin re-authentication; otherwise an expired session ends here.
+            if header.api_key == SASL_HANDSHAKE and auth.maybe_begin_reauthentication():
+                return self._sasl_outcome(auth.receive(frame))
+            if auth.session_expired():
+                raise CloseConnection(
+                    f"the SASL session of {self.security.principal} expired (connections.max.reauth.ms or the "
+                    "credential's lifetime) and was not re-authenticated"
+                )
         handler = REGISTRY.get(header.api_key)
         version = header.api_version
         if header.api_key == API_VERSIONS and (handler is None or version > handler.max_version):
@@ -289,9 +346,9 @@ class KafkaConnection(asyncio.Protocol):
             )
         if handler is None:
             raise CloseConnection(f"unknown api key {header.api_key}")
-        if not (handler.min_version <= version <= handler.max_version) and (
-            handler.advertised_min is None or not handler.advertised_min <= version <= handler.max_version
-        ):
+        if not handler.min_version <= version <= handler.max_version:
+            # Also a version advertised below the implemented minimum (Produce v0-2, KAFKA-18659):
+            # Kafka's Processor.parseRequestHeader refuses it (UnsupportedVersionException, closed).
             raise CloseConnection(
                 f"unsupported version {version} of api key {header.api_key} "
                 f"(supported {handler.min_version}-{handler.max_version})"
@@ -305,7 +362,7 @@ class KafkaConnection(asyncio.Protocol):
                 f"unparseable {codec_name(header.api_key)} v{version} request: {e}"
             ) from None
         metrics = self.broker.metrics
-        ctx = RequestContext(self.broker.services, header, self.peer, metrics)
+        ctx = RequestContext(self.broker.services, header, self.peer, metrics, self.security)
         response = handler.fn(ctx, request)
         if response is None:
             if started:
@@ -317,6 +374,20 @@ class KafkaConnection(asyncio.Protocol):
                 metrics.request_done(header.api_key, version, perf_counter() - started)
             return parts
         return self._await_response(header.api_key, version, header.correlation_id, response, started)
+
+    def _sasl_outcome(self, outcome: Outcome) -> list[Any] | None:
+        parts: list[Any] = []
+        if outcome.response is not None:
+            parts = self._encode_response(*outcome.response)
+        elif outcome.raw is not None:
+            parts = [_SIZE.pack(len(outcome.raw)) + outcome.raw]
+        if outcome.close is not None:
+            if not parts:
+                raise CloseConnection(outcome.close)
+            self._close_after = outcome.close
+        elif self.authenticator is not None and self.authenticator.complete:
+            self.reader.max_size = self.broker.config.socket_request_max_bytes
+        return parts
 
     async def _await_response(
         self, api_key: int, version: int, correlation_id: int, awaitable, started: float
@@ -487,6 +558,9 @@ _OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.
 ACCEPT_BATCH = 128  # connections accepted per readiness event, so a flood cannot starve the loop
 ACCEPT_RETRY_S = 0.5  # retry while out of descriptors, unless a connection closes before
 LOG_INTERVAL_S = 10.0  # at most one accept-failure line per this interval
+# A TLS handshake not done by then is dropped (Kafka bounds it by connections.max.idle.ms): a peer
+# that opens a connection and says nothing must not hold a descriptor for ever.
+SSL_HANDSHAKE_TIMEOUT_S = 30.0
 
 
 class Acceptor:
@@ -498,9 +572,17 @@ class Acceptor:
     as soon as a connection closes (or after ``ACCEPT_RETRY_S``), and the waiting connections stay
     in the kernel's backlog instead of being reset."""
 
-    def __init__(self, broker: ServerHost, sock: socket.socket) -> None:
+    def __init__(
+        self,
+        broker: ServerHost,
+        sock: socket.socket,
+        listener: Endpoint | None = None,
+        ssl_factory: ServerSslFactory | None = None,
+    ) -> None:
         self.broker = broker
         self.sock = sock
+        self.listener = listener if listener is not None else broker.config.listener_endpoints[0]
+        self.ssl_factory = ssl_factory
         self.address = "{}:{}".format(*sock.getsockname()[:2])
         self._loop = asyncio.get_running_loop()
         self._reading = False
@@ -574,10 +656,36 @@ class Acceptor:
         except OSError:
             conn.close()
             return
-        broker = self.broker
-        task = self._loop.create_task(self._loop.connect_accepted_socket(lambda: KafkaConnection(broker), conn))
+        broker, listener, factory = self.broker, self.listener, self.ssl_factory
+        if factory is None:
+            setup = self._loop.connect_accepted_socket(lambda: KafkaConnection(broker, listener), conn)
+        else:
+            try:
+                peer = "{}:{}".format(*conn.getpeername()[:2])
+            except OSError:
+                peer = "?"
+            setup = self._loop.connect_accepted_socket(
+                lambda: KafkaConnection(broker, listener, factory),
+                conn,
+                ssl=factory.context,
+                ssl_handshake_timeout=SSL_HANDSHAKE_TIMEOUT_S,
+            )
+            setup = self._handshake(setup, peer)
+        task = self._loop.create_task(setup)
         self._tasks.add(task)
         task.add_done_callback(self._connected)
+
+    async def _handshake(self, setup: Any, peer: str) -> None:
+        """A failed TLS handshake (a plaintext client, an untrusted or missing client certificate, no
+        common protocol) is one line, as Kafka's "Failed authentication with ... (SSL handshake
+        failed)"; the event loop has already sent the alert, if any, and closed the socket."""
+        try:
+            await setup
+        except (TimeoutError, ssl.SSLError, OSError, EOFError) as e:
+            reason = getattr(e, "reason", None) or str(e) or type(e).__name__
+            log.info(
+                "Failed authentication with %s on %s (SSL handshake failed: %s)", peer, self.address, reason
+            )
 
     def _connected(self, task: asyncio.Task) -> None:
         self._tasks.discard(task)
@@ -642,7 +750,13 @@ def raise_open_file_limit() -> tuple[int, int]:
     return soft, hard
 
 
-async def serve(broker: ServerHost, host: str, port: int) -> Acceptor:
+async def serve(
+    broker: ServerHost,
+    host: str,
+    port: int,
+    listener: Endpoint | None = None,
+    ssl_factory: ServerSslFactory | None = None,
+) -> Acceptor:
     loop = asyncio.get_running_loop()
     if not host:  # every interface, as Kafka binds an empty listener host
         family = socket.AF_INET6 if socket.has_dualstack_ipv6() else socket.AF_INET
@@ -653,7 +767,16 @@ async def serve(broker: ServerHost, host: str, port: int) -> Acceptor:
         infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
         sock = socket.create_server(infos[0][4][:2], family=infos[0][0], backlog=1024)
     sock.setblocking(False)
-    acceptor = Acceptor(broker, sock)
+    acceptor = Acceptor(broker, sock, listener, ssl_factory)
     acceptor.start()
-    log.info("listening on %s:%d (%s)", host, port, type(loop).__module__.split(".")[0])
+    name = acceptor.listener.listener_name
+    protocol = acceptor.listener.security_protocol
+    log.info(
+        "listening on %s:%d (listener %s, %s, %s)",
+        host,
+        port,
+        name,
+        protocol,
+        type(loop).__module__.split(".")[0],
+    )
     return acceptor

@@ -9,6 +9,8 @@
 #        streams-client (build compat_tests/streams/target/streams-wordcount.jar: Kafka Streams 4.3.1),
 #        apache-kafka (resolve the reference Apache Kafka jars for compat_tests/reference, and the
 #        kafka-tools jars for bench/compare.py),
+#        zookeeper (resolve Apache ZooKeeper 3.9.5 for cluster mode: zookeeper.connect, the cluster tests;
+#        $ZOOKEEPER_HOME or Debian's zookeeper package are used when Maven cannot resolve it),
 #        go-client (apt golang-go if there is no go; build compat_tests/go into .cache/go-bin/compat-go,
 #        modules from the Go module proxy cached in .cache/gomod; an older go fetches the go.mod toolchain),
 #        spark (pip install '.[spark]' and resolve the Spark kafka connector into .cache/ivy),
@@ -119,6 +121,11 @@ step_apache_kafka() {
   note "Apache Kafka reference and kafka-tools jars resolved"
 }
 
+step_zookeeper() {
+  "$PYTHON" -m pybroker.controller.zookeeper_server install
+  note "Apache ZooKeeper server jars resolved"
+}
+
 step_go_client() {
   if ! command -v go >/dev/null 2>&1; then
     apt_install golang-go ca-certificates
@@ -152,12 +159,12 @@ step_browser() {
 main() {
   local steps=("$@")
   if [ "${#steps[@]}" -eq 0 ]; then
-    steps=(system python java-client streams-client apache-kafka go-client spark browser)
+    steps=(system python java-client streams-client apache-kafka zookeeper go-client spark browser)
   fi
   for step in "${steps[@]}"; do
     case "$step" in
-      system | python | java-client | streams-client | apache-kafka | go-client | spark | browser) run_step "$step" ;;
-      *) log "unknown step: $step (steps: system python java-client streams-client apache-kafka go-client spark browser)"; exit 2 ;;
+      system | python | java-client | streams-client | apache-kafka | zookeeper | go-client | spark | browser) run_step "$step" ;;
+      *) log "unknown step: $step (steps: system python java-client streams-client apache-kafka zookeeper go-client spark browser)"; exit 2 ;;
     esac
   done
 }

@@ -209,17 +209,19 @@ def test_advertised_listeners_default_to_listeners_and_can_differ():
         ({"log.dirs": "/a,/a"}, ["/a,/a", "log.dirs", "duplicated"]),
         ({"log.dirs": ""}, ["log.dirs", "Empty list"]),
         ({"log.roll.ms": "0"}, ["log.roll.ms", "at least 1"]),
-        ({"listeners": "SSL://127.0.0.1:9093"}, ["SSL://127.0.0.1:9093", "SSL", "only PLAINTEXT"]),
-        ({"listeners": "SASL_PLAINTEXT://127.0.0.1:9093"}, ["SASL_PLAINTEXT", "only PLAINTEXT"]),
+        (
+            {"listeners": "SASL_PLAINTEXT://127.0.0.1:9093", "listener.name.sasl_plaintext.bogus.sasl.jaas.config": "x"},
+            ["listener.name.sasl_plaintext.bogus.sasl.jaas.config"],
+        ),
         ({"listeners": "localhost:9092"}, ["localhost:9092", "NAME://host:port"]),
         ({"listeners": "FOO://127.0.0.1:9092"}, ["FOO", "listener.security.protocol.map"]),
         ({"listeners": "PLAINTEXT://127.0.0.1:70000"}, ["70000", "out of range"]),
         (
             {
-                "listeners": "PLAINTEXT://127.0.0.1:1,OTHER://127.0.0.1:2",
+                "listeners": "PLAINTEXT://127.0.0.1:1,OTHER://127.0.0.1:1",
                 "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT",
             },
-            ["listeners", "exactly one"],
+            ["listeners", "different port"],
         ),
         (
             {"listeners": "PLAINTEXT://0.0.0.0:9092"},
@@ -485,10 +487,22 @@ def test_cli_unknown_override_exits_1_with_the_message_and_no_traceback():
 
 def test_cli_bad_file_value_exits_1(tmp_path):
     props = tmp_path / "server.properties"
-    props.write_text("listeners=SSL://127.0.0.1:9093\n")
+    # A SASL listener with Kafka's default sasl.enabled.mechanisms (GSSAPI, which pybroker does not serve).
+    props.write_text(f"listeners=SASL_PLAINTEXT://127.0.0.1:9093\nlog.dirs={tmp_path / 'data'}\n")
     result = run_cli("serve", str(props))
     assert result.returncode == 1
-    assert "only PLAINTEXT" in result.stderr and "Traceback" not in result.stderr
+    assert "GSSAPI" in result.stderr and "sasl.enabled.mechanisms" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_cli_ssl_listener_without_key_store_exits_1(tmp_path):
+    props = tmp_path / "server.properties"
+    props.write_text(f"listeners=SSL://127.0.0.1:9093\nlog.dirs={tmp_path / 'data'}\n")
+    result = run_cli("serve", str(props))
+    assert result.returncode == 1
+    assert "listener SSL" in result.stderr and "ssl.keystore.location" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "data").exists()  # refused before any directory is touched
 
 
 def test_cli_help_documents_serve():
@@ -575,3 +589,24 @@ def test_queued_max_request_bytes():
     assert BrokerConfig.load(overrides={"queued.max.request.bytes": "-1"}).queued_max_request_bytes == -1
     with pytest.raises(ConfigError, match="must be larger or equal to socket.request.max.bytes"):
         BrokerConfig.load(overrides={"queued.max.request.bytes": "1000"})
+
+
+def test_cluster_mode_keys():
+    config = BrokerConfig({"zookeeper.connect": "127.0.0.1:2181/pb", "default.replication.factor": "3",
+                           "offsets.topic.replication.factor": "3", "broker.rack": "r1",
+                           "zookeeper.session.timeout.ms": "6000", "inter.broker.listener.name": "PLAINTEXT"})
+    assert config.get("zookeeper.connect") == "127.0.0.1:2181/pb"
+    assert config.get("default.replication.factor") == 3
+    assert config.get("zookeeper.connection.timeout.ms") == 6000  # follows the session timeout
+    assert config.get("broker.rack") == "r1"
+    assert config.get("replica.lag.time.max.ms") == 30000
+    assert config.get("auto.leader.rebalance.enable") is True
+    assert config.get("leader.imbalance.check.interval.seconds") == 300
+    assert config.get("controlled.shutdown.enable") is True
+    # Without zookeeper.connect, one replica only (today's single broker).
+    with pytest.raises(ConfigError) as error:
+        BrokerConfig({"default.replication.factor": "3"})
+    assert "zookeeper.connect" in str(error.value)
+    with pytest.raises(ConfigError) as error:
+        BrokerConfig({"zookeeper.connect": "127.0.0.1:2181", "inter.broker.listener.name": "REPLICATION"})
+    assert "inter.broker.listener.name" in str(error.value)

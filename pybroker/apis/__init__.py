@@ -7,8 +7,10 @@ exactly what the broker advertises.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from pybroker.security.context import ConnectionSecurity, KafkaPrincipal, plaintext_context
 
 if TYPE_CHECKING:
     from pybroker.apis.metadata import TopicMetadataCache
@@ -28,10 +30,24 @@ class RequestContext:
     header: RequestHeader
     peer: str
     metrics: BrokerMetrics  # running totals the handlers bump (bytes and messages per topic)
+    # The connection's listener, security protocol and principal (shared by its requests).
+    security: ConnectionSecurity = field(default_factory=plaintext_context)
 
     @property
     def version(self) -> int:
         return self.header.api_version
+
+    @property
+    def principal(self) -> KafkaPrincipal:
+        return self.security.principal
+
+    @property
+    def listener_name(self) -> str:
+        return self.security.listener_name
+
+    @property
+    def security_protocol(self) -> str:
+        return self.security.security_protocol
 
     @property
     def replica_manager(self) -> ReplicaManager:
@@ -47,6 +63,16 @@ class RequestContext:
 
     def metadata_image(self) -> MetadataImage:
         return self.services.metadata_image()
+
+    @property
+    def client_host(self) -> str:
+        """The client's address as ACL hosts name it (no port)."""
+        return self.security.client_host
+
+
+class CloseConnection(Exception):
+    """The request cannot be answered in Kafka's protocol (as Kafka, which fails to parse it): the
+    server logs the reason and closes the connection."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +101,7 @@ def handles(api_key: int, min_version: int, max_version: int, *, advertised_min:
 def load_all() -> dict[int, ApiHandler]:
     """Import every handler module so it registers itself."""
     from pybroker.apis import (  # noqa: F401
+        acls,
         admin,
         api_versions,
         configs,
@@ -86,6 +113,7 @@ def load_all() -> dict[int, ApiHandler]:
         offsets,
         produce,
         producer_ids,
+        sasl,
         transactions,
     )
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable
 
-from pybroker.apis import RequestContext, handles
+from pybroker.apis import RequestContext, auth, handles
 from pybroker.apis.fetch_session import (
     FINAL_EPOCH,
     INVALID_SESSION_ID,
@@ -60,22 +60,34 @@ def _requested(request: dict, by_id: bool) -> tuple[list[FetchItem], list[Partit
 
 
 def _resolve(
-    ctx: RequestContext, items: list[FetchItem], by_id: bool
+    ctx: RequestContext, items: list[FetchItem], by_id: bool, follower: bool = False
 ) -> tuple[list[dict], list[FetchPartitionStatus]]:
-    """A response entry per item (errors for unknown partitions) and the partitions to read."""
+    """A response entry per item (errors for unknown or unauthorized partitions) and the partitions to read."""
     rm = ctx.replica_manager
     image = ctx.metadata_image() if by_id else None
     entries: list[dict] = []
     wanted: list[FetchPartitionStatus] = []
     missing = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    names: list[str | None] = []
     for item in items:
-        topic, idx = item.key
         if image is not None:
-            t = image.topics_by_id.get(topic)
-            if t is None:
-                entries.append(_partition_resp(idx, missing))
-                continue
-            topic = t.name
+            t = image.topics_by_id.get(item.key[0])
+            names.append(t.name if t is not None else None)
+        else:
+            names.append(item.key[0])
+    # Kafka: a follower needs ClusterAction on the cluster, a consumer Read on each topic.
+    if follower:
+        unauthorized = frozenset() if auth.authorize_cluster(ctx, auth.CLUSTER_ACTION) else frozenset(names)
+    else:
+        unauthorized = auth.denied(ctx, auth.READ, auth.TOPIC, names)
+    for item, topic in zip(items, names, strict=True):
+        idx = item.key[1]
+        if topic is None:
+            entries.append(_partition_resp(idx, missing))
+            continue
+        if topic in unauthorized:
+            entries.append(_partition_resp(idx, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            continue
         try:
             p = rm.get_partition_or_error(topic, idx)
         except KafkaError as e:
@@ -127,13 +139,13 @@ def _session_error(e: SessionError) -> dict:
     return {"throttle_time_ms": 0, "error_code": e.code, "session_id": 0, "responses": []}
 
 
-@handles(1, 4, 16)
+# v17 (KIP-853) and v18 (KIP-1166: a follower's high watermark, tagged) change nothing a consumer
+# sends or reads; the response is the same from v16.
+@handles(1, 4, 18)
 def handle_fetch(ctx: RequestContext, request: dict):
     replica_id = (
         request["replica_state"]["replica_id"] if ctx.version >= 15 else request.get("replica_id", -1)
     )
-    if replica_id >= 0:
-        log.debug("follower fetch from replica %d served as a consumer fetch", replica_id)
     by_id = ctx.version >= 13
     requested, forgotten = _requested(request, by_id)
     # Before v7 there are no sessions: the request is its own full, sessionless fetch.
@@ -144,13 +156,14 @@ def handle_fetch(ctx: RequestContext, request: dict):
     except SessionError as e:
         return _session_error(e)
     read_committed = request.get("isolation_level", 0) == READ_COMMITTED
-    entries, wanted = _resolve(ctx, fctx.items, by_id)
+    entries, wanted = _resolve(ctx, fctx.items, by_id, replica_id >= 0)
     waiting = ctx.replica_manager.fetch_messages(
         wanted,
         max_bytes=request.get("max_bytes", 0x7FFFFFFF),
         min_bytes=request["min_bytes"],
         max_wait_ms=request["max_wait_ms"],
         read_committed=read_committed,
+        replica_id=replica_id,
     )
     if waiting is None:
         _count_bytes_out(ctx.metrics, wanted)

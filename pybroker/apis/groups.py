@@ -8,11 +8,13 @@ awaitable), which mutes the member's connection meanwhile, as Kafka does.
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Awaitable
+import uuid
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from pybroker.apis import RequestContext, handles
+from pybroker.apis import RequestContext, auth, handles
 from pybroker.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -34,8 +36,6 @@ OFFSET_DELETE = 47
 
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
-# Without an authorizer every operation is allowed: READ(3), DELETE(6), DESCRIBE(8) for groups.
-GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
@@ -56,6 +56,14 @@ def _client_id(ctx: RequestContext) -> str:
 # -- FindCoordinator ----------------------------------------------------------------------------------
 def _find_one(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
     b = ctx.services
+    # Kafka: Describe on the group, or on the transactional id, before anything else.
+    refused = None
+    if key_type == KEY_TYPE_GROUP and not auth.authorize(ctx, auth.DESCRIBE, auth.GROUP, key):
+        refused = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    elif key_type == KEY_TYPE_TRANSACTION and not auth.authorize(ctx, auth.DESCRIBE, auth.TRANSACTIONAL_ID, key):
+        refused = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    if refused is not None:
+        return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": refused, "error_message": None}
     coordinator = _coordinator(ctx)
     txn = getattr(b, "transaction_coordinator", None)
     if key_type == KEY_TYPE_GROUP and coordinator is not None:
@@ -63,13 +71,15 @@ def _find_one(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
     if (key_type == KEY_TYPE_GROUP and coordinator is not None) or (
         key_type == KEY_TYPE_TRANSACTION and txn is not None and txn.started
     ):
-        # This broker coordinates every group and transaction (it leads every internal partition).
+        # This broker coordinates every group and transaction (it leads every internal partition);
+        # the client is told its endpoint on the listener it came in on, as Kafka does.
         node = ctx.metadata_image().brokers[b.node_id]
+        host, port = node.endpoint(ctx.security.listener_name) or (node.host, node.port)
         return {
             "key": key,
             "node_id": node.node_id,
-            "host": node.host,
-            "port": node.port,
+            "host": host,
+            "port": port,
             "error_code": ErrorCode.NONE,
             "error_message": None,
         }
@@ -90,6 +100,8 @@ def handle_find_coordinator(ctx: RequestContext, request: dict) -> dict:
         }
     one = _find_one(ctx, request["key"], key_type)
     one.pop("key")
+    if one["error_code"] in (ErrorCode.GROUP_AUTHORIZATION_FAILED, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED):
+        one["error_message"] = auth.default_message(one["error_code"])
     if ctx.version == 0:
         one.pop("error_message")
     return {"throttle_time_ms": 0, **one}
@@ -114,17 +126,18 @@ async def _held(fut: Awaitable[dict[str, Any]], shape) -> dict[str, Any]:  # noq
 def handle_join_group(ctx: RequestContext, request: dict):  # noqa: ANN201
     coordinator = _coordinator(ctx)
     version = ctx.version
-    if coordinator is None:
+    denied = not auth.authorize(ctx, auth.READ, auth.GROUP, request["group_id"])
+    if coordinator is None or denied:
         return _join_response(
             version,
             {
-                "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED if denied else ErrorCode.COORDINATOR_NOT_AVAILABLE,
                 "generation_id": -1,
                 "protocol_type": None,
                 "protocol_name": None,
                 "leader": "",
                 "skip_assignment": False,
-                "member_id": request["member_id"],
+                "member_id": "" if denied else request["member_id"],
                 "members": [],
             },
         )
@@ -161,11 +174,12 @@ def _sync_response(version: int, result: dict[str, Any]) -> dict[str, Any]:
 def handle_sync_group(ctx: RequestContext, request: dict):  # noqa: ANN201
     coordinator = _coordinator(ctx)
     version = ctx.version
-    if coordinator is None:
+    denied = not auth.authorize(ctx, auth.READ, auth.GROUP, request["group_id"])
+    if coordinator is None or denied:
         return _sync_response(
             version,
             {
-                "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED if denied else ErrorCode.COORDINATOR_NOT_AVAILABLE,
                 "protocol_type": None,
                 "protocol_name": None,
                 "assignment": b"",
@@ -188,6 +202,8 @@ def handle_sync_group(ctx: RequestContext, request: dict):  # noqa: ANN201
 @handles(HEARTBEAT, 0, 4)
 def handle_heartbeat(ctx: RequestContext, request: dict) -> dict:
     coordinator = _coordinator(ctx)
+    if not auth.authorize(ctx, auth.READ, auth.GROUP, request["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     if coordinator is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
     error = coordinator.heartbeat(
@@ -207,6 +223,8 @@ def handle_leave_group(ctx: RequestContext, request: dict) -> dict:
         leaving = [(m["member_id"], m.get("group_instance_id")) for m in request["members"]]
     else:
         leaving = [(request["member_id"], None)]
+    if not auth.authorize(ctx, auth.READ, auth.GROUP, request["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "members": []}
     if coordinator is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "members": []}
     top, results = coordinator.leave_group(request["group_id"], leaving)
@@ -222,12 +240,36 @@ def handle_leave_group(ctx: RequestContext, request: dict) -> dict:
 
 
 # -- admin views --------------------------------------------------------------------------------------
-@handles(DESCRIBE_GROUPS, 0, 5)
+def _not_found(described: dict) -> bool:
+    """The coordinator's answer for a group it does not have: Dead, no error, no members."""
+    return (
+        described["error_code"] == ErrorCode.NONE
+        and described["group_state"] == "Dead"  # GroupState.DEAD
+        and not described["members"]
+        and not described["protocol_type"]
+    )
+
+
+@handles(DESCRIBE_GROUPS, 0, 6)
 def handle_describe_groups(ctx: RequestContext, request: dict) -> dict:
     coordinator = _coordinator(ctx)
     include_ops = ctx.version >= 3 and request.get("include_authorized_operations", False)
     groups = []
+    refused = []  # Kafka answers the groups it refused first
     for group_id in request["groups"]:
+        if not auth.authorize(ctx, auth.DESCRIBE, auth.GROUP, group_id):
+            refused.append(
+                {
+                    "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                    "group_id": group_id,
+                    "group_state": "",
+                    "protocol_type": "",
+                    "protocol_data": "",
+                    "members": [],
+                    "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+                }
+            )
+            continue
         if coordinator is None:
             described = {
                 "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
@@ -239,11 +281,22 @@ def handle_describe_groups(ctx: RequestContext, request: dict) -> dict:
             }
         else:
             described = coordinator.describe_group(group_id)
+            if ctx.version >= 6 and _not_found(described):
+                # KIP-1043: v6 says so (GroupMetadataManager.describeGroups); older versions answer
+                # an empty Dead group with no error.
+                described["error_code"] = ErrorCode.GROUP_ID_NOT_FOUND
+                described["error_message"] = (
+                    f"Group {group_id} is not a classic group."
+                    if group_id in coordinator.consumer.groups
+                    else f"Group {group_id} not found."
+                )
         described["authorized_operations"] = (
-            GROUP_AUTHORIZED_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED
+            auth.authorized_operations(ctx, auth.GROUP, group_id)
+            if include_ops and described["error_code"] == ErrorCode.NONE
+            else AUTHORIZED_OPERATIONS_OMITTED
         )
         groups.append(described)
-    return {"throttle_time_ms": 0, "groups": groups}
+    return {"throttle_time_ms": 0, "groups": refused + groups}
 
 
 @handles(LIST_GROUPS, 0, 5)
@@ -255,24 +308,30 @@ def handle_list_groups(ctx: RequestContext, request: dict) -> dict:
         request.get("states_filter") if ctx.version >= 4 else None,
         request.get("types_filter") if ctx.version >= 5 else None,
     )
+    # Describe on the cluster lists every group; otherwise only the groups the principal may describe.
+    if not auth.authorize_cluster(ctx, auth.DESCRIBE, log_denied=False):
+        hidden = auth.denied(ctx, auth.DESCRIBE, auth.GROUP, (g["group_id"] for g in groups), log_denied=False)
+        groups = [g for g in groups if g["group_id"] not in hidden]
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "groups": groups}
 
 
 @handles(DELETE_GROUPS, 0, 2)
 def handle_delete_groups(ctx: RequestContext, request: dict):  # noqa: ANN201
     coordinator = _coordinator(ctx)
+    names = list(dict.fromkeys(request["groups_names"]))
+    unauthorized = auth.denied(ctx, auth.DELETE, auth.GROUP, names)
+    refused = [{"group_id": g, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED} for g in names if g in unauthorized]
+    allowed = [g for g in request["groups_names"] if g not in unauthorized]
     if coordinator is None:
         return {
             "throttle_time_ms": 0,
-            "results": [
-                {"group_id": g, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
-                for g in request["groups_names"]
-            ],
+            "results": [{"group_id": g, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE} for g in allowed]
+            + refused,
         }
-    results, wait = coordinator.delete_groups(request["groups_names"])
+    results, wait = coordinator.delete_groups(allowed) if allowed else ([], None)
     response = {
         "throttle_time_ms": 0,
-        "results": [{"group_id": g, "error_code": e} for g, e in results],
+        "results": [{"group_id": g, "error_code": e} for g, e in results] + refused,
     }
     return response if wait is None else _after(wait, response)
 
@@ -283,10 +342,37 @@ async def _after(wait: Awaitable[None], response: dict[str, Any]) -> dict[str, A
 
 
 # -- offsets ------------------------------------------------------------------------------------------
-@handles(OFFSET_COMMIT, 0, 9)
+TOPIC_IDS_VERSION = 10  # OffsetCommit and OffsetFetch v10 (KIP-848) name topics by id only
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def _name_topics_by_id(ctx: RequestContext, topics: list[dict]) -> None:
+    """v10: gives each topic of the request the name of its id ("" for an unknown id), as Kafka's
+    KafkaApis does from its metadata cache before anything else looks at the topics."""
+    image = ctx.metadata_image()
+    for t in topics:
+        topic = image.topic_by_id(t["topic_id"]) if t["topic_id"] != ZERO_UUID else None
+        t["name"] = topic.name if topic is not None else ""
+
+
+def _topic_id(ctx: RequestContext, name: str) -> uuid.UUID:
+    topic = ctx.metadata_image().topic(name)
+    return topic.topic_id if topic is not None else ZERO_UUID
+
+
+@handles(OFFSET_COMMIT, 2, 10)
 def handle_offset_commit(ctx: RequestContext, request: dict):  # noqa: ANN201
     coordinator = _coordinator(ctx)
     version = ctx.version
+    unknown_ids: dict[tuple[str, int], ErrorCode] = {}
+    if version >= TOPIC_IDS_VERSION:
+        _name_topics_by_id(ctx, request["topics"])
+        unknown_ids = {
+            ("", p["partition_index"]): ErrorCode.UNKNOWN_TOPIC_ID
+            for t in request["topics"]
+            if not t["name"]
+            for p in t["partitions"]
+        }
     wanted = [
         (
             t["name"],
@@ -296,12 +382,21 @@ def handle_offset_commit(ctx: RequestContext, request: dict):  # noqa: ANN201
             p["committed_metadata"],
         )
         for t in request["topics"]
+        if version < TOPIC_IDS_VERSION or t["name"]
         for p in t["partitions"]
     ]
+    if not auth.authorize(ctx, auth.READ, auth.GROUP, request["group_id"]):
+        refusal = {(t, p): ErrorCode.GROUP_AUTHORIZATION_FAILED for t, p, *_ in wanted}
+        return _commit_response(request, refusal | dict.fromkeys(unknown_ids, ErrorCode.GROUP_AUTHORIZATION_FAILED))
+    # Read on each topic: the partitions of the others are answered TOPIC_AUTHORIZATION_FAILED.
+    unauthorized = auth.denied(ctx, auth.READ, auth.TOPIC, (t["name"] for t in request["topics"]))
+    refused = {(t, p): ErrorCode.TOPIC_AUTHORIZATION_FAILED for t, p, *_ in wanted if t in unauthorized}
+    wanted = [w for w in wanted if w[0] not in unauthorized]
     if coordinator is None:
         errors = {(t, p): ErrorCode.COORDINATOR_NOT_AVAILABLE for t, p, *_ in wanted}
-        return _commit_response(request, errors)
-    rm = ctx.replica_manager
+        return _commit_response(request, errors | unknown_ids | refused)
+    if not wanted and refused:
+        return _commit_response(request, refused | unknown_ids)
     errors, wait = coordinator.commit_offsets(
         group_id=request["group_id"],
         generation_id=request.get("generation_id_or_member_epoch", -1) if version >= 1 else -1,
@@ -309,10 +404,10 @@ def handle_offset_commit(ctx: RequestContext, request: dict):  # noqa: ANN201
         group_instance_id=request.get("group_instance_id") if version >= 7 else None,
         retention_time_ms=request.get("retention_time_ms", -1) if 2 <= version <= 4 else -1,
         offsets=wanted,
-        topic_exists=lambda topic, partition: rm.get_partition(topic, partition) is not None,
+        topic_exists=lambda topic, partition: ctx.replica_manager.get_partition(topic, partition) is not None,
         api_version=version,
     )
-    response = _commit_response(request, errors)
+    response = _commit_response(request, errors | unknown_ids | refused)
     return response if wait is None else _after(wait, response)
 
 
@@ -322,6 +417,7 @@ def _commit_response(request: dict, errors: dict[tuple[str, int], ErrorCode]) ->
         "topics": [
             {
                 "name": t["name"],
+                "topic_id": t.get("topic_id", ZERO_UUID),  # v10
                 "partitions": [
                     {
                         "partition_index": p["partition_index"],
@@ -354,6 +450,7 @@ def _fetched_partition(index: int, om: Any) -> dict[str, Any]:
 
 
 def _fetch_group(
+    ctx: RequestContext,
     coordinator: GroupCoordinator | None,
     group_id: str,
     topics: list[dict] | None,
@@ -361,13 +458,44 @@ def _fetch_group(
     member_id: str | None = None,
     member_epoch: int = -1,
     require_stable: bool = False,
+    by_id: Callable[[str], uuid.UUID] | None = None,
 ) -> tuple[ErrorCode, list[dict[str, Any]]]:
+    """by_id (v10): the id of a topic name; the answer's topics carry it."""
     wanted = None if topics is None else [(t["name"], list(t["partition_indexes"])) for t in topics]
+    # Offsets of topics the principal may not describe are not shown (asked for: TOPIC_AUTHORIZATION_FAILED).
+    refused = []
+    if wanted is not None:
+        unauthorized = auth.denied(ctx, auth.DESCRIBE, auth.TOPIC, (name for name, _ in wanted))
+        refused = [
+            {
+                "name": name,
+                "partitions": [
+                    {
+                        "partition_index": i,
+                        "committed_offset": -1,
+                        "committed_leader_epoch": -1,
+                        "metadata": "",
+                        "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    }
+                    for i in parts
+                ],
+            }
+            for name, parts in wanted
+            if name in unauthorized
+        ]
+        wanted = [w for w in wanted if w[0] not in unauthorized]
     if coordinator is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
     error, found = coordinator.fetch_offsets(group_id, wanted, member_id, member_epoch)
+    if wanted is None:
+        hidden = auth.denied(ctx, auth.DESCRIBE, auth.TOPIC, (name for name, _ in found), log_denied=False)
+        found = [f for f in found if f[0] not in hidden]
     out = []
     for name, parts in found:
+        if by_id is not None:
+            topic_id = by_id(name)
+            if topic_id == ZERO_UUID:
+                continue  # Kafka: a topic without an id cannot be written in v10, so it is left out
         partitions = [_fetched_partition(i, om) for i, om in parts]
         if require_stable:
             # KIP-447: a partition with offsets pending in an open transaction is not answered yet.
@@ -377,36 +505,84 @@ def _fetch_group(
         if version < 5:
             for p in partitions:
                 p.pop("committed_leader_epoch")
-        out.append({"name": name, "partitions": partitions})
-    return error, out
+        topic: dict[str, Any] = {"name": name, "partitions": partitions}
+        if by_id is not None:
+            topic["topic_id"] = topic_id
+        out.append(topic)
+    for t in refused:
+        if version < 5:
+            for p in t["partitions"]:
+                p.pop("committed_leader_epoch")
+        if by_id is not None:
+            t["topic_id"] = by_id(t["name"])
+    return error, out + refused
 
 
-@handles(OFFSET_FETCH, 0, 9)
+@handles(OFFSET_FETCH, 1, 10)
 def handle_offset_fetch(ctx: RequestContext, request: dict) -> dict:
     coordinator = _coordinator(ctx)
     version = ctx.version
     if version >= 8:
         groups = []
+        by_id = None
         for g in request["groups"]:
-            error, topics = _fetch_group(
+            if not auth.authorize(ctx, auth.DESCRIBE, auth.GROUP, g["group_id"]):
+                groups.append(
+                    {"group_id": g["group_id"], "topics": [], "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
+                )
+                continue
+            unknown: list[dict[str, Any]] = []
+            topics = g["topics"]
+            if version >= TOPIC_IDS_VERSION:
+                by_id = functools.partial(_topic_id, ctx)
+                if topics is not None:
+                    _name_topics_by_id(ctx, topics)
+                    # Kafka's fetchOffsetsForGroup: an unknown id is answered UNKNOWN_TOPIC_ID, after
+                    # the coordinator's topics.
+                    unknown = [
+                        {
+                            "topic_id": t["topic_id"],
+                            "name": "",
+                            "partitions": [
+                                {
+                                    "partition_index": i,
+                                    "committed_offset": -1,
+                                    "error_code": ErrorCode.UNKNOWN_TOPIC_ID,
+                                }
+                                for i in t["partition_indexes"]
+                            ],
+                        }
+                        for t in topics
+                        if not t["name"]
+                    ]
+                    topics = [t for t in topics if t["name"]]
+            error, found = _fetch_group(
+                ctx,
                 coordinator,
                 g["group_id"],
-                g["topics"],
+                topics,
                 version,
                 # v9 (KIP-848): a consumer group member names itself, and its epoch is checked.
                 g.get("member_id") if version >= 9 else None,
                 g.get("member_epoch", -1) if version >= 9 else -1,
                 request.get("require_stable", False),
+                by_id,
             )
-            groups.append({"group_id": g["group_id"], "topics": topics, "error_code": error})
+            if error == ErrorCode.NONE:
+                found += unknown
+            groups.append({"group_id": g["group_id"], "topics": found, "error_code": error})
         return {"throttle_time_ms": 0, "groups": groups}
-    error, topics = _fetch_group(
-        coordinator,
-        request["group_id"],
-        request["topics"],
-        version,
-        require_stable=version >= 7 and request.get("require_stable", False),
-    )
+    if not auth.authorize(ctx, auth.DESCRIBE, auth.GROUP, request["group_id"]):
+        error, topics = ErrorCode.GROUP_AUTHORIZATION_FAILED, []
+    else:
+        error, topics = _fetch_group(
+            ctx,
+            coordinator,
+            request["group_id"],
+            request["topics"],
+            version,
+            require_stable=version >= 7 and request.get("require_stable", False),
+        )
     if version < 2 and error != ErrorCode.NONE:
         # v0/v1 have no top-level error: report it on every partition asked for.
         topics = [
@@ -429,9 +605,13 @@ def handle_offset_fetch(ctx: RequestContext, request: dict) -> dict:
 def handle_offset_delete(ctx: RequestContext, request: dict):  # noqa: ANN201
     coordinator = _coordinator(ctx)
     wanted = [(t["name"], p["partition_index"]) for t in request["topics"] for p in t["partitions"]]
+    if not auth.authorize(ctx, auth.DELETE, auth.GROUP, request["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "topics": []}
     if coordinator is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "topics": []}
-    error, errors, wait = coordinator.delete_offsets(request["group_id"], wanted)
+    unauthorized = auth.denied(ctx, auth.READ, auth.TOPIC, (t["name"] for t in request["topics"]))
+    error, errors, wait = coordinator.delete_offsets(request["group_id"], [w for w in wanted if w[0] not in unauthorized])
+    errors = {**errors, **{w: ErrorCode.TOPIC_AUTHORIZATION_FAILED for w in wanted if w[0] in unauthorized}}
     topics = []
     if error == ErrorCode.NONE:
         topics = [

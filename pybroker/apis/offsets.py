@@ -1,46 +1,66 @@
-"""ListOffsets (2): earliest, latest, max timestamp, earliest-local, offset by timestamp; and
-OffsetForLeaderEpoch (23): where a leader epoch ends, from the log's leader-epoch cache."""
+"""ListOffsets (2): earliest, latest, max timestamp, earliest-local, latest-tiered, earliest pending
+upload, offset by timestamp; and OffsetForLeaderEpoch (23): where a leader epoch ends, from the log's
+leader-epoch cache."""
 
 from __future__ import annotations
 
-from pybroker.apis import RequestContext, handles
+from pybroker.apis import RequestContext, auth, handles
 from pybroker.protocol.errors import ErrorCode, KafkaError
 
 LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3  # KIP-734, v7+
 EARLIEST_LOCAL = -4  # KIP-405, v8+; without tiered storage it is the log start offset
+LATEST_TIERED = -5  # KIP-1005, v9+
+EARLIEST_PENDING_UPLOAD = -6  # KIP-1023, v11+
+# Kafka's ReplicaManager.timestampMinSupportedVersion: a special timestamp below its version, or one
+# it does not know, is UNSUPPORTED_VERSION.
+SPECIAL_TIMESTAMP_MIN_VERSION = {
+    EARLIEST: 1,
+    LATEST: 1,
+    MAX_TIMESTAMP: 7,
+    EARLIEST_LOCAL: 8,
+    LATEST_TIERED: 9,
+    EARLIEST_PENDING_UPLOAD: 11,
+}
 READ_COMMITTED = 1
+CONSUMER_REPLICA_ID = -1
 
 
-def _lookup(p, timestamp: int, read_committed: bool, version: int) -> tuple[ErrorCode, int, int]:
+def _lookup(
+    p, timestamp: int, read_committed: bool, version: int, from_replica: bool = False
+) -> tuple[ErrorCode, int, int]:
     """(error, timestamp, offset) as ListOffsets answers them."""
-    upper = p.fetch_upper_bound(read_committed)
+    if timestamp < 0 and version < SPECIAL_TIMESTAMP_MIN_VERSION.get(timestamp, 1 << 15):
+        return ErrorCode.UNSUPPORTED_VERSION, -1, -1
+    upper = p.log_end_offset if from_replica else p.fetch_upper_bound(read_committed)
     if timestamp == LATEST:
         return ErrorCode.NONE, -1, upper
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
-        if timestamp == EARLIEST_LOCAL and version < 8:
-            return ErrorCode.UNSUPPORTED_VERSION, -1, -1
         return ErrorCode.NONE, -1, p.log_start_offset
+    if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
+        # Kafka's UnifiedLog.fetchOffsetByTimestamp on a log without remote storage: offset -1,
+        # leader epoch -1 (nothing is tiered, nothing waits for upload).
+        return ErrorCode.NONE, -1, -1
     if timestamp == MAX_TIMESTAMP:
-        if version < 7:
-            return ErrorCode.UNSUPPORTED_VERSION, -1, -1
         found = p.log.offset_of_max_timestamp()
         if found is None or found[0] >= upper:
             return ErrorCode.NONE, -1, -1
         return ErrorCode.NONE, found[1], found[0]
-    if timestamp < 0:
-        return ErrorCode.UNSUPPORTED_VERSION, -1, -1
     found = p.log.offset_for_timestamp(timestamp)
     if found is None or found[0] >= upper:
         return ErrorCode.NONE, -1, -1  # no record at or after that time: offset -1 (Spark relies on it)
     return ErrorCode.NONE, found[1], found[0]
 
 
-@handles(2, 1, 8)
+@handles(2, 1, 11)
 def handle_list_offsets(ctx: RequestContext, request: dict) -> dict:
     rm = ctx.replica_manager
     read_committed = request.get("isolation_level", 0) == READ_COMMITTED
+    unauthorized = auth.denied(ctx, auth.DESCRIBE, auth.TOPIC, (t["name"] for t in request["topics"]))
+    # A follower (or a debugging tool) reads "latest" as the log end offset (Kafka: no isolation
+    # level unless the request comes from a consumer).
+    from_replica = request["replica_id"] != CONSUMER_REPLICA_ID
     topics = []
     for t in request["topics"]:
         parts = []
@@ -54,25 +74,23 @@ def handle_list_offsets(ctx: RequestContext, request: dict) -> dict:
                 "leader_epoch": -1,
             }
             try:
+                if t["name"] in unauthorized:
+                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 p = rm.get_partition_or_error(t["name"], idx)
             except KafkaError as e:
                 out["error_code"] = e.code
             else:
-                epoch = rp.get("current_leader_epoch", -1)
-                if epoch >= 0 and epoch != p.leader_epoch:
-                    out["error_code"] = (
-                        ErrorCode.FENCED_LEADER_EPOCH
-                        if epoch < p.leader_epoch
-                        else ErrorCode.UNKNOWN_LEADER_EPOCH
-                    )
+                error = p.check_leader(rp.get("current_leader_epoch", -1))
+                if error != ErrorCode.NONE:
+                    out["error_code"] = error
                 else:
-                    code, ts, off = _lookup(p, rp["timestamp"], read_committed, ctx.version)
+                    code, ts, off = _lookup(p, rp["timestamp"], read_committed, ctx.version, from_replica)
                     out.update(error_code=code, timestamp=ts, offset=off)
                     if code == ErrorCode.NONE and off >= 0 and ctx.version >= 4:  # the field exists from v4
                         out["leader_epoch"] = p.leader_epoch
             parts.append(out)
         topics.append({"name": t["name"], "partitions": parts})
-    return {"throttle_time_ms": 0, "topics": topics}
+    return {"throttle_time_ms": 0, "topics": auth.unauthorized_last(topics, unauthorized, "name")}
 
 
 @handles(23, 2, 4)
@@ -80,6 +98,10 @@ def handle_offset_for_leader_epoch(ctx: RequestContext, request: dict) -> dict:
     """Consumers validate their position after a leader change (librdkafka sends v2, Java v3+ when
     advertised); followers will use it to find their truncation point."""
     rm = ctx.replica_manager
+    # Kafka: ClusterAction on the cluster (a follower), else Describe on each topic.
+    unauthorized = frozenset()
+    if not auth.authorize_cluster(ctx, auth.CLUSTER_ACTION, log_denied=False):
+        unauthorized = auth.denied(ctx, auth.DESCRIBE, auth.TOPIC, (t["topic"] for t in request["topics"]))
     topics = []
     for t in request["topics"]:
         parts = []
@@ -87,20 +109,18 @@ def handle_offset_for_leader_epoch(ctx: RequestContext, request: dict) -> dict:
             idx = rp["partition"]
             out = {"error_code": ErrorCode.NONE, "partition": idx, "leader_epoch": -1, "end_offset": -1}
             try:
+                if t["topic"] in unauthorized:
+                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 p = rm.get_partition_or_error(t["topic"], idx)
             except KafkaError as e:
                 out["error_code"] = e.code
             else:
-                current = rp.get("current_leader_epoch", -1)
-                if current >= 0 and current != p.leader_epoch:
-                    out["error_code"] = (
-                        ErrorCode.FENCED_LEADER_EPOCH
-                        if current < p.leader_epoch
-                        else ErrorCode.UNKNOWN_LEADER_EPOCH
-                    )
+                error = p.check_leader(rp.get("current_leader_epoch", -1))
+                if error != ErrorCode.NONE:
+                    out["error_code"] = error
                 else:
-                    epoch, end = p.log.leader_epochs.end_offset_for(rp["leader_epoch"], p.log_end_offset)
+                    epoch, end = p.log.end_offset_for_epoch(rp["leader_epoch"])
                     out.update(leader_epoch=epoch, end_offset=end)
             parts.append(out)
         topics.append({"topic": t["topic"], "partitions": parts})
-    return {"throttle_time_ms": 0, "topics": topics}
+    return {"throttle_time_ms": 0, "topics": auth.unauthorized_last(topics, unauthorized, "topic")}

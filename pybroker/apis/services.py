@@ -22,9 +22,10 @@ if TYPE_CHECKING:
     from pybroker.coordinator.coordinator import GroupCoordinator
     from pybroker.coordinator.transaction.coordinator import TransactionCoordinator
     from pybroker.metadata.image import MetadataImage
-    from pybroker.metadata.store import TopicRecord
+    from pybroker.metadata.store import MetadataStore, TopicRecord
     from pybroker.metrics.recorder import BrokerMetrics
     from pybroker.replication.replica_manager import ReplicaManager
+    from pybroker.security.authorizer import Authorizer
 
 
 class TopicAdmin(Protocol):
@@ -79,6 +80,11 @@ class BrokerServices:
     fetch_sessions: FetchSessions
     metrics: BrokerMetrics
     allocate_producer_id: Callable[[], int]
+    # SCRAM credentials, kept in the metadata store as Kafka's controller keeps
+    # UserScramCredentialRecords (DescribeUserScramCredentials / AlterUserScramCredentials).
+    metadata_store: MetadataStore
     # Set once they have started (None before: the handlers answer COORDINATOR_NOT_AVAILABLE).
     group_coordinator: GroupCoordinator | None = None
     transaction_coordinator: TransactionCoordinator | None = None
+    # The authorizer when authorizer.class.name is set (apis/auth.py reads it), set at start.
+    authorizer: Authorizer | None = None

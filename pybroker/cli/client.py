@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pybroker.protocol import codec
-from pybroker.protocol.api import API_NAMES, REQUESTS, RESPONSES
+from pybroker.protocol.api import API_NAMES, REQUESTS
 from pybroker.protocol.errors import ErrorCode
 
 T = TypeVar("T")
@@ -168,29 +168,23 @@ class Connection:
     def request(self, api_key: int, version: int, body: dict) -> dict:
         self.correlation_id += 1
         correlation_id = self.correlation_id
-        payload = _encode_request_header(api_key, version, correlation_id) + codec.encode(
-            REQUESTS[api_key], version, body
-        )
+        frame_out = codec.encode_request(api_key, version, correlation_id, CLIENT_ID, body)
         try:
-            self.sock.sendall(struct.pack(">i", len(payload)) + payload)
+            self.sock.sendall(frame_out)
             (size,) = struct.unpack(">i", self._recv(4))
             frame = self._recv(size)
         except TimeoutError:
             raise CliError(f"broker {self.address} did not answer {API_NAMES[api_key]} in time") from None
         except OSError as e:
             raise CliError(f"connection to broker {self.address} failed: {e.strerror or e}") from None
-        (got,) = struct.unpack_from(">i", frame, 0)
-        if got != correlation_id:
-            raise CliError(f"broker {self.address} answered correlation id {got}, expected {correlation_id}")
-        offset = 4
-        if codec.response_header_version(api_key, version) >= 1:
-            offset = _skip_tagged(frame, offset)
         try:
-            message, _ = codec.decode(RESPONSES[api_key], version, frame, offset)
+            got, message = codec.decode_response(api_key, version, frame)
         except codec.DecodeError as e:
             raise CliError(
                 f"malformed {API_NAMES[api_key]} v{version} response from {self.address}: {e}"
             ) from None
+        if got != correlation_id:
+            raise CliError(f"broker {self.address} answered correlation id {got}, expected {correlation_id}")
         return message
 
     def _recv(self, size: int) -> bytes:
@@ -204,23 +198,6 @@ class Connection:
 
     def close(self) -> None:
         self.sock.close()
-
-
-def _encode_request_header(api_key: int, version: int, correlation_id: int) -> bytes:
-    client_id = CLIENT_ID.encode()
-    header = struct.pack(">hhih", api_key, version, correlation_id, len(client_id)) + client_id
-    if codec.request_header_version(api_key, version) >= 2:
-        header += b"\x00"  # no tagged fields
-    return header
-
-
-def _skip_tagged(frame: bytes, pos: int) -> int:
-    count, pos = codec.decode_uvarint(frame, pos)
-    for _ in range(count):
-        _tag, pos = codec.decode_uvarint(frame, pos)
-        size, pos = codec.decode_uvarint(frame, pos)
-        pos += size
-    return pos
 
 
 class KafkaClient:

@@ -162,6 +162,7 @@ class LocalController:
         p.state_listener = self.publisher.partition_changed
         self.publisher.topic_changed(rec.name)  # a partition (re)registered
         p.min_insync_replicas = self._min_insync_replicas(rec) if min_isr is None else min_isr
+        p.replica_lag_time_max_ms = self.config.replica_lag_time_max_ms
         return p
 
     def _min_insync_replicas(self, rec: TopicRecord) -> int:

@@ -26,12 +26,24 @@ _EMPTY: Mapping = MappingProxyType({})
 
 @dataclass(frozen=True, slots=True)
 class BrokerRegistration:
-    """A broker as clients reach it (its advertised listener) and as placement sees it (its rack)."""
+    """A broker as clients reach it (its advertised listeners) and as placement sees it (its rack).
+
+    ``host``/``port`` are its first (or only) advertised listener's; ``listeners`` holds every
+    advertised listener by name (Kafka's BrokerRegistration.listeners), so a client is answered the
+    endpoints of the listener it connected on. A registration without ``listeners`` has one endpoint,
+    ``host``/``port``, for every listener."""
 
     node_id: int
     host: str
     port: int
     rack: str | None = None
+    listeners: Mapping[str, tuple[str, int]] = field(default_factory=lambda: _EMPTY)
+
+    def endpoint(self, listener_name: str) -> tuple[str, int] | None:
+        """(host, port) on the named listener; None if this broker has no such listener."""
+        if not self.listeners:
+            return self.host, self.port
+        return self.listeners.get(listener_name)
 
 
 @dataclass(frozen=True, slots=True)

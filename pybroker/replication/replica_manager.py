@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Protocol
 
@@ -29,6 +30,7 @@ from pybroker.replication.append import (
     validate,
     validation_rules,
 )
+from pybroker.replication.partition import NotLeaderOrFollowerError
 from pybroker.storage.errors import KafkaStorageError, OffsetOutOfRangeError, StorageError
 
 if TYPE_CHECKING:
@@ -38,6 +40,19 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NOT_HOSTED = "This server does not host this topic-partition."
+# Produce v12+ adds partitions to the transaction (KIP-890 part 2) rather than only verifying them.
+IMPLICIT_ADD_PARTITIONS_VERSION = 12
+# Coordinator errors a producer would not retry, answered as NOT_ENOUGH_REPLICAS so that it does
+# (Kafka's ReplicaManager.appendRecords after transaction verification).  CONCURRENT_TRANSACTIONS stays
+# itself from Produce v12 (TV2 clients retry it), as in Kafka.
+_RETRIABLE_AS_NOT_ENOUGH_REPLICAS = frozenset(
+    {
+        ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.NOT_COORDINATOR,
+    }
+)
 EMPTY = b""
 
 
@@ -126,11 +141,14 @@ class ReplicaManager:
         api_version: int,
         transactional_id: str | None,
         now_ms: int,
+        added_to_transaction: dict[tuple[str, int], ErrorCode] | None = None,
     ) -> list[dict] | Awaitable[list[dict]]:
         """Append every partition's batch of a Produce request as the leader (Kafka's appendRecords):
         the per-topic ``partition_responses``, at once or, when a batch is walked in a thread or
         acks=-1 must wait for the ISR, through an awaitable.  Each partition succeeds or fails on
-        its own; a failed partition writes nothing."""
+        its own; a failed partition writes nothing.  ``added_to_transaction`` (Produce v12+): the
+        coordinator's answer for each transactional partition the request added to its transaction,
+        used instead of verifying it."""
         responses = []
         waits: list[tuple[dict, Partition, int]] = []
         deferred: list[tuple] = []
@@ -150,7 +168,9 @@ class ReplicaManager:
                 if is_internal_topic(name):  # Kafka's ReplicaManager: "Cannot append to internal topic"
                     parts.append(partition_response(index, ErrorCode.INVALID_TOPIC_EXCEPTION))
                     continue
-                refused, checked = self._check_one(name, index, records, acks, api_version, transactional_id)
+                refused, checked = self._check_one(
+                    name, index, records, acks, api_version, transactional_id, added_to_transaction
+                )
                 if refused is not None:
                     parts.append(refused)
                     self._count_failure(name, refused)
@@ -182,38 +202,63 @@ class ReplicaManager:
         return self._wait_for_acks(responses, waits, timeout_ms)
 
     def _check_transactional(
-        self, transactional_id: str | None, topic: str, index: int, batch: BatchHeader, api_version: int
+        self,
+        transactional_id: str | None,
+        topic: str,
+        index: int,
+        batch: BatchHeader,
+        api_version: int,
+        added: dict[tuple[str, int], ErrorCode] | None = None,
     ) -> tuple[ErrorCode, str] | None:
         """Kafka's checks of a transactional producer's batch: no control batch from a client, and the
-        partition must be in the producer's ongoing transaction (AddPartitionsToTxn first; KIP-890)."""
+        partition must be in the producer's ongoing transaction: added by an earlier AddPartitionsToTxn
+        and verified here (KIP-890 part 1), or, from Produce v12, added by this request (``added``:
+        the coordinator's answers, KIP-890 part 2)."""
         if batch.is_control:
             return ErrorCode.INVALID_RECORD, "Clients are not allowed to write control records"
         if transactional_id is None or not batch.is_transactional:
             return None
-        coordinator = self.transaction_verifier
-        if coordinator is None or not coordinator.started:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the transaction coordinator is not available"
-        code = coordinator.verify_partitions(
-            transactional_id, batch.producer_id, batch.producer_epoch, [(topic, index)]
-        )[(topic, index)]
+        code = added.get((topic, index)) if added is not None else None
+        if code is None:
+            coordinator = self.transaction_verifier
+            if coordinator is None or not coordinator.started:
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the transaction coordinator is not available"
+            code = coordinator.verify_partitions(
+                transactional_id, batch.producer_id, batch.producer_epoch, [(topic, index)]
+            )[(topic, index)]
         if code == ErrorCode.NONE:
             return None
         if code == ErrorCode.PRODUCER_FENCED:
             code = ErrorCode.INVALID_PRODUCER_EPOCH
         elif code == ErrorCode.TRANSACTION_ABORTABLE and api_version < 11:
-            code = (
-                ErrorCode.INVALID_TXN_STATE
-            )  # what Kafka answers Produce v3-10 (v11: TRANSACTION_ABORTABLE)
+            code = ErrorCode.INVALID_TXN_STATE  # what Kafka answers Produce v3-10 (v11: TRANSACTION_ABORTABLE)
+        elif code in _RETRIABLE_AS_NOT_ENOUGH_REPLICAS or (
+            code == ErrorCode.CONCURRENT_TRANSACTIONS and api_version < IMPLICIT_ADD_PARTITIONS_VERSION
+        ):
+            return ErrorCode.NOT_ENOUGH_REPLICAS, (
+                "Unable to verify the partition has been added to the transaction. "
+                f"Underlying error: {code.name}"
+            )
         return code, f"{topic}-{index} is not part of an ongoing transaction of {transactional_id!r}"
 
     def _check_one(
-        self, topic: str, index: int, records, acks: int, version: int, transactional_id: str | None
+        self,
+        topic: str,
+        index: int,
+        records,
+        acks: int,
+        version: int,
+        transactional_id: str | None,
+        added: dict[tuple[str, int], ErrorCode] | None = None,
     ):
         """Checks needing no record walk.  Returns (error response, None) or (None, (partition, header))."""
         try:
             p = self.get_partition_or_error(topic, index)
         except KafkaError as e:
-            return partition_response(index, e.code, None if e.message == NOT_HOSTED else e.message), None
+            resp = partition_response(index, e.code, None if e.message == NOT_HOSTED else e.message)
+            if e.code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                _add_current_leader(resp, self.partitions[(topic, index)])
+            return resp, None
         if acks == -1 and not p.has_enough_replicas():
             # Checked before writing, as Kafka does: nothing is appended.
             return partition_response(
@@ -256,7 +301,7 @@ class ReplicaManager:
                 ErrorCode.MESSAGE_TOO_LARGE,
                 f"batch of {header.size} bytes exceeds max.message.bytes {p.log.config.max_message_bytes}",
             ), None
-        refused = self._check_transactional(transactional_id, topic, index, header, version)
+        refused = self._check_transactional(transactional_id, topic, index, header, version, added)
         if refused is not None:
             return partition_response(index, *refused), None
         return None, (p, header)
@@ -269,6 +314,10 @@ class ReplicaManager:
                 self.metrics.produced(p.topic, len(buf), batches[0].records_count)
         except REFUSED as e:  # the client's doing (some are StorageErrors): no error log
             return error_response(index, e), None
+        except NotLeaderOrFollowerError:  # leadership moved while the batch was validated
+            resp = partition_response(index, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            _add_current_leader(resp, p)
+            return resp, None
         except StorageError as e:
             if not isinstance(e, KafkaStorageError):  # an I/O failure is logged by storage, once per cause
                 log.error("append to %s-%d failed: %s", p.topic, index, e)
@@ -329,10 +378,12 @@ class ReplicaManager:
 
     # -- fetch ---------------------------------------------------------------------------------
     def read_from_local_log(
-        self, wanted: list[FetchPartitionStatus], max_bytes: int, read_committed: bool
+        self, wanted: list[FetchPartitionStatus], max_bytes: int, read_committed: bool, replica_id: int = -1
     ) -> tuple[int, bool]:
         """Fill every response entry from the logs (file slices, no copy); returns (bytes gathered,
-        whether any partition has an error)."""
+        whether any partition has an error).  ``replica_id`` >= 0: a follower's fetch, read up to
+        the log end and recorded as the follower's position (Partition.fetch_for_follower)."""
+        now_ms = int(time.time() * 1000)
         total = 0
         errored = False
         partitions = self.partitions
@@ -345,17 +396,29 @@ class ReplicaManager:
                 resp["records"] = EMPTY
                 errored = True
                 continue
+            if replica_id >= 0:
+                budget = min(w.max_bytes, max_bytes - total)
+                if budget <= 0 and total > 0:
+                    continue
+                r = p.fetch_for_follower(
+                    replica_id, w.fetch_offset, w.leader_epoch, max(budget, 0), -1, now_ms, total == 0
+                )
+                resp["error_code"] = r.error
+                resp["high_watermark"] = r.high_watermark
+                resp["last_stable_offset"] = r.last_stable_offset
+                resp["log_start_offset"] = r.log_start_offset
+                resp["records"] = r.records if r.records is not None and r.records.size else EMPTY
+                errored |= r.error != ErrorCode.NONE
+                total += len(resp["records"])
+                continue
             resp["high_watermark"] = p.high_watermark
             resp["last_stable_offset"] = p.last_stable_offset
             resp["log_start_offset"] = p.log_start_offset
             resp["aborted_transactions"] = [] if read_committed else None
             resp["records"] = EMPTY
-            if w.leader_epoch >= 0 and w.leader_epoch != p.leader_epoch:
-                resp["error_code"] = (
-                    ErrorCode.FENCED_LEADER_EPOCH
-                    if w.leader_epoch < p.leader_epoch
-                    else ErrorCode.UNKNOWN_LEADER_EPOCH
-                )
+            error = p.check_leader(w.leader_epoch)
+            if error != ErrorCode.NONE:
+                resp["error_code"] = error
                 errored = True
                 continue
             upper = p.fetch_upper_bound(read_committed)
@@ -391,14 +454,15 @@ class ReplicaManager:
         min_bytes: int,
         max_wait_ms: int,
         read_committed: bool,
+        replica_id: int = -1,
     ) -> Awaitable[None] | None:
         """Read every partition (Kafka's fetchMessages).  None when the entries are final now: enough
         bytes, an error, no wait asked for or nothing to wait on.  Otherwise an awaitable that fills
         them again when appends arrive (long poll) until ``min_bytes`` or ``max_wait_ms``."""
-        total, errored = self.read_from_local_log(wanted, max_bytes, read_committed)
+        total, errored = self.read_from_local_log(wanted, max_bytes, read_committed, replica_id)
         if total >= min_bytes or max_wait_ms <= 0 or errored or not wanted:
             return None
-        return self._long_poll(wanted, max_bytes, read_committed, min_bytes, max_wait_ms)
+        return self._long_poll(wanted, max_bytes, read_committed, min_bytes, max_wait_ms, replica_id)
 
     async def _long_poll(
         self,
@@ -407,6 +471,7 @@ class ReplicaManager:
         read_committed: bool,
         min_bytes: int,
         max_wait_ms: int,
+        replica_id: int,
     ) -> None:
         # Waits on the partitions' append notifications (Kafka's DelayedFetch), never on a timer loop.
         loop = asyncio.get_running_loop()
@@ -425,20 +490,34 @@ class ReplicaManager:
                 except TimeoutError:
                     break
                 woken.clear()
-                total, errored = self.read_from_local_log(wanted, max_bytes, read_committed)
+                total, errored = self.read_from_local_log(wanted, max_bytes, read_committed, replica_id)
                 if total >= min_bytes or errored:
                     return
-            self.read_from_local_log(wanted, max_bytes, read_committed)
+            self.read_from_local_log(wanted, max_bytes, read_committed, replica_id)
         finally:
             for p in partitions:
                 p.remove_data_listener(woken.set)
 
 
+def _add_current_leader(resp: dict, p: Partition) -> None:
+    """KIP-951: NOT_LEADER_OR_FOLLOWER carries the leader this broker knows (Produce v10+ has the
+    tagged field; earlier versions drop it).  The leader's endpoint (NodeEndpoints) is the
+    handler's to add, from the metadata image."""
+    resp["current_leader"] = {"leader_id": p.leader_id, "leader_epoch": p.leader_epoch}
+
+
 async def _await_replication(responses: list[dict], pending: list, timeout_ms: int) -> list[dict]:
-    futs = [f for _, f in pending]
-    await asyncio.wait(futs, timeout=max(timeout_ms, 0) / 1000)
+    futs = [f for _, f in pending if not f.done()]
+    if futs:
+        await asyncio.wait(futs, timeout=max(timeout_ms, 0) / 1000)
     for resp, fut in pending:
-        if not fut.done() or fut.cancelled():
+        if fut.done() and not fut.cancelled():
+            # NOT_ENOUGH_REPLICAS_AFTER_APPEND (the ISR shrank meanwhile) or NOT_LEADER_OR_FOLLOWER
+            # (leadership moved): Kafka's checkEnoughReplicasReachOffset.
+            error = fut.result()
+            if error:
+                resp["error_code"] = error
+        else:
             fut.cancel()
             resp["error_code"] = ErrorCode.REQUEST_TIMED_OUT
             resp["error_message"] = "not enough in-sync replicas acknowledged the write in time"

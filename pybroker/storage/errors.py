@@ -76,6 +76,16 @@ class RecordTooLargeError(StorageError):
     """A batch above max.message.bytes, or a request larger than a whole segment."""
 
 
+class UnexpectedAppendOffsetError(StorageError):
+    """A follower append whose batches do not continue past the log end (Kafka's
+    UnexpectedAppendOffsetException): the follower's fetch state and log disagree."""
+
+    def __init__(self, message: str, first_offset: int = -1, last_offset: int = -1) -> None:
+        super().__init__(message)
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+
+
 class LogDirLockedError(StorageError):
     """Another process holds the log directory lock."""
 
@@ -91,4 +101,5 @@ __all__ = [
     "OutOfOrderSequenceError",
     "RecordTooLargeError",
     "StorageError",
+    "UnexpectedAppendOffsetError",
 ]

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pybroker.records.batch import (
+    LOG_OVERHEAD,
     BatchHeader,
     iter_batch_headers,
     stamp_base_offset,
@@ -21,7 +22,12 @@ from pybroker.records.control import build_marker_batch, parse_marker
 from pybroker.records.recompress import needs_recompression, recompress_batches
 from pybroker.storage import errors as storage_errors
 from pybroker.storage.config import LogConfig
-from pybroker.storage.errors import OffsetOutOfRangeError, RecordTooLargeError, StorageError, io_failure
+from pybroker.storage.errors import (
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+    UnexpectedAppendOffsetError,
+    io_failure,
+)
 from pybroker.storage.file_slice import FileSlice
 from pybroker.storage.leader_epoch import LeaderEpochCache
 from pybroker.storage.producer_state import CompletedTxn, ProducerStateManager
@@ -296,28 +302,69 @@ class Log:
                 break
         return found
 
-    def append_as_follower(self, buf: bytearray | bytes, batches: list[BatchHeader], *, now_ms: int) -> None:
-        """Append batches that already carry their offsets (replication); updates producer state."""
+    def append_as_follower(
+        self, buf: bytearray | bytes | memoryview, batches: list[BatchHeader] | None = None, *, now_ms: int
+    ) -> AppendInfo | None:
+        """Append batches that already carry the offsets and leader epochs the leader assigned
+        (Kafka's appendAsFollower: nothing is reassigned or recompressed).
+
+        ``batches`` None: ``buf`` is a replica fetch's records, parsed here with each batch's CRC
+        checked; a trailing partial batch (a fetch cut by its byte limit) is left for the next
+        fetch.  Offsets must be increasing and start at or past the log end.  Producer state, the
+        transaction index and the leader-epoch cache follow.  None when there was no whole batch."""
+        if batches is None:
+            batches = follower_batches(buf)
         if not batches:
-            return
-        if batches[0].base_offset < self.log_end_offset:
-            raise StorageError(
-                f"{self.name}: follower append at {batches[0].base_offset} below log end {self.log_end_offset}"
-            )
-        infos = [(b.last_offset, b.max_timestamp, b.size) for b in batches]
+            return None
+        end = self.log_end_offset
         for b in batches:
-            self.leader_epochs.assign(b.partition_leader_epoch, b.base_offset)
-        if batches[0].base_offset > self.log_end_offset and self.active_segment.size == 0:
-            self._replace_empty_active_segment(batches[0].base_offset, now_ms)
-        self._write(buf, batches, infos, now_ms)
+            if b.base_offset < end or b.last_offset_delta < 0:
+                raise UnexpectedAppendOffsetError(
+                    f"{self.name}: follower append of a batch at {b.base_offset}, not past {end - 1}",
+                    batches[0].base_offset,
+                    batches[-1].last_offset,
+                )
+            if b.size > self.config.segment_bytes:
+                raise RecordTooLargeError(f"batch of {b.size} bytes exceeds segment.bytes")
+            end = b.last_offset + 1
+        infos = [(b.last_offset, b.max_timestamp, b.size) for b in batches]
+        first = batches[0].base_offset
+        try:
+            # Epochs first (as in append): a crash cannot leave a batch of an epoch the cache lacks.
+            for b in batches:
+                self.leader_epochs.assign(b.partition_leader_epoch, b.base_offset)
+            if first > self.log_end_offset and self.active_segment.size == 0:
+                self._replace_empty_active_segment(first, now_ms)
+            self._write(buf, batches, infos, now_ms)
+        except OSError as e:
+            raise io_failure(self.directory.parent, f"follower append to {self.name}", e) from e
         view = memoryview(buf)
         self.producer_state.replay(
             batches, lambda b: parse_marker(view[b.position : b.end_position]), self._record_completed
         )
-        self._maybe_flush_after_append(now_ms)
+        try:
+            self._maybe_flush_after_append(now_ms)
+        except OSError as e:
+            raise io_failure(self.directory.parent, f"flush of {self.name}", e) from e
+        return AppendInfo(first, batches[-1].last_offset, -1, self.log_start_offset, False)
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) of Kafka's LeaderEpochFileCache.endOffsetFor over this log: the
+        largest epoch <= ``leader_epoch`` this log knows and the first offset after it; (-1, -1)
+        when the log knows no such epoch."""
+        return self.leader_epochs.end_offset_for(leader_epoch, self.log_end_offset)
+
+    @property
+    def latest_epoch(self) -> int:
+        """The leader epoch of the log's last epoch entry (-1: none)."""
+        return self.leader_epochs.latest_epoch
 
     def _write(
-        self, buf: bytearray | bytes, batches: list[BatchHeader], infos: list[BatchInfo], now_ms: int
+        self,
+        buf: bytearray | bytes | memoryview,
+        batches: list[BatchHeader],
+        infos: list[BatchInfo],
+        now_ms: int,
     ) -> None:
         total_size = sum(info[2] for info in infos)
         max_timestamp = max(info[1] for info in infos)
@@ -417,22 +464,53 @@ class Log:
 
     # ---- truncation, deletion, retention -----------------------------------------------------------
 
-    def truncate_to(self, offset: int, now_ms: int) -> None:
-        """Remove every batch at or after the one containing `offset` (follower truncation)."""
+    def truncate_to(self, offset: int, now_ms: int) -> bool:
+        """Remove every batch at or after the one containing ``offset`` (follower truncation).
+
+        Crash-safe by order: the segments are cut first, then the producer snapshots and the
+        leader-epoch cache; a crash in between leaves files that open() cuts to the log end
+        again.  A target below the first segment empties the log and restarts it there.  Returns
+        whether anything was removed."""
         if offset >= self.log_end_offset:
-            return
+            return False
+        if offset < self.segments[0].base_offset or offset < self.log_start_offset:
+            self.truncate_fully_and_start_at(offset, now_ms)
+            return True
         while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
             self.segments.pop().delete()
             self._base_offsets.pop()
+            self._dir_dirty = True
         self.active_segment.truncate_to(offset)
         if self.active_segment.size == 0 and self.active_segment.base_offset != self.log_end_offset:
             self._replace_empty_active_segment(self.log_end_offset, now_ms)
-        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
-        self.recovery_point = min(self.recovery_point, self.log_end_offset)
-        self.producer_state.delete_snapshots(above=self.log_end_offset)
+        end = self.log_end_offset
+        self.log_start_offset = min(self.log_start_offset, end)
+        self.recovery_point = min(self.recovery_point, end)
+        # The truncated tail must be gone from disk before anything is written past it again.
+        self.active_segment.flush()
+        self.producer_state.delete_snapshots(above=end)
         self.producer_state.clear()
         self._load_producer_state()
-        self.leader_epochs.truncate_from_end(self.log_end_offset)
+        self.leader_epochs.truncate_from_end(end)
+        logger.info("%s: truncated to offset %d", self.name, end)
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int, now_ms: int) -> None:
+        """Drop every segment and start an empty log at ``offset`` (a follower whose log lies
+        wholly below the leader's log start offset: Kafka's truncateFullyAndStartAt)."""
+        for segment in self.segments:
+            segment.delete()
+        self.segments.clear()
+        self._base_offsets.clear()
+        self._add_segment(LogSegment.create(self.directory, offset, self.config, now_ms))
+        self._dir_dirty = True
+        self.flush()
+        self.log_start_offset = offset
+        self.recovery_point = offset
+        self.producer_state.delete_snapshots(above=-1)
+        self.producer_state.clear()
+        self.leader_epochs.truncate_from_end(-1)
+        logger.info("%s: truncated fully, log now starts at offset %d", self.name, offset)
 
     def delete_records_before(self, offset: int) -> int:
         """Move the log start offset to `offset` (DeleteRecords) and drop segments wholly below it."""
@@ -552,6 +630,20 @@ class Log:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
+def follower_batches(buf: bytes | bytearray | memoryview) -> list[BatchHeader]:
+    """The whole batches of a replica fetch's records, CRCs checked; a trailing partial batch
+    (cut by the fetch's byte limit, as Kafka's FileRecords slices may be) is left out."""
+    view = memoryview(buf)
+    end = len(view)
+    position = 0
+    while end - position >= LOG_OVERHEAD:
+        length = int.from_bytes(view[position + 8 : position + 12], "big", signed=True)
+        if length < 0 or position + LOG_OVERHEAD + length > end:
+            break
+        position += LOG_OVERHEAD + length
+    return list(iter_batch_headers(view[:position], verify_crc=True))
+
+
 def _fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:
@@ -560,4 +652,4 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-__all__ = ["AppendInfo", "Log"]
+__all__ = ["AppendInfo", "Log", "follower_batches"]

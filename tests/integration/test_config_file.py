@@ -62,7 +62,6 @@ log.retention.check.interval.ms=300000
 KAFKA_4_UNUSED = [
     "process.roles",
     "controller.quorum.bootstrap.servers",
-    "inter.broker.listener.name",
     "controller.listener.names",
     "num.network.threads",
     "num.io.threads",

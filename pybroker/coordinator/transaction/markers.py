@@ -43,6 +43,9 @@ class LocalMarkerWriter:
             if p is None:
                 errors[(topic, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
+            if not p.is_leader:  # a follower of the partition: the marker goes to its leader
+                errors[(topic, index)] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                continue
             try:
                 p.append_marker_as_leader(producer_id, producer_epoch, commit, coordinator_epoch, now_ms)
             except InvalidProducerEpochError as e:
