@@ -33,6 +33,7 @@ from pybroker.metrics.recorder import BrokerMetrics
 from pybroker.protocol.api import REQUESTS
 from pybroker.protocol.errors import ErrorCode, KafkaError
 from pybroker.protocol.memory_pool import MemoryPool
+from pybroker.quotas.client_quotas import ClientQuotaManager
 from pybroker.replication.partition import Partition
 from pybroker.replication.replica_manager import ReplicaManager
 from pybroker.security.context import SASL_SSL, uses_ssl
@@ -155,6 +156,9 @@ class Broker:
         self.memory_pool = MemoryPool(config.queued_max_request_bytes, self.memory_waiters.schedule_wake)
         self.memory_waiters.pool = self.memory_pool
         self.metadata = MetadataStore(self.log_dirs[0])
+        self.client_quotas = ClientQuotaManager(
+            self.metadata.client_quotas, config.quota_window_num, config.quota_window_size_seconds
+        )
         self.log_manager: LogManager | None = None
         self.cluster_id = ""
         self.host, self.port = config.listener_host_port()

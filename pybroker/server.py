@@ -29,6 +29,7 @@ from pybroker.protocol import codec
 from pybroker.protocol.api import RESPONSES
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.framing import FrameError, FrameReader
+from pybroker.quotas.client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
 from pybroker.security.context import ConnectionSecurity
 
 if TYPE_CHECKING:
@@ -80,6 +81,11 @@ class KafkaConnection(asyncio.Protocol):
         self._in_flight = 0  # pool bytes of the request an async handler is working on
         self._write_paused = False  # the client does not read its responses
         self._memory_paused = False  # waiting for the memory pool (queued.max.request.bytes)
+        # KIP-219: muted (not read) until this loop time after a quota violation; 0.0 when not.
+        self._throttled_until = 0.0
+        self._throttle_timer: asyncio.TimerHandle | None = None
+        self.last_active = time.monotonic()  # connections.max.idle.ms
+        self.quota_slot: Any = None  # ConnectionQuotas' hold on this connection's count
 
     # -- asyncio.Protocol ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -116,6 +122,10 @@ class KafkaConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
+        if self.quota_slot is not None:
+            self.quota_slot.release()
+        if self._throttle_timer is not None:
+            self._throttle_timer.cancel()
         self._release_dup_fd()
         if self in self.broker.connections:
             self.broker.connections.discard(self)
@@ -148,10 +158,11 @@ class KafkaConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._write_paused = False
-        if self.transport is not None and not self._closed and not self._memory_paused:
+        if self.transport is not None and not self._closed and not self._memory_paused and not self._throttled_until:
             self.transport.resume_reading()
 
     def data_received(self, data: bytes) -> None:
+        self.last_active = time.monotonic()
         try:
             frames = self.reader.feed(data)
         except FrameError as e:
@@ -163,7 +174,7 @@ class KafkaConnection(asyncio.Protocol):
             self._wait_for_memory()
         if not frames:
             return
-        if self._busy:
+        if self._busy or self._throttled_until:
             self._backlog.extend(frames)
             if self.pool.available <= 0:
                 self._wait_for_memory()  # a pipelining client must not queue without bound
@@ -193,11 +204,11 @@ class KafkaConnection(asyncio.Protocol):
         if self.reader.blocked or (self._busy and self.pool.available <= 0):
             self._wait_for_memory()
         if frames:
-            if self._busy:
+            if self._busy or self._throttled_until:
                 self._backlog.extend(frames)
             else:
                 self._process(frames)
-        if not self._memory_paused and not self._write_paused and not self._closed:
+        if not self._memory_paused and not self._write_paused and not self._closed and not self._throttled_until:
             self.transport.resume_reading()
 
     # -- dispatch ----------------------------------------------------------------------------
@@ -220,10 +231,16 @@ class KafkaConnection(asyncio.Protocol):
                 self._write(out)
                 self.close("internal error while handling a request")
                 break
-            if result is None:
-                continue
             if isinstance(result, list):
                 out.extend(result)
+            if result is None or isinstance(result, list):
+                if self._throttled_until and queue:
+                    # Muted by a quota (KIP-219): the rest waits, still charged, until the throttle ends.
+                    self._backlog.extendleft(reversed(queue))
+                    queue.clear()
+                    self._write(out)
+                    self.pool.release(handled)
+                    return
                 continue
             # An awaitable: everything after it waits; its frame stays charged until it is done.
             self._write(out)
@@ -259,7 +276,7 @@ class KafkaConnection(asyncio.Protocol):
             return
         if parts:
             self._write(parts)
-        if self._backlog:
+        if self._backlog and not self._throttled_until:
             backlog = self._backlog
             self._backlog = deque()
             self._process(backlog)
@@ -315,27 +332,99 @@ class KafkaConnection(asyncio.Protocol):
         metrics = self.broker.metrics
         ctx = RequestContext(self.broker, header, self.peer, metrics, self.security)
         response = handler.fn(ctx, request)
+        quotas = self.broker.client_quotas
+        quota_api = quotas.quotas and header.api_key in QUOTA_APIS and not _from_follower(header.api_key, request)
         if response is None:
+            if quota_api:  # acks=0: no response to carry the throttle time, the channel is muted alone
+                self._record_quota(header, len(frame), None)
             if started:
                 metrics.request_done(header.api_key, version, perf_counter() - started)
             return None
         if isinstance(response, dict):
-            parts = self._encode_response(header.api_key, version, header.correlation_id, response)
+            if quota_api:
+                parts = self._encode_throttled(header, len(frame), response)
+            else:
+                parts = self._encode_response(header.api_key, version, header.correlation_id, response)
             if started:
                 metrics.request_done(header.api_key, version, perf_counter() - started)
             return parts
-        return self._await_response(header.api_key, version, header.correlation_id, response, started)
+        return self._await_response(
+            header.api_key, version, header.correlation_id, response, started, header if quota_api else None,
+            len(frame),
+        )
 
     async def _await_response(
-        self, api_key: int, version: int, correlation_id: int, awaitable, started: float
+        self, api_key: int, version: int, correlation_id: int, awaitable, started: float,
+        quota_header: Any = None, request_size: int = 0,
     ) -> list[Any] | None:
         response = await awaitable
         parts = None
-        if response is not None:
+        if quota_header is not None:
+            if response is None:
+                self._record_quota(quota_header, request_size, None)
+            else:
+                parts = self._encode_throttled(quota_header, request_size, response)
+        elif response is not None:
             parts = self._encode_response(api_key, version, correlation_id, response)
         if started:
             self.broker.metrics.request_done(api_key, version, perf_counter() - started)
         return parts
+
+    # -- client quotas (KIP-219): the response carries throttle_time_ms and the channel is muted -------
+    def _quota_identity(self, header: Any) -> tuple[str, str]:
+        principal = self.security.principal if self.security is not None else None
+        return (principal.name if principal is not None else "ANONYMOUS"), header.client_id or ""
+
+    def _record_quota(self, header: Any, size: int, response: dict | None) -> int:
+        """Record a Produce request's bytes (ClientQuotaManager for produce) and mute if over quota."""
+        user, client_id = self._quota_identity(header)
+        ms = self.broker.client_quotas.record_and_get_throttle_time_ms(PRODUCER_BYTE_RATE, user, client_id, size)
+        if response is not None and ms > response.get("throttle_time_ms", 0):
+            response["throttle_time_ms"] = ms
+        self.throttle(ms)
+        return ms
+
+    def _encode_throttled(self, header: Any, request_size: int, response: dict) -> list[Any]:
+        api_key, version, cid = header.api_key, header.api_version, header.correlation_id
+        if api_key == PRODUCE:
+            self._record_quota(header, request_size, response)
+            return self._encode_response(api_key, version, cid, response)
+        # Fetch: the response's size is what counts against consumer_byte_rate.
+        parts = self._encode_response(api_key, version, cid, response)
+        user, client_id = self._quota_identity(header)
+        size = sum(_part_size(p) for p in parts)
+        ms = self.broker.client_quotas.record_and_get_throttle_time_ms(CONSUMER_BYTE_RATE, user, client_id, size)
+        if ms > 0:
+            response["throttle_time_ms"] = max(ms, response.get("throttle_time_ms", 0))
+            parts = self._encode_response(api_key, version, cid, response)
+            self.throttle(ms)
+        return parts
+
+    def throttle(self, ms: int) -> None:
+        """Mute the channel (no reads) for ``ms`` after the response that told the client so."""
+        if ms <= 0 or self._closed or self.transport is None:
+            return
+        loop = asyncio.get_running_loop()
+        until = loop.time() + ms / 1000.0
+        if until <= self._throttled_until:
+            return
+        self._throttled_until = until
+        self.transport.pause_reading()
+        if self._throttle_timer is not None:
+            self._throttle_timer.cancel()
+        self._throttle_timer = loop.call_at(until, self._unthrottle)
+
+    def _unthrottle(self) -> None:
+        self._throttle_timer = None
+        self._throttled_until = 0.0
+        if self._closed:
+            return
+        if not self._memory_paused and not self._write_paused:
+            self.transport.resume_reading()
+        if self._backlog and not self._busy:
+            backlog = self._backlog
+            self._backlog = deque()
+            self._process(backlog)
 
     @staticmethod
     def _encode_response(api_key: int, version: int, correlation_id: int, response: dict) -> list[Any]:
@@ -449,6 +538,19 @@ class KafkaConnection(asyncio.Protocol):
             os.close(self._dup_fd)
             self._dup_fd = -1
         self._out_queue.clear()
+
+
+PRODUCE, FETCH = 0, 1
+QUOTA_APIS = frozenset({PRODUCE, FETCH})
+
+
+def _from_follower(api_key: int, request: dict) -> bool:
+    """A replica's fetch is not a client's: client quotas do not apply (replication has its own)."""
+    if api_key != FETCH:
+        return False
+    state = request.get("replica_state")
+    replica = state.get("replica_id", -1) if state else request.get("replica_id", -1)
+    return replica is not None and replica >= 0
 
 
 class MemoryWaiters:

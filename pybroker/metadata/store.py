@@ -99,6 +99,10 @@ class MetadataStore:
         # Dynamic broker configs by resource name ("" the cluster default, "<node id>" one broker),
         # as Kafka keeps them in its metadata log (ConfigRecords of the BROKER resource).
         self.broker_configs: dict[str, dict[str, str]] = {}
+        # Client quotas (AlterClientQuotas) by entity: sorted (entity type, name or None for <default>)
+        # pairs -> {quota key: value}, as Kafka keeps ClientQuotaRecords.  The quota managers read this
+        # very dict, so a change applies to the next request.
+        self.client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = {}
         # Told the name of every topic added, removed or changed (written or undone): the metadata
         # image (metadata/local.py) rebuilds that topic.
         self.topic_listener: Callable[[str], None] | None = None
@@ -116,6 +120,9 @@ class MetadataStore:
         # Never hand out an id from a block that may already have been used before a crash.
         self._next_producer_id = self._producer_id_block_end = int(doc.get("producer_id_block_end", 0))
         self.broker_configs = {str(k): dict(v) for k, v in doc.get("broker_configs", {}).items()}
+        for q in doc.get("client_quotas", []):
+            key = tuple(sorted((str(t), None if n is None else str(n)) for t, n in q["entity"]))
+            self.client_quotas[key] = {str(k): float(v) for k, v in q["values"].items()}
         log.info("loaded metadata for %d topics from %s", len(self.topics), self.path)
 
     def save(self, *, may_use_reserve: bool = False) -> None:
@@ -141,6 +148,11 @@ class MetadataStore:
             "topics": [t.to_json() for t in sorted(self.topics.values(), key=lambda t: t.name)],
             "producer_id_block_end": self._producer_id_block_end,
             "broker_configs": {k: v for k, v in self.broker_configs.items() if v},
+            "client_quotas": [
+                {"entity": [list(e) for e in key], "values": values}
+                for key, values in sorted(self.client_quotas.items(), key=lambda kv: repr(kv[0]))
+                if values
+            ],
         }
 
     @property
@@ -262,6 +274,32 @@ class MetadataStore:
         self._change(
             lambda: self.broker_configs.__setitem__(resource_name, dict(configs)), undo, frees_space=True
         )
+
+    def alter_client_quotas(self, changes: dict[tuple[tuple[str, str | None], ...], dict[str, float | None]]) -> None:
+        """Apply quota changes (a None value removes the key) and write them, all or nothing."""
+        old = {key: dict(self.client_quotas[key]) for key in changes if key in self.client_quotas}
+
+        def apply() -> None:
+            for key, ops in changes.items():
+                values = dict(self.client_quotas.get(key, {}))
+                for name, value in ops.items():
+                    if value is None:
+                        values.pop(name, None)
+                    else:
+                        values[name] = value
+                if values:
+                    self.client_quotas[key] = values
+                else:
+                    self.client_quotas.pop(key, None)
+
+        def undo() -> None:
+            for key in changes:
+                if key in old:
+                    self.client_quotas[key] = old[key]
+                else:
+                    self.client_quotas.pop(key, None)
+
+        self._change(apply, undo)
 
     def allocate_producer_id(self) -> int:
         """Ids come from persisted blocks, as Kafka's ProducerIdManager does, so an id is never

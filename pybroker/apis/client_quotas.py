@@ -1,0 +1,61 @@
+"""DescribeClientQuotas (48) and AlterClientQuotas (49): client quotas stored in the broker's
+metadata store, validated as Kafka's ClientQuotaControlManager does, applied to the next request."""
+
+from __future__ import annotations
+
+from pybroker.apis import RequestContext, handles
+from pybroker.protocol.errors import ErrorCode
+from pybroker.quotas.client_quotas import IP, QuotaError, describe, validate_entity, validate_op
+from pybroker.storage.errors import KafkaStorageError
+
+
+@handles(48, 0, 1)
+def describe_client_quotas(ctx: RequestContext, req: dict) -> dict:
+    components = [(c["entity_type"], c["match_type"], c["match"]) for c in req["components"]]
+    try:
+        found = describe(ctx.broker.metadata.client_quotas, components, req["strict"])
+    except QuotaError as e:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST, "error_message": str(e),
+                "entries": None}
+    return {
+        "throttle_time_ms": 0,
+        "error_code": ErrorCode.NONE,
+        "error_message": None,
+        "entries": [
+            {
+                "entity": [{"entity_type": t, "entity_name": n} for t, n in key],
+                "values": [{"key": k, "value": v} for k, v in sorted(values.items())],
+            }
+            for key, values in found
+        ],
+    }
+
+
+@handles(49, 0, 1)
+def alter_client_quotas(ctx: RequestContext, req: dict) -> dict:
+    results = []
+    changes: dict = {}
+    for entry in req["entries"]:
+        entity = [(e["entity_type"], e["entity_name"]) for e in entry["entity"]]
+        error, message = ErrorCode.NONE, None
+        try:
+            key = validate_entity(entity)
+            ops: dict[str, float | None] = {}
+            for op in entry["ops"]:
+                validate_op(op["key"], op["value"], op["remove"], ip_entity=any(t == IP for t, _ in key))
+                if op["key"] in ops:
+                    raise QuotaError(f"Duplicate quota key {op['key']} not updating quota for entity {entity}")
+                ops[op["key"]] = None if op["remove"] else float(op["value"])
+        except QuotaError as e:
+            error, message = ErrorCode.INVALID_REQUEST, str(e)
+        else:
+            changes[key] = ops
+        results.append({"error_code": error, "error_message": message, "entity": entry["entity"]})
+    if changes and not req["validate_only"]:
+        try:
+            ctx.broker.metadata.alter_client_quotas(changes)
+        except KafkaStorageError as e:
+            for r in results:
+                if r["error_code"] == ErrorCode.NONE:
+                    r["error_code"], r["error_message"] = ErrorCode.UNKNOWN_SERVER_ERROR, str(e)
+    return {"throttle_time_ms": 0, "entries": results}
