@@ -27,8 +27,12 @@ def _configs(bootstrap: str, *args: str) -> str:
     return run_tool("kafka-configs", "--bootstrap-server", bootstrap, *args, timeout_s=180).check().stdout
 
 
-def _produce_for(bootstrap: str, client_id: str, seconds: float, throttles: list[int]) -> float:
-    """Bytes per second acknowledged while producing 10 KiB records as fast as the broker allows."""
+def _produce_for(
+    bootstrap: str, client_id: str, seconds: float, throttles: list[int], warm_up: float = 0.0
+) -> float:
+    """Bytes per second acknowledged while producing 10 KiB records as fast as the broker allows,
+    counted after ``warm_up`` seconds: a quota allows a burst of up to (quota.window.num - 1) windows
+    at the start, as Kafka's Rate does, so the steady rate is measured after the first full span."""
     acked = [0]
 
     def on_delivery(err, msg) -> None:  # noqa: ANN001 - librdkafka callback
@@ -46,14 +50,17 @@ def _produce_for(bootstrap: str, client_id: str, seconds: float, throttles: list
         }
     )
     value = b"x" * 10240
-    start = time.monotonic()
-    while time.monotonic() - start < seconds:
+    begin = time.monotonic()
+    start, base = begin, 0
+    while time.monotonic() - start < seconds or start == begin and warm_up:
+        if start == begin and warm_up and time.monotonic() - begin >= warm_up:
+            start, base = time.monotonic(), acked[0]
         try:
             producer.produce("quota-topic", value=value, on_delivery=on_delivery)
         except BufferError:
             producer.poll(0.05)
         producer.poll(0)
-    counted = acked[0]
+    counted = acked[0] - base
     elapsed = time.monotonic() - start
     producer.flush(60)
     return counted / elapsed
@@ -80,7 +87,7 @@ def test_producer_byte_rate_set_with_kafka_configs_enforced_and_kept(quota_broke
     assert "consumer_byte_rate=2097152.0" in described, described
 
     throttles: list[int] = []
-    rate = _produce_for(bootstrap, "limited", MEASURE_S, throttles)
+    rate = _produce_for(bootstrap, "limited", MEASURE_S, throttles, warm_up=int(WINDOW_NUM) + 1)
     assert abs(rate - PRODUCE_LIMIT) <= 0.1 * PRODUCE_LIMIT, f"limited producer: {rate / 1e6:.3f} MB/s"
     assert throttles and max(throttles) > 0, "the client never saw throttle_time_ms"
 
