@@ -34,6 +34,7 @@ from pybroker.protocol.api import REQUESTS
 from pybroker.protocol.errors import ErrorCode, KafkaError
 from pybroker.protocol.memory_pool import MemoryPool
 from pybroker.quotas.client_quotas import ClientQuotaManager
+from pybroker.quotas.connection_quotas import ConnectionQuotas, parse_overrides
 from pybroker.replication.partition import Partition
 from pybroker.replication.replica_manager import ReplicaManager
 from pybroker.security.context import SASL_SSL, uses_ssl
@@ -156,6 +157,15 @@ class Broker:
         self.memory_pool = MemoryPool(config.queued_max_request_bytes, self.memory_waiters.schedule_wake)
         self.memory_waiters.pool = self.memory_pool
         self.metadata = MetadataStore(self.log_dirs[0])
+        self.connection_quotas = ConnectionQuotas(
+            config.max_connections,
+            config.max_connections_per_ip,
+            parse_overrides(config.max_connections_per_ip_overrides),
+        )
+        for endpoint in config.listener_endpoints:
+            limit = config.listener_overrides(endpoint.listener_name).get("max.connections")
+            if limit is not None:
+                self.connection_quotas.listener_max[endpoint.listener_name] = int(limit)
         self.client_quotas = ClientQuotaManager(
             self.metadata.client_quotas, config.quota_window_num, config.quota_window_size_seconds
         )

@@ -445,6 +445,7 @@ class KafkaConnection(asyncio.Protocol):
     def _write(self, parts: list[Any]) -> None:
         if not parts or self._closed or self.transport is None:
             return
+        self.last_active = time.monotonic()
         if self._sending is not None:
             self._out_queue.extend(parts)
             return
@@ -521,10 +522,10 @@ class KafkaConnection(asyncio.Protocol):
             self._out_queue = deque()
             self._emit(queued)
 
-    def close(self, reason: str) -> None:
+    def close(self, reason: str, *, quiet: bool = False) -> None:
         if self._closed:
             return
-        log.warning("closing connection from %s: %s", self.peer, reason)
+        (log.debug if quiet else log.warning)("closing connection from %s: %s", self.peer, reason)
         self._closed = True
         if self.transport is not None:
             self.transport.close()
@@ -631,14 +632,45 @@ class Acceptor:
         self._last_log = self._last_recovery_log = -LOG_INTERVAL_S
         self._stalled_since: float | None = None
         self._tasks: set[asyncio.Task] = set()
+        self.quotas = broker.connection_quotas
+        self._name = self.listener.listener_name
+        self._waiting_for_slot = False  # max.connections reached: not accepting until one closes
+        self.quotas.on_release.append(self._slot_freed)
+        idle_ms = broker.config.connections_max_idle_ms
+        self._idle_s = idle_ms / 1000.0 if idle_ms > 0 else 0.0
+        self._idle_timer: asyncio.TimerHandle | None = None
+        if self._idle_s:
+            self._idle_timer = self._loop.call_later(self._idle_check_s(), self._close_idle)
 
     def start(self) -> None:
         if not self._reading and not self._closed:
             self._loop.add_reader(self.sock.fileno(), self._on_readable)
             self._reading = True
 
+    def _idle_check_s(self) -> float:
+        return min(max(self._idle_s / 4, 0.05), 30.0)
+
+    def _close_idle(self) -> None:
+        """connections.max.idle.ms: close this listener's connections with no traffic for that long
+        (checked every quarter of it, at most every 30 s, as Kafka's Selector checks on its polls)."""
+        now = time.monotonic()
+        for conn in list(self.broker.connections):
+            if conn.listener is self.listener and not conn.request_in_flight and now - conn.last_active > self._idle_s:
+                conn.close(f"idle for more than connections.max.idle.ms ({self._idle_s * 1000:.0f} ms)", quiet=True)
+        if not self._closed:
+            self._idle_timer = self._loop.call_later(self._idle_check_s(), self._close_idle)
+
+    def _slot_freed(self) -> None:
+        if self._waiting_for_slot and not self._closed and not self.quotas.at_max(self._name):
+            self._waiting_for_slot = False
+            self._resume()
+
     def close(self) -> None:
         self._closed = True
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+        if self._slot_freed in self.quotas.on_release:
+            self.quotas.on_release.remove(self._slot_freed)
         if self._retry is not None:
             self._retry.cancel()
         if self._reading:
@@ -660,6 +692,13 @@ class Acceptor:
 
     def _on_readable(self) -> None:
         for _ in range(ACCEPT_BATCH):
+            if self.quotas.at_max(self._name):
+                # Kafka's Acceptor waits for a slot: the connections stay in the listen backlog.
+                self._waiting_for_slot = True
+                if self._reading:
+                    self._loop.remove_reader(self.sock.fileno())
+                    self._reading = False
+                return
             try:
                 conn, _ = self.sock.accept()
             except (BlockingIOError, InterruptedError):
@@ -695,39 +734,54 @@ class Acceptor:
         except OSError:
             conn.close()
             return
+        try:
+            address = conn.getpeername()
+        except OSError:
+            conn.close()
+            return
+        slot = self.quotas.acquire(str(address[0]), self._name)
+        if slot is None:  # max.connections.per.ip: closed at once (logged, rate-limited, by the quotas)
+            conn.close()
+            return
         broker, listener, factory = self.broker, self.listener, self.ssl_factory
+
+        def protocol() -> KafkaConnection:
+            connection = KafkaConnection(broker, listener, factory)
+            connection.quota_slot = slot
+            return connection
+
         if factory is None:
-            setup = self._loop.connect_accepted_socket(lambda: KafkaConnection(broker, listener), conn)
+            setup = self._loop.connect_accepted_socket(protocol, conn)
         else:
-            try:
-                peer = "{}:{}".format(*conn.getpeername()[:2])
-            except OSError:
-                peer = "?"
+            peer = "{}:{}".format(*address[:2])
             setup = self._loop.connect_accepted_socket(
-                lambda: KafkaConnection(broker, listener, factory),
+                protocol,
                 conn,
                 ssl=factory.context,
                 ssl_handshake_timeout=SSL_HANDSHAKE_TIMEOUT_S,
             )
-            setup = self._handshake(setup, peer)
+            setup = self._handshake(setup, peer, slot)
         task = self._loop.create_task(setup)
         self._tasks.add(task)
-        task.add_done_callback(self._connected)
+        task.add_done_callback(lambda t: self._connected(t, slot))
 
-    async def _handshake(self, setup: Any, peer: str) -> None:
+    async def _handshake(self, setup: Any, peer: str, slot: Any) -> None:
         """A failed TLS handshake (a plaintext client, an untrusted or missing client certificate, no
         common protocol) is one line, as Kafka's "Failed authentication with ... (SSL handshake
         failed)"; the event loop has already sent the alert, if any, and closed the socket."""
         try:
             await setup
         except (TimeoutError, ssl.SSLError, OSError, EOFError) as e:
+            slot.release()
             reason = getattr(e, "reason", None) or str(e) or type(e).__name__
             log.info(
                 "Failed authentication with %s on %s (SSL handshake failed: %s)", peer, self.address, reason
             )
 
-    def _connected(self, task: asyncio.Task) -> None:
+    def _connected(self, task: asyncio.Task, slot: Any) -> None:
         self._tasks.discard(task)
+        if task.cancelled() or task.exception() is not None:
+            slot.release()
         if not task.cancelled() and task.exception() is not None:
             log.warning("could not set up a connection on %s: %s", self.address, task.exception())
 
