@@ -134,16 +134,19 @@ def test_invalid_alterations_and_filters(wire: WireClient) -> None:
     codes = _alter(
         wire,
         [
-            ({"user": user}, {"no_such_quota": 1.0}),
-            ({"user": user}, {"producer_byte_rate": -5.0}),
-            ({"user": user}, {"producer_byte_rate": 10.5}),
+            ({"user": user + "-1"}, {"no_such_quota": 1.0}),
+            ({"user": user + "-2"}, {"producer_byte_rate": -5.0}),
+            ({"user": user + "-3"}, {"producer_byte_rate": 10.5}),
             ({"user": user, "ip": "127.0.0.1"}, {"producer_byte_rate": 10.0}),
             ({"ip": "127.0.0.1"}, {"producer_byte_rate": 10.0}),
             ({"nonsense": user}, {"producer_byte_rate": 10.0}),
         ],
     )
     assert codes == [INVALID_REQUEST] * 6, codes
-    assert _describe(wire, [("user", EXACT, user)]) == (NONE, {})
+    for n in range(1, 4):
+        assert _describe(wire, [("user", EXACT, f"{user}-{n}")]) == (NONE, {})
+    # The same entity twice in one request: one result for it (Kafka answers per entity).
+    assert len(_alter(wire, [({"user": user}, {"no_such_quota": 1.0}), ({"user": user}, {"x": 1.0})])) == 1
     assert _describe(wire, [("user", EXACT, user), ("user", EXACT, user)])[0] == INVALID_REQUEST
     assert _describe(wire, [("user", EXACT, user), ("ip", SPECIFIED, None)])[0] == INVALID_REQUEST
 

@@ -33,13 +33,18 @@ def describe_client_quotas(ctx: RequestContext, req: dict) -> dict:
 
 @handles(49, 0, 1)
 def alter_client_quotas(ctx: RequestContext, req: dict) -> dict:
-    results = []
+    # One result per entity, as Kafka answers from a map keyed by entity (the last alteration's error).
+    results: dict = {}
     changes: dict = {}
     for entry in req["entries"]:
         entity = [(e["entity_type"], e["entity_name"]) for e in entry["entity"]]
         error, message = ErrorCode.NONE, None
         try:
             key = validate_entity(entity)
+        except QuotaError as e:
+            results[tuple(sorted(entity, key=repr))] = _result(ErrorCode.INVALID_REQUEST, str(e), entry["entity"])
+            continue
+        try:
             ops: dict[str, float | None] = {}
             for op in entry["ops"]:
                 validate_op(op["key"], op["value"], op["remove"], ip_entity=any(t == IP for t, _ in key))
@@ -49,13 +54,17 @@ def alter_client_quotas(ctx: RequestContext, req: dict) -> dict:
         except QuotaError as e:
             error, message = ErrorCode.INVALID_REQUEST, str(e)
         else:
-            changes[key] = ops
-        results.append({"error_code": error, "error_message": message, "entity": entry["entity"]})
+            changes.setdefault(key, {}).update(ops)
+        results[key] = _result(error, message, entry["entity"])
     if changes and not req["validate_only"]:
         try:
             ctx.broker.metadata.alter_client_quotas(changes)
         except KafkaStorageError as e:
-            for r in results:
+            for r in results.values():
                 if r["error_code"] == ErrorCode.NONE:
                     r["error_code"], r["error_message"] = ErrorCode.UNKNOWN_SERVER_ERROR, str(e)
-    return {"throttle_time_ms": 0, "entries": results}
+    return {"throttle_time_ms": 0, "entries": list(results.values())}
+
+
+def _result(error: int, message: str | None, entity: list[dict]) -> dict:
+    return {"error_code": error, "error_message": message, "entity": entity}
