@@ -396,6 +396,12 @@ class KafkaConnection(asyncio.Protocol):
         ms = self.broker.client_quotas.record_and_get_throttle_time_ms(CONSUMER_BYTE_RATE, user, client_id, size)
         if ms > 0:
             response["throttle_time_ms"] = max(ms, response.get("throttle_time_ms", 0))
+            if not response.get("session_id"):
+                # KafkaApis: a throttled fetch is answered empty and its bytes are not counted (they
+                # are read again after the throttle).  Inside a fetch session the handler has already
+                # moved the session's cached state on, so the data goes out and the throttle follows.
+                self.broker.client_quotas.unrecord(CONSUMER_BYTE_RATE, user, client_id, size)
+                response = {**response, "responses": []}
             parts = self._encode_response(api_key, version, cid, response)
             self.throttle(ms)
         return parts

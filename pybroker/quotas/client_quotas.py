@@ -177,6 +177,14 @@ class ClientQuotaManager:
                 return values[quota_type], tags
         return None
 
+    def unrecord(self, quota_type: str, user: str, client_id: str, value: float, now_ms: float | None = None) -> None:
+        """ClientQuotaManager.unrecordQuotaSensor: take back bytes of a response not sent after all."""
+        found = self.quota(quota_type, user, client_id)
+        if found is not None:
+            rate = self._rates.get((quota_type, *found[1]))
+            if rate is not None:
+                rate.unrecord(value, time.monotonic() * 1000.0 if now_ms is None else now_ms)
+
     def record_and_get_throttle_time_ms(
         self, quota_type: str, user: str, client_id: str, value: float, now_ms: float | None = None
     ) -> int:
