@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pybroker.security.scram import ScramCredential
 from pybroker.storage.checkpoint import write_atomically
 from pybroker.storage.errors import KafkaStorageError
 
@@ -103,6 +104,9 @@ class MetadataStore:
         # pairs -> {quota key: value}, as Kafka keeps ClientQuotaRecords.  The quota managers read this
         # very dict, so a change applies to the next request.
         self.client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = {}
+        # SCRAM credentials by user, then mechanism name (Kafka's UserScramCredentialRecords): salt,
+        # StoredKey, ServerKey and iterations, never a password.
+        self.scram_credentials: dict[str, dict[str, ScramCredential]] = {}
         # Told the name of every topic added, removed or changed (written or undone): the metadata
         # image (metadata/local.py) rebuilds that topic.
         self.topic_listener: Callable[[str], None] | None = None
@@ -123,6 +127,10 @@ class MetadataStore:
         for q in doc.get("client_quotas", []):
             key = tuple(sorted((str(t), None if n is None else str(n)) for t, n in q["entity"]))
             self.client_quotas[key] = {str(k): float(v) for k, v in q["values"].items()}
+        self.scram_credentials = {
+            user: {mech: ScramCredential.from_json(c) for mech, c in by_mech.items()}
+            for user, by_mech in doc.get("scram_credentials", {}).items()
+        }
         log.info("loaded metadata for %d topics from %s", len(self.topics), self.path)
 
     def save(self, *, may_use_reserve: bool = False) -> None:
@@ -153,6 +161,11 @@ class MetadataStore:
                 for key, values in sorted(self.client_quotas.items(), key=lambda kv: repr(kv[0]))
                 if values
             ],
+            "scram_credentials": {
+                user: {mech: c.to_json() for mech, c in sorted(by_mech.items())}
+                for user, by_mech in sorted(self.scram_credentials.items())
+                if by_mech
+            },
         }
 
     @property
@@ -298,6 +311,29 @@ class MetadataStore:
                     self.client_quotas[key] = old[key]
                 else:
                     self.client_quotas.pop(key, None)
+
+        self._change(apply, undo)
+
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        return self.scram_credentials.get(user, {}).get(mechanism)
+
+    def alter_scram_credentials(
+        self, deletions: list[tuple[str, str]], upsertions: list[tuple[str, str, ScramCredential]]
+    ) -> None:
+        """Apply one AlterUserScramCredentials request's accepted changes in one write (atomic, as Kafka's
+        controller applies them as one batch of records)."""
+        old = {user: dict(by_mech) for user, by_mech in self.scram_credentials.items()}
+
+        def apply() -> None:
+            for user, mechanism in deletions:
+                self.scram_credentials.get(user, {}).pop(mechanism, None)
+                if not self.scram_credentials.get(user, True):
+                    del self.scram_credentials[user]
+            for user, mechanism, credential in upsertions:
+                self.scram_credentials.setdefault(user, {})[mechanism] = credential
+
+        def undo() -> None:
+            self.scram_credentials = old
 
         self._change(apply, undo)
 
