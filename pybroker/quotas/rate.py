@@ -22,12 +22,15 @@ class SampledRate:
             self._values.append(0.0)
             self._current = 0
         elif now_ms - self._starts[self._current] >= self.window_ms:
+            # SampledStat.record: the new sample starts on the previous one's grid, not at now.
+            previous_end = self._starts[self._current] + self.window_ms
+            start = now_ms - ((now_ms - previous_end) % self.window_ms)
             self._current = (self._current + 1) % self.samples
             if self._current >= len(self._starts):
-                self._starts.append(now_ms)
+                self._starts.append(start)
                 self._values.append(0.0)
             else:
-                self._starts[self._current] = now_ms
+                self._starts[self._current] = start
                 self._values[self._current] = 0.0
         self._values[self._current] += value
 
