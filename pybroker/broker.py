@@ -168,6 +168,16 @@ class Broker:
             limit = config.listener_overrides(endpoint.listener_name).get("max.connections")
             if limit is not None:
                 self.connection_quotas.listener_max[endpoint.listener_name] = int(limit)
+        self.connection_quotas.configure_creation_rates(
+            config.max_connection_creation_rate,
+            {
+                e.listener_name: int(rate)
+                for e in config.listener_endpoints
+                if (rate := config.listener_overrides(e.listener_name).get("max.connection.creation.rate")) is not None
+            },
+            config.quota_window_num,
+            config.quota_window_size_seconds,
+        )
         self.client_quotas = ClientQuotaManager(
             self.metadata.client_quotas, config.quota_window_num, config.quota_window_size_seconds
         )

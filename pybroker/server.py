@@ -30,6 +30,7 @@ from pybroker.protocol.api import RESPONSES
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.framing import FrameError, FrameReader
 from pybroker.quotas.client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
+from pybroker.quotas.rate import throttle_time_ms
 from pybroker.security.authenticator import SASL_HANDSHAKE, Outcome, SaslServerAuthenticator
 from pybroker.security.context import ConnectionSecurity, uses_sasl
 
@@ -684,6 +685,9 @@ class Acceptor:
         self.quotas = broker.connection_quotas
         self._name = self.listener.listener_name
         self._waiting_for_slot = False  # max.connections reached: not accepting until one closes
+        # KIP-612: max.connection.creation.rate (broker-wide, and this listener's own when prefixed).
+        self._creation_rates = broker.connection_quotas.creation_rates(self._name)
+        self._rate_timer: asyncio.TimerHandle | None = None
         self.quotas.on_release.append(self._slot_freed)
         idle_ms = broker.config.connections_max_idle_ms
         self._idle_s = idle_ms / 1000.0 if idle_ms > 0 else 0.0
@@ -709,6 +713,26 @@ class Acceptor:
         if not self._closed:
             self._idle_timer = self._loop.call_later(self._idle_check_s(), self._close_idle)
 
+    def _rate_throttled(self) -> bool:
+        """Over a connection creation rate: stop accepting for the throttle time (Kafka's Acceptor
+        delays accepts; the connections wait in the listen backlog)."""
+        now_ms = time.monotonic() * 1000.0
+        delay = max(throttle_time_ms(rate, bound, now_ms, rate.samples * rate.window_ms)
+                    for rate, bound in self._creation_rates)
+        if delay <= 0:
+            return False
+        if self._reading:
+            self._loop.remove_reader(self.sock.fileno())
+            self._reading = False
+        if self._rate_timer is None:
+            self._rate_timer = self._loop.call_later(delay / 1000.0, self._rate_resume)
+        return True
+
+    def _rate_resume(self) -> None:
+        self._rate_timer = None
+        if not self._closed:
+            self._resume()
+
     def _slot_freed(self) -> None:
         if self._waiting_for_slot and not self._closed and not self.quotas.at_max(self._name):
             self._waiting_for_slot = False
@@ -718,6 +742,8 @@ class Acceptor:
         self._closed = True
         if self._idle_timer is not None:
             self._idle_timer.cancel()
+        if self._rate_timer is not None:
+            self._rate_timer.cancel()
         if self._slot_freed in self.quotas.on_release:
             self.quotas.on_release.remove(self._slot_freed)
         if self._retry is not None:
@@ -741,6 +767,8 @@ class Acceptor:
 
     def _on_readable(self) -> None:
         for _ in range(ACCEPT_BATCH):
+            if self._creation_rates and self._rate_throttled():
+                return
             if self.quotas.at_max(self._name):
                 # Kafka's Acceptor waits for a slot: the connections stay in the listen backlog.
                 self._waiting_for_slot = True
@@ -788,6 +816,10 @@ class Acceptor:
         except OSError:
             conn.close()
             return
+        if self._creation_rates:
+            now_ms = time.monotonic() * 1000.0
+            for rate, _ in self._creation_rates:
+                rate.record(1, now_ms)
         slot = self.quotas.acquire(str(address[0]), self._name)
         if slot is None:  # max.connections.per.ip: closed at once (logged, rate-limited, by the quotas)
             conn.close()

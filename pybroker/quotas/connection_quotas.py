@@ -9,6 +9,8 @@ import logging
 import time
 from collections import Counter
 
+from pybroker.quotas.rate import SampledRate
+
 log = logging.getLogger(__name__)
 LOG_INTERVAL_S = 10.0  # refused connections are one line per interval, not one per connection
 
@@ -50,6 +52,24 @@ class ConnectionQuotas:
         self.on_release: list = []  # acceptors waiting for a slot
         self._refused = 0
         self._last_log = -LOG_INTERVAL_S
+
+    def configure_creation_rates(
+        self, broker_rate: int, listener_rates: dict[str, int], samples: int, window_s: int
+    ) -> None:
+        """KIP-612's sensors: one broker-wide rate, one per listener that sets its own."""
+        unlimited = 2**31 - 1
+        self._broker_rate = (
+            (SampledRate(samples, window_s * 1000), float(broker_rate)) if broker_rate < unlimited else None
+        )
+        self._listener_rates = {
+            name: (SampledRate(samples, window_s * 1000), float(rate))
+            for name, rate in listener_rates.items()
+            if rate < unlimited
+        }
+
+    def creation_rates(self, listener: str) -> list[tuple[SampledRate, float]]:
+        own = getattr(self, "_listener_rates", {}).get(listener)
+        return [r for r in (getattr(self, "_broker_rate", None), own) if r]
 
     def at_max(self, listener: str) -> bool:
         limit = self.listener_max.get(listener)

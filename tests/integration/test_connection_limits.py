@@ -115,3 +115,33 @@ def test_idle_connection_is_closed(limited_broker) -> None:
         assert time.monotonic() - started >= IDLE_MS / 1000 * 0.9
     finally:
         sock.close()
+
+
+def test_connection_creation_rate_delays_accepts_without_refusing(tmp_path) -> None:
+    """KIP-612: over max.connection.creation.rate the broker accepts later; nothing is refused."""
+    rate = 10
+    broker = PyBroker(
+        tmp_path,
+        overrides={
+            "max.connection.creation.rate": str(rate),
+            "quota.window.num": "2",
+            "quota.window.size.seconds": "1",
+        },
+    )
+    broker.start()
+    socks: list[socket.socket] = []
+    try:
+        port = int(broker.bootstrap.rsplit(":", 1)[1])
+        count = 4 * rate
+        started = time.monotonic()
+        socks = [_connect(port) for _ in range(count)]  # complete in the listen backlog
+        for i, s in enumerate(socks):
+            assert _api_versions(s, 100 + i), f"connection {i} was refused"
+        elapsed = time.monotonic() - started
+        # A burst of one window (10) at once, then 10 a second: about 3 s for 40; far longer than
+        # an unthrottled accept of 40 connections.
+        assert elapsed >= 2.0, f"{count} connections accepted in {elapsed:.2f} s at {rate}/s"
+    finally:
+        for s in socks:
+            s.close()
+        broker.stop()
