@@ -178,6 +178,9 @@ class Broker:
             config.quota_window_num,
             config.quota_window_size_seconds,
         )
+        self.controller_mutation_quotas = ClientQuotaManager(
+            self.metadata.client_quotas, config.controller_quota_window_num, config.controller_quota_window_size_seconds
+        )
         self.client_quotas = ClientQuotaManager(
             self.metadata.client_quotas, config.quota_window_num, config.quota_window_size_seconds
         )

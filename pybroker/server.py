@@ -410,6 +410,8 @@ class KafkaConnection(asyncio.Protocol):
                 parts = self._encode_throttled(quota_header, request_size, response)
         elif response is not None:
             parts = self._encode_response(api_key, version, correlation_id, response)
+            if api_key in MUTATION_APIS and response.get("throttle_time_ms"):
+                self.throttle(response["throttle_time_ms"])  # controller_mutation_rate (KIP-599)
         if started:
             self.broker.metrics.request_done(api_key, version, perf_counter() - started)
         return parts
@@ -593,6 +595,7 @@ class KafkaConnection(asyncio.Protocol):
 
 PRODUCE, FETCH = 0, 1
 QUOTA_APIS = frozenset({PRODUCE, FETCH})
+MUTATION_APIS = frozenset({19, 20, 37})  # CreateTopics, DeleteTopics, CreatePartitions
 
 
 def _from_follower(api_key: int, request: dict) -> bool:

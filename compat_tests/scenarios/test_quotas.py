@@ -18,7 +18,7 @@ from tests.wire import WireClient
 from .support import wait_for
 
 EXACT, DEFAULT, SPECIFIED = 0, 1, 2
-NONE, INVALID_REQUEST = 0, 42
+NONE, INVALID_REQUEST, THROTTLING_QUOTA_EXCEEDED = 0, 42, 89
 
 
 @pytest.fixture
@@ -184,3 +184,38 @@ def test_producer_over_its_quota_is_told_throttle_time(bootstrap: str, make_topi
     finally:
         _configs(bootstrap, "--alter", "--entity-type", "clients", "--entity-name", client,
                  "--delete-config", "producer_byte_rate")
+
+
+def test_controller_mutation_rate_refuses_strict_creations_over_the_quota(bootstrap: str, wire: WireClient) -> None:
+    client = f"mut-{uuid.uuid4().hex[:8]}"
+    topic = f"compat-mutation-{uuid.uuid4().hex[:8]}"
+    assert _alter(wire, [({"client-id": client}, {"controller_mutation_rate": 1.0})]) == [NONE]
+
+    def create(name: str, partitions: int) -> dict:
+        with WireClient(bootstrap, client_id=client.encode()) as own:  # a fresh, unmuted connection
+            response = own.request(
+                19,
+                7,
+                {
+                    "topics": [
+                        {"name": name, "num_partitions": partitions, "replication_factor": 1,
+                         "assignments": [], "configs": []}
+                    ],
+                    "timeout_ms": 30000,
+                    "validate_only": False,
+                },
+            )
+        return response
+
+    try:
+        # Within the quota before it: created (both brokers answer it unthrottled), and its 20
+        # partitions push the rate over the quota, so the next creation is refused.
+        first = create(topic, 20)
+        assert first["topics"][0]["error_code"] == NONE
+        refused = create(topic + "-2", 1)
+        assert refused["topics"][0]["error_code"] == THROTTLING_QUOTA_EXCEEDED
+        assert refused["throttle_time_ms"] > 0
+    finally:
+        assert _alter(wire, [({"client-id": client}, {"controller_mutation_rate": None})]) == [NONE]
+        with WireClient(bootstrap) as own:
+            own.request(20, 4, {"topic_names": [topic], "timeout_ms": 30000})

@@ -202,3 +202,43 @@ class ClientQuotaManager:
             rate = self._rates[(quota_type, *tags)] = SampledRate(self.samples, self.window_ms)
         rate.record(value, now)
         return throttle_time_ms(rate, bound, now, self.max_throttle_ms)
+
+
+THROTTLING_QUOTA_EXCEEDED_MESSAGE = "The throttling quota has been exceeded."
+
+
+class ControllerMutationQuota:
+    """One request's view of ``controller_mutation_rate`` (Kafka's ControllerMutationQuota): strict
+    (CreateTopics v6+, CreatePartitions v3+, DeleteTopics v5+) refuses a mutation while the rate is
+    over the quota, permissive (older versions) only throttles; either way every partition created
+    or deleted is recorded and the response carries the resulting throttle time."""
+
+    __slots__ = ("manager", "user", "client_id", "strict", "throttle_ms")
+
+    def __init__(self, manager: ClientQuotaManager, user: str, client_id: str, strict: bool) -> None:
+        self.manager, self.user, self.client_id, self.strict = manager, user, client_id, strict
+        self.throttle_ms = 0
+
+    def exceeded(self) -> bool:
+        """StrictControllerMutationQuota.checkThrottle: over the quota before this mutation."""
+        if not self.strict or not self.manager.quotas:
+            return False
+        found = self.manager.quota(CONTROLLER_MUTATION_RATE, self.user, self.client_id)
+        if found is None:
+            return False
+        rate = self.manager._rates.get((CONTROLLER_MUTATION_RATE, *found[1]))
+        if rate is None:
+            return False
+        now = time.monotonic() * 1000.0
+        ms = throttle_time_ms(rate, found[0], now, self.manager.max_throttle_ms)
+        self.throttle_ms = max(self.throttle_ms, ms)
+        return ms > 0
+
+    def record(self, partitions: int) -> None:
+        """Strict quotas record without checking (the next mutation is refused, Kafka's
+        StrictControllerMutationQuota); permissive ones throttle the response that crossed it."""
+        ms = self.manager.record_and_get_throttle_time_ms(
+            CONTROLLER_MUTATION_RATE, self.user, self.client_id, partitions
+        )
+        if not self.strict:
+            self.throttle_ms = max(self.throttle_ms, ms)
