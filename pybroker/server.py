@@ -29,7 +29,7 @@ from pybroker.protocol import codec
 from pybroker.protocol.api import RESPONSES
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.framing import FrameError, FrameReader
-from pybroker.quotas.client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
+from pybroker.quotas.client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
 from pybroker.quotas.rate import throttle_time_ms
 from pybroker.security.authenticator import SASL_HANDSHAKE, Outcome, SaslServerAuthenticator
 from pybroker.security.context import ConnectionSecurity, uses_sasl
@@ -361,8 +361,16 @@ class KafkaConnection(asyncio.Protocol):
             ) from None
         metrics = self.broker.metrics
         ctx = RequestContext(self.broker, header, self.peer, metrics, self.security)
-        response = handler.fn(ctx, request)
         quotas = self.broker.client_quotas
+        if quotas.quotas and header.api_key not in REQUEST_QUOTA_EXEMPT:
+            # request_percentage: the time this request holds the event loop (the handler's synchronous
+            # part; an awaiting handler's wait is not the loop's work), as Kafka's ClientRequestQuotaManager
+            # charges request handler thread time.
+            handler_started = perf_counter()
+            response = handler.fn(ctx, request)
+            self._record_request_time(header, perf_counter() - handler_started, response)
+        else:
+            response = handler.fn(ctx, request)
         quota_api = quotas.quotas and header.api_key in QUOTA_APIS and not _from_follower(header.api_key, request)
         if response is None:
             if quota_api:  # acks=0: no response to carry the throttle time, the channel is muted alone
@@ -451,6 +459,17 @@ class KafkaConnection(asyncio.Protocol):
             parts = self._encode_response(api_key, version, cid, response)
             self.throttle(ms)
         return parts
+
+    def _record_request_time(self, header: Any, seconds: float, response: Any) -> None:
+        user, client_id = self._quota_identity(header)
+        # Percent of one thread for a second: 100 % is one second of handler time per second.
+        ms = self.broker.client_quotas.record_and_get_throttle_time_ms(
+            REQUEST_PERCENTAGE, user, client_id, seconds * 100.0
+        )
+        if ms > 0:
+            if isinstance(response, dict) and ms > response.get("throttle_time_ms", ms):
+                response["throttle_time_ms"] = ms
+            self.throttle(ms)
 
     def throttle(self, ms: int) -> None:
         """Mute the channel (no reads) for ``ms`` after the response that told the client so."""
@@ -596,6 +615,8 @@ class KafkaConnection(asyncio.Protocol):
 PRODUCE, FETCH = 0, 1
 QUOTA_APIS = frozenset({PRODUCE, FETCH})
 MUTATION_APIS = frozenset({19, 20, 37})  # CreateTopics, DeleteTopics, CreatePartitions
+# ApiVersions and the SASL exchange are never throttled (a client must be able to connect).
+REQUEST_QUOTA_EXEMPT = frozenset({18, 17, 36})
 
 
 def _from_follower(api_key: int, request: dict) -> bool:

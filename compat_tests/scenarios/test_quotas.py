@@ -219,3 +219,20 @@ def test_controller_mutation_rate_refuses_strict_creations_over_the_quota(bootst
         assert _alter(wire, [({"client-id": client}, {"controller_mutation_rate": None})]) == [NONE]
         with WireClient(bootstrap) as own:
             own.request(20, 4, {"topic_names": [topic], "timeout_ms": 30000})
+
+
+def test_request_percentage_throttles_a_busy_client(bootstrap: str, wire: WireClient) -> None:
+    client = f"busy-{uuid.uuid4().hex[:8]}"
+    assert _alter(wire, [({"client-id": client}, {"request_percentage": 0.01})]) == [NONE]
+    try:
+        throttled = 0
+        with WireClient(bootstrap, client_id=client.encode()) as own:
+            for _ in range(2000):
+                response = own.request(3, 12, {"topics": None, "allow_auto_topic_creation": False,
+                                                "include_topic_authorized_operations": False})
+                throttled = response["throttle_time_ms"]
+                if throttled:
+                    break  # the channel is muted after this response: stop here
+        assert throttled > 0, "2000 Metadata requests at 0.01 % of a handler thread were never throttled"
+    finally:
+        assert _alter(wire, [({"client-id": client}, {"request_percentage": None})]) == [NONE]
