@@ -37,6 +37,7 @@ from pybroker.quotas.client_quotas import ClientQuotaManager
 from pybroker.quotas.connection_quotas import ConnectionQuotas, parse_overrides
 from pybroker.replication.partition import Partition
 from pybroker.replication.replica_manager import ReplicaManager
+from pybroker.security.authorizer import Authorizer, authorizer_from_config
 from pybroker.security.context import SASL_SSL, uses_sasl, uses_ssl
 from pybroker.security.sasl_config import build_listener_config
 from pybroker.security.scram import ScramCredential, ScramMechanism
@@ -184,6 +185,7 @@ class Broker:
         self.client_quotas = ClientQuotaManager(
             self.metadata.client_quotas, config.quota_window_num, config.quota_window_size_seconds
         )
+        self.authorizer: Authorizer | None = None  # set at start when authorizer.class.name is set
         self.log_manager: LogManager | None = None
         self.cluster_id = ""
         self.host, self.port = config.listener_host_port()
@@ -247,6 +249,7 @@ class Broker:
         self.metadata_publisher.set_cluster_id(self.cluster_id)
         self.metadata.load()
         self.metadata.ensure_reserve()
+        self.authorizer = authorizer_from_config(self.config, self.metadata)
         self._load_dynamic_configs()
         t0 = time.monotonic()
         # One LogConfig per topic, not per partition (computing it is most of a partition's cost).

@@ -3,14 +3,18 @@ metadata store, validated as Kafka's ClientQuotaControlManager does, applied to 
 
 from __future__ import annotations
 
-from pybroker.apis import RequestContext, handles
+from pybroker.apis import RequestContext, auth, handles
 from pybroker.protocol.errors import ErrorCode
 from pybroker.quotas.client_quotas import IP, QuotaError, describe, validate_entity, validate_op
+from pybroker.security.acl import AclOperation
 from pybroker.storage.errors import KafkaStorageError
 
 
 @handles(48, 0, 1)
 def describe_client_quotas(ctx: RequestContext, req: dict) -> dict:
+    if not auth.authorize_cluster(ctx, AclOperation.DESCRIBE_CONFIGS):  # Kafka: DescribeConfigs on the cluster
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": None, "entries": None}
     components = [(c["entity_type"], c["match_type"], c["match"]) for c in req["components"]]
     try:
         found = describe(ctx.broker.metadata.client_quotas, components, req["strict"])
@@ -36,6 +40,13 @@ def alter_client_quotas(ctx: RequestContext, req: dict) -> dict:
     # One result per entity, as Kafka answers from a map keyed by entity (the last alteration's error).
     results: dict = {}
     changes: dict = {}
+    if not auth.authorize_cluster(ctx, AclOperation.ALTER_CONFIGS):  # Kafka: AlterConfigs on the cluster
+        return {
+            "throttle_time_ms": 0,
+            "entries": [
+                _result(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None, entry["entity"]) for entry in req["entries"]
+            ],
+        }
     for entry in req["entries"]:
         entity = [(e["entity_type"], e["entity_name"]) for e in entry["entity"]]
         error, message = ErrorCode.NONE, None

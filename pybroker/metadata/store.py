@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pybroker.security.acl import AclBinding
 from pybroker.security.scram import ScramCredential
 from pybroker.storage.checkpoint import write_atomically
 from pybroker.storage.errors import KafkaStorageError
@@ -104,6 +105,8 @@ class MetadataStore:
         # pairs -> {quota key: value}, as Kafka keeps ClientQuotaRecords.  The quota managers read this
         # very dict, so a change applies to the next request.
         self.client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = {}
+        # ACLs by id, as Kafka's controller keeps AccessControlEntryRecords (the authorizer indexes them).
+        self.acls: dict[uuid.UUID, AclBinding] = {}
         # SCRAM credentials by user, then mechanism name (Kafka's UserScramCredentialRecords): salt,
         # StoredKey, ServerKey and iterations, never a password.
         self.scram_credentials: dict[str, dict[str, ScramCredential]] = {}
@@ -127,6 +130,7 @@ class MetadataStore:
         for q in doc.get("client_quotas", []):
             key = tuple(sorted((str(t), None if n is None else str(n)) for t, n in q["entity"]))
             self.client_quotas[key] = {str(k): float(v) for k, v in q["values"].items()}
+        self.acls = {uuid.UUID(a["id"]): AclBinding.from_json(a) for a in doc.get("acls", [])}
         self.scram_credentials = {
             user: {mech: ScramCredential.from_json(c) for mech, c in by_mech.items()}
             for user, by_mech in doc.get("scram_credentials", {}).items()
@@ -161,6 +165,7 @@ class MetadataStore:
                 for key, values in sorted(self.client_quotas.items(), key=lambda kv: repr(kv[0]))
                 if values
             ],
+            "acls": [{"id": str(i), **acl.to_json()} for i, acl in self.acls.items()],
             "scram_credentials": {
                 user: {mech: c.to_json() for mech, c in sorted(by_mech.items())}
                 for user, by_mech in sorted(self.scram_credentials.items())
@@ -313,6 +318,13 @@ class MetadataStore:
                     self.client_quotas.pop(key, None)
 
         self._change(apply, undo)
+    def set_acls(self, acls: dict[uuid.UUID, AclBinding]) -> None:
+        """Replace the ACL set in one atomic write; on failure nothing changes (KafkaStorageError)."""
+        old = self.acls
+        # Deleting ACLs only shrinks the document: such a change may use the reserve.
+        self._change(
+            lambda: setattr(self, "acls", dict(acls)), lambda: setattr(self, "acls", old), frees_space=len(acls) < len(old)
+        )
 
     def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         return self.scram_credentials.get(user, {}).get(mechanism)
