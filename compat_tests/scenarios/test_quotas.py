@@ -120,13 +120,21 @@ def test_default_entities_and_validate_only(wire: WireClient) -> None:
     # The default user (a None name) with a key no other scenario is slowed by.
     assert _alter(wire, [({"user": None, "client-id": None}, {"controller_mutation_rate": 1e9})]) == [NONE]
     try:
+        # Apache Kafka answers from the broker's metadata image, which follows the controller shortly after.
+        wait_for(
+            lambda: _describe(wire, [("user", DEFAULT, None), ("client-id", DEFAULT, None)], strict=True)[1],
+            what="the default entity's quota to be described",
+        )
         error, found = _describe(wire, [("user", DEFAULT, None), ("client-id", DEFAULT, None)], strict=True)
         assert found == {(("client-id", None), ("user", None)): {"controller_mutation_rate": 1e9}}
         error, found = _describe(wire, [("user", EXACT, "nobody-" + user)])
         assert found == {}
     finally:
         assert _alter(wire, [({"user": None, "client-id": None}, {"controller_mutation_rate": None})]) == [NONE]
-    assert _describe(wire, [("user", DEFAULT, None), ("client-id", DEFAULT, None)], strict=True) == (NONE, {})
+    wait_for(
+        lambda: _describe(wire, [("user", DEFAULT, None), ("client-id", DEFAULT, None)], strict=True) == (NONE, {}),
+        what="the default entity's quota to be removed",
+    )
 
 
 def test_invalid_alterations_and_filters(wire: WireClient) -> None:
@@ -190,6 +198,7 @@ def test_controller_mutation_rate_refuses_strict_creations_over_the_quota(bootst
     client = f"mut-{uuid.uuid4().hex[:8]}"
     topic = f"compat-mutation-{uuid.uuid4().hex[:8]}"
     assert _alter(wire, [({"client-id": client}, {"controller_mutation_rate": 1.0})]) == [NONE]
+    wait_for(lambda: _describe(wire, [("client-id", EXACT, client)])[1], what="the quota to be in place")
 
     def create(name: str, partitions: int) -> dict:
         with WireClient(bootstrap, client_id=client.encode()) as own:  # a fresh, unmuted connection
@@ -224,6 +233,7 @@ def test_controller_mutation_rate_refuses_strict_creations_over_the_quota(bootst
 def test_request_percentage_throttles_a_busy_client(bootstrap: str, wire: WireClient) -> None:
     client = f"busy-{uuid.uuid4().hex[:8]}"
     assert _alter(wire, [({"client-id": client}, {"request_percentage": 0.01})]) == [NONE]
+    wait_for(lambda: _describe(wire, [("client-id", EXACT, client)])[1], what="the quota to be in place")
     try:
         throttled = 0
         with WireClient(bootstrap, client_id=client.encode()) as own:
