@@ -31,6 +31,8 @@ from pybroker.metadata.store import MetadataStore, TopicRecord
 from pybroker.metrics.recorder import BrokerMetrics
 from pybroker.protocol.api import REQUESTS
 from pybroker.protocol.memory_pool import MemoryPool
+from pybroker.quotas.client_quotas import ClientQuotaManager
+from pybroker.quotas.connection_quotas import ConnectionQuotas, parse_overrides
 from pybroker.replication.partition import Partition
 from pybroker.replication.replica_manager import ReplicaManager
 from pybroker.security.authorizer import Authorizer, authorizer_from_config
@@ -74,6 +76,31 @@ class Broker:
         self.memory_pool = MemoryPool(config.queued_max_request_bytes, self.memory_waiters.schedule_wake)
         self.memory_waiters.pool = self.memory_pool
         self.metadata = MetadataStore(self.log_dirs[0])
+        self.connection_quotas = ConnectionQuotas(
+            config.max_connections,
+            config.max_connections_per_ip,
+            parse_overrides(config.max_connections_per_ip_overrides),
+        )
+        for endpoint in config.listener_endpoints:
+            limit = config.listener_overrides(endpoint.listener_name).get("max.connections")
+            if limit is not None:
+                self.connection_quotas.listener_max[endpoint.listener_name] = int(limit)
+        self.connection_quotas.configure_creation_rates(
+            config.max_connection_creation_rate,
+            {
+                e.listener_name: int(rate)
+                for e in config.listener_endpoints
+                if (rate := config.listener_overrides(e.listener_name).get("max.connection.creation.rate")) is not None
+            },
+            config.quota_window_num,
+            config.quota_window_size_seconds,
+        )
+        self.controller_mutation_quotas = ClientQuotaManager(
+            self.metadata.client_quotas, config.controller_quota_window_num, config.controller_quota_window_size_seconds
+        )
+        self.client_quotas = ClientQuotaManager(
+            self.metadata.client_quotas, config.quota_window_num, config.quota_window_size_seconds
+        )
         self.authorizer: Authorizer | None = None  # set at start when authorizer.class.name is set
         self.log_manager: LogManager | None = None
         self.cluster_id = ""
@@ -125,6 +152,7 @@ class Broker:
             metrics=self.metrics,
             allocate_producer_id=self.metadata.allocate_producer_id,
             metadata_store=self.metadata,
+            controller_mutation_quotas=self.controller_mutation_quotas,
         )
         self.coordinator_services = CoordinatorServices(
             config=config,

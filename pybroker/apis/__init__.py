@@ -104,6 +104,7 @@ def load_all() -> dict[int, ApiHandler]:
         acls,
         admin,
         api_versions,
+        client_quotas,
         configs,
         consumer_groups,
         fetch,

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from pybroker.metadata.image import MetadataImage
     from pybroker.metadata.store import MetadataStore, TopicRecord
     from pybroker.metrics.recorder import BrokerMetrics
+    from pybroker.quotas.client_quotas import ClientQuotaManager
     from pybroker.replication.replica_manager import ReplicaManager
     from pybroker.security.authorizer import Authorizer
 
@@ -88,3 +89,5 @@ class BrokerServices:
     transaction_coordinator: TransactionCoordinator | None = None
     # The authorizer when authorizer.class.name is set (apis/auth.py reads it), set at start.
     authorizer: Authorizer | None = None
+    # controller_mutation_rate per user/client id (CreateTopics, CreatePartitions, DeleteTopics).
+    controller_mutation_quotas: ClientQuotaManager | None = None
