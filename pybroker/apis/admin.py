@@ -241,8 +241,8 @@ async def handle_create_partitions(ctx: RequestContext, request: dict) -> dict:
             continue
         try:
             _check_mutation_quota(quota)
-            before = b.topic(t["name"])
-            old_count = before.partitions if before is not None else 0
+            before = ctx.metadata_image().topic(t["name"])
+            old_count = before.num_partitions if before is not None else 0
             assignments = t.get("assignments")
             if assignments:
                 for a in assignments:
