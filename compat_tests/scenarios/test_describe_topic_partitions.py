@@ -12,6 +12,7 @@ import uuid
 import pytest
 
 from compat_tests.clients.registry import make_client
+from compat_tests.scenarios.support import wait_for
 from compat_tests.scenarios.test_newest_versions import call
 
 LEDGER_COLUMN = "raw-socket"
@@ -40,8 +41,11 @@ def cursor_of(answer: dict) -> tuple[str, int] | None:
 
 
 @pytest.fixture
-def topics(make_topic) -> tuple[str, str]:
-    return make_topic("-a", partitions=3), make_topic("-b", partitions=2)
+def topics(make_topic, bootstrap: str) -> tuple[str, str]:
+    a, b = make_topic("-a", partitions=3), make_topic("-b", partitions=2)
+    # Apache Kafka creates a topic before its partitions reach the broker's metadata: wait for both.
+    wait_for(lambda: page(describe(bootstrap, [a, b])) == [(a, [0, 1, 2]), (b, [0, 1])], what="topics")
+    return a, b
 
 
 def test_describes_topics_in_name_order_with_partitions(bootstrap: str, topics: tuple[str, str]) -> None:

@@ -90,6 +90,7 @@ def load_all() -> dict[int, ApiHandler]:
     from pybroker.apis import (  # noqa: F401
         admin,
         api_versions,
+        config_resources,
         configs,
         consumer_groups,
         fetch,
