@@ -21,6 +21,7 @@ from pybroker import config as broker_config
 from pybroker.apis import load_all
 from pybroker.apis.fetch_session import FetchSessions
 from pybroker.apis.metadata import TopicMetadataCache
+from pybroker.apis.telemetry import ClientMetricsManager
 from pybroker.config import ConfigError
 from pybroker.coordinator.coordinator import GroupCoordinator
 from pybroker.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
@@ -185,6 +186,7 @@ class Broker:
             ),
         )
         self.metadata.topic_listener = self.metadata_publisher.topic_changed
+        self.client_metrics = ClientMetricsManager(self.metadata)  # KIP-714 subscriptions and pushes
         self.metadata_cache = TopicMetadataCache()  # encoded Metadata topic entries
         self.metadata_publisher.listeners.append(self.metadata_cache.invalidate)
         self._tasks: list[asyncio.Task] = []

@@ -101,6 +101,7 @@ def load_all() -> dict[int, ApiHandler]:
         produce,
         producer_ids,
         sasl,
+        telemetry,
         topic_partitions,
         transactions,
     )

@@ -100,6 +100,8 @@ class MetadataStore:
         # Dynamic broker configs by resource name ("" the cluster default, "<node id>" one broker),
         # as Kafka keeps them in its metadata log (ConfigRecords of the BROKER resource).
         self.broker_configs: dict[str, dict[str, str]] = {}
+        # Client-metrics subscriptions (KIP-714): CLIENT_METRICS config resource name -> its configs.
+        self.client_metrics: dict[str, dict[str, str]] = {}
         # SCRAM credentials by user, then mechanism name (Kafka's UserScramCredentialRecords): salt,
         # StoredKey, ServerKey and iterations, never a password.
         self.scram_credentials: dict[str, dict[str, ScramCredential]] = {}
@@ -120,6 +122,7 @@ class MetadataStore:
         # Never hand out an id from a block that may already have been used before a crash.
         self._next_producer_id = self._producer_id_block_end = int(doc.get("producer_id_block_end", 0))
         self.broker_configs = {str(k): dict(v) for k, v in doc.get("broker_configs", {}).items()}
+        self.client_metrics = {str(k): dict(v) for k, v in doc.get("client_metrics", {}).items()}
         self.scram_credentials = {
             user: {mech: ScramCredential.from_json(c) for mech, c in by_mech.items()}
             for user, by_mech in doc.get("scram_credentials", {}).items()
@@ -149,6 +152,7 @@ class MetadataStore:
             "topics": [t.to_json() for t in sorted(self.topics.values(), key=lambda t: t.name)],
             "producer_id_block_end": self._producer_id_block_end,
             "broker_configs": {k: v for k, v in self.broker_configs.items() if v},
+            "client_metrics": {k: v for k, v in self.client_metrics.items() if v},
             "scram_credentials": {
                 user: {mech: c.to_json() for mech, c in sorted(by_mech.items())}
                 for user, by_mech in sorted(self.scram_credentials.items())
@@ -275,6 +279,24 @@ class MetadataStore:
         self._change(
             lambda: self.broker_configs.__setitem__(resource_name, dict(configs)), undo, frees_space=True
         )
+
+    def set_client_metrics(self, name: str, configs: dict[str, str]) -> None:
+        """Replace the client-metrics subscription ``name``'s configs; empty configs remove it."""
+        old = self.client_metrics.get(name)
+
+        def apply() -> None:
+            if configs:
+                self.client_metrics[name] = dict(configs)
+            else:
+                self.client_metrics.pop(name, None)
+
+        def undo() -> None:
+            if old is None:
+                self.client_metrics.pop(name, None)
+            else:
+                self.client_metrics[name] = old
+
+        self._change(apply, undo)
 
     def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         return self.scram_credentials.get(user, {}).get(mechanism)

@@ -1,0 +1,107 @@
+"""Client telemetry (KIP-714) over a raw socket: a client-metrics subscription made with
+IncrementalAlterConfigs on a CLIENT_METRICS resource and read back with DescribeConfigs, then
+GetTelemetrySubscriptions and PushTelemetry as a client sends them (a new instance id, the subscribed
+metric prefixes and interval, an OTLP push accepted, an unknown subscription refused).
+
+Every expectation holds on both brokers (``--broker kafka`` runs it against Apache Kafka 4.3.1).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from compat_tests.scenarios.support import wait_for
+from compat_tests.scenarios.test_newest_versions import call
+
+LEDGER_COLUMN = "raw-socket"
+
+DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, GET_SUBSCRIPTIONS, PUSH = 32, 44, 71, 72
+NONE, INVALID_CONFIG, UNKNOWN_SUBSCRIPTION_ID = 0, 40, 117
+CLIENT_METRICS = 16
+SET, DELETE = 0, 1
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def alter(bootstrap: str, name: str, configs: dict[str, str | None]) -> int:
+    ops = [
+        {"name": k, "config_operation": DELETE if v is None else SET, "value": v} for k, v in configs.items()
+    ]
+    body = {"resources": [{"resource_type": CLIENT_METRICS, "resource_name": name, "configs": ops}]}
+    (result,) = call(bootstrap, INCREMENTAL_ALTER_CONFIGS, 1, {**body, "validate_only": False})["responses"]
+    return result["error_code"]
+
+
+def described(bootstrap: str, name: str) -> dict[str, str]:
+    body = {"resources": [{"resource_type": CLIENT_METRICS, "resource_name": name, "configuration_keys": None}]}
+    (result,) = call(bootstrap, DESCRIBE_CONFIGS, 4, body)["results"]
+    assert result["error_code"] == NONE
+    return {c["name"]: c["value"] for c in result["configs"]}
+
+
+def _varint(n: int) -> bytes:
+    out = b""
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out += bytes([b | (0x80 if n else 0)])
+        if not n:
+            return out
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def otlp_metrics(*names: str) -> bytes:
+    """An OTLP MetricsData with one resource and scope holding metrics of these names."""
+    scope = b"".join(_field(2, _field(1, n.encode())) for n in names)
+    return _field(1, _field(2, scope))
+
+
+@pytest.fixture
+def subscription(bootstrap: str, unique_topic: str):
+    name = "sub-" + unique_topic[-8:]
+    prefix = "org.apache.kafka.pybroker.compat." + unique_topic[-8:]
+    assert alter(bootstrap, name, {"metrics": prefix, "interval.ms": "1000"}) == NONE
+    yield name, prefix
+    alter(bootstrap, name, {"metrics": None, "interval.ms": None})
+
+
+def test_subscription_round_trip(bootstrap: str, subscription) -> None:
+    name, prefix = subscription
+    configs = wait_for(lambda: described(bootstrap, name), what="described subscription")
+    assert configs["metrics"] == prefix and configs["interval.ms"] == "1000"
+
+
+def test_bad_interval_is_refused(bootstrap: str, unique_topic: str) -> None:
+    assert alter(bootstrap, "bad-" + unique_topic[-8:], {"interval.ms": "10"}) == INVALID_CONFIG
+
+
+def test_get_subscriptions_and_push(bootstrap: str, subscription) -> None:
+    _, prefix = subscription
+
+    def subscribed() -> dict | None:
+        answer = call(bootstrap, GET_SUBSCRIPTIONS, 0, {"client_instance_id": ZERO_UUID})
+        return answer if prefix in answer["requested_metrics"] else None
+
+    # Apache Kafka applies the config change to the broker asynchronously: wait until it is served.
+    answer = wait_for(subscribed, what="subscription served")
+    assert answer["error_code"] == NONE and answer["client_instance_id"] != ZERO_UUID
+    assert answer["push_interval_ms"] == 1000 and answer["telemetry_max_bytes"] > 0
+    assert answer["delta_temporality"] is True
+    instance, subscription_id = answer["client_instance_id"], answer["subscription_id"]
+    push = {
+        "client_instance_id": instance,
+        "subscription_id": subscription_id,
+        "terminating": False,
+        "compression_type": 0,
+        "metrics": otlp_metrics(prefix + ".requests"),
+    }
+    assert call(bootstrap, PUSH, 0, push)["error_code"] == NONE
+    wrong = {**push, "subscription_id": subscription_id + 1}
+    assert call(bootstrap, PUSH, 0, wrong)["error_code"] == UNKNOWN_SUBSCRIPTION_ID
+    unknown = {**push, "client_instance_id": uuid.uuid4()}
+    assert call(bootstrap, PUSH, 0, unknown)["error_code"] == UNKNOWN_SUBSCRIPTION_ID
+    terminating = {**push, "terminating": True}
+    assert call(bootstrap, PUSH, 0, terminating)["error_code"] == NONE
