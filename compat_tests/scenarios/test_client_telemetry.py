@@ -18,7 +18,7 @@ from compat_tests.scenarios.test_newest_versions import call
 LEDGER_COLUMN = "raw-socket"
 
 DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, GET_SUBSCRIPTIONS, PUSH = 32, 44, 71, 72
-NONE, INVALID_CONFIG, UNKNOWN_SUBSCRIPTION_ID = 0, 40, 117
+NONE, INVALID_REQUEST, UNKNOWN_SUBSCRIPTION_ID = 0, 42, 117
 CLIENT_METRICS = 16
 SET, DELETE = 0, 1
 ZERO_UUID = uuid.UUID(int=0)
@@ -75,7 +75,7 @@ def test_subscription_round_trip(bootstrap: str, subscription) -> None:
 
 
 def test_bad_interval_is_refused(bootstrap: str, unique_topic: str) -> None:
-    assert alter(bootstrap, "bad-" + unique_topic[-8:], {"interval.ms": "10"}) == INVALID_CONFIG
+    assert alter(bootstrap, "bad-" + unique_topic[-8:], {"interval.ms": "10"}) == INVALID_REQUEST
 
 
 def test_get_subscriptions_and_push(bootstrap: str, subscription) -> None:

@@ -251,8 +251,8 @@ def _alter_client_metrics(
         for c in ops:
             _apply_op(new, c, incremental, ctx.broker)
         telemetry.validate_subscription(new)
-    except (ValueError, telemetry.ClientMetricsConfigError) as e:
-        return ErrorCode.INVALID_CONFIG, str(e)
+    except (ValueError, telemetry.ClientMetricsConfigError) as e:  # Kafka: InvalidRequestException
+        return ErrorCode.INVALID_REQUEST, str(e)
     if not validate_only:
         manager.set_subscription(name, new)
         log.info("client metrics subscription %s now %s", name, new)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
+import struct
 import time
 import uuid
 import zlib
@@ -110,7 +111,7 @@ class TelemetryPush:
     client_id: str
     compression_type: int
     size: int
-    metric_names: list[str] = field(default_factory=list)
+    metrics: list[tuple[str, float | None]] = field(default_factory=list)  # (name, latest value)
 
 
 class ClientMetricsManager:
@@ -119,6 +120,7 @@ class ClientMetricsManager:
         self.version = 0
         self.instances: dict[uuid.UUID, ClientInstance] = {}
         self.pushes: deque[TelemetryPush] = deque(maxlen=RECENT_PUSHES)
+        self.pushes_accepted = 0
 
     def set_subscription(self, name: str, configs: dict[str, str]) -> None:
         self.store.set_client_metrics(name, configs)
@@ -210,12 +212,13 @@ class ClientMetricsManager:
         instance.terminating = terminating
         try:
             data = decompress_bounded(compression, payload, TELEMETRY_MAX_BYTES * 16) if compression else payload
-            names = metric_names(bytes(data))
+            metrics = decode_metrics(bytes(data))
         except Exception as e:  # a malformed payload is the client's problem: one line, request refused
             log.info("undecodable telemetry push from %s: %s", request["client_instance_id"], e)
             return ErrorCode.INVALID_RECORD
+        self.pushes_accepted += 1
         self.pushes.append(
-            TelemetryPush(request["client_instance_id"], ctx.header.client_id or "", compression, len(data), names)
+            TelemetryPush(request["client_instance_id"], ctx.header.client_id or "", compression, len(data), metrics)
         )
         return ErrorCode.NONE
 
@@ -260,8 +263,10 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def metric_names(metrics_data: bytes) -> list[str]:
-    names = []
+def decode_metrics(metrics_data: bytes) -> list[tuple[str, float | None]]:
+    """Each metric's name and the value of its last number data point (gauge 5 or sum 7: NumberDataPoint
+    as_double 4 / as_int 6); None for the other kinds (histograms, summaries)."""
+    out = []
     for n, w, resource_metrics in _fields(metrics_data):
         if n != 1 or w != 2:
             continue
@@ -271,10 +276,26 @@ def metric_names(metrics_data: bytes) -> list[str]:
             for n3, w3, metric in _fields(scope_metrics):
                 if n3 != 2 or w3 != 2:
                     continue
-                for n4, w4, name in _fields(metric):
+                name, value = "", None
+                for n4, w4, part in _fields(metric):
                     if n4 == 1 and w4 == 2:
-                        names.append(bytes(name).decode())
-    return names
+                        name = bytes(part).decode()
+                    elif n4 in (5, 7) and w4 == 2:
+                        for n5, w5, point in _fields(part):
+                            if n5 == 1 and w5 == 2:
+                                value = _number(point)
+                out.append((name, value))
+    return out
+
+
+def _number(point: bytes) -> float | None:
+    value = None
+    for n, w, v in _fields(point):
+        if n == 4 and w == 1:
+            value = struct.unpack("<d", v)[0]
+        elif n == 6 and w == 1:
+            value = float(struct.unpack("<q", v)[0])
+    return value
 
 
 def manager(ctx: RequestContext) -> ClientMetricsManager:
