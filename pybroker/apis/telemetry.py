@@ -39,8 +39,8 @@ MATCH_SELECTORS = (
     "client_source_address",
     "client_source_port",
 )
-# zstd, lz4, gzip, snappy: the codecs Kafka accepts, in its order of preference.
-ACCEPTED_COMPRESSION = [4, 3, 1, 2]
+# gzip, snappy, lz4, zstd: every codec but none, as Kafka lists them (none is accepted too).
+ACCEPTED_COMPRESSION = [1, 2, 3, 4]
 RECENT_PUSHES = 256
 MAX_INSTANCES = 100_000
 ZERO_UUID = uuid.UUID(int=0)
@@ -103,6 +103,7 @@ class ClientInstance:
     last_get_ms: float = 0.0
     last_push_ms: float = 0.0
     terminating: bool = False
+    last_error: ErrorCode = ErrorCode.NONE
 
 
 @dataclass
@@ -151,31 +152,34 @@ class ClientMetricsManager:
             interval = sub_interval if interval is None else min(interval, sub_interval)
         requested = [""] if "" in metrics else sorted(metrics)
         push_interval = interval if interval is not None else DEFAULT_INTERVAL_MS
-        # Kafka's subscription id: a CRC32C of the metrics, interval and instance; opaque to clients.
+        # Kafka's subscription id: a CRC32 of the metrics and interval with the instance; opaque to clients.
         digest = zlib.crc32(f"{requested}{push_interval}{instance_id}".encode())
         subscription_id = digest - (1 << 32) if digest >= 1 << 31 else digest
         return ClientInstance(instance_id, subscription_id, requested, push_interval, self.version)
 
+    def _lookup(self, instance_id: uuid.UUID, ctx: RequestContext) -> ClientInstance:
+        """The instance from the cache, made (again) when it is new or the subscriptions changed since."""
+        instance = self.instances.get(instance_id)
+        if instance is None or instance.version != self.version:
+            instance = self._instance(instance_id, ctx)
+            if instance_id not in self.instances and len(self.instances) >= MAX_INSTANCES:
+                self.instances.pop(next(iter(self.instances)))  # bounded: forget the oldest instance
+            self.instances[instance_id] = instance
+        return instance
+
     def get_subscriptions(self, ctx: RequestContext, request: dict) -> dict:
         instance_id = request.get("client_instance_id") or ZERO_UUID
-        if instance_id == ZERO_UUID:
-            instance_id = uuid.uuid4()
+        while instance_id == ZERO_UUID or instance_id in self.instances and not request.get("client_instance_id"):
+            instance_id = uuid.uuid4()  # a new client: an id no cached instance has
         now = time.monotonic() * 1000
-        instance = self.instances.get(instance_id)
-        code = ErrorCode.NONE
-        if instance is None or instance.version != self.version:
-            fresh = self._instance(instance_id, ctx)
-            if instance is not None:
-                fresh.last_push_ms = instance.last_push_ms
-            instance = fresh
-            self._remember(instance)
-        elif now - instance.last_get_ms < instance.push_interval_ms:
-            code = ErrorCode.THROTTLING_QUOTA_EXCEEDED
-        if code == ErrorCode.NONE:
-            instance.last_get_ms = now
+        instance = self._lookup(instance_id, ctx)
+        # Apache Kafka 4.3.1 answers a repeated Get at once (observed: right after a Get and right after a
+        # push), so a Get is never throttled here either.
+        instance.last_get_ms = now
+        instance.last_error = ErrorCode.NONE
         return {
             "throttle_time_ms": 0,
-            "error_code": code,
+            "error_code": ErrorCode.NONE,
             "client_instance_id": instance_id,
             "subscription_id": instance.subscription_id,
             "accepted_compression_types": ACCEPTED_COMPRESSION,
@@ -185,41 +189,48 @@ class ClientMetricsManager:
             "requested_metrics": instance.metrics,
         }
 
-    def _remember(self, instance: ClientInstance) -> None:
-        if instance.instance_id not in self.instances and len(self.instances) >= MAX_INSTANCES:
-            self.instances.pop(next(iter(self.instances)))  # bounded: forget the oldest instance
-        self.instances[instance.instance_id] = instance
-
     def push(self, ctx: RequestContext, request: dict) -> ErrorCode:
-        instance = self.instances.get(request["client_instance_id"])
-        if instance is None or instance.version != self.version:
-            return ErrorCode.UNKNOWN_SUBSCRIPTION_ID
-        if request["subscription_id"] != instance.subscription_id:
-            return ErrorCode.UNKNOWN_SUBSCRIPTION_ID
-        terminating = request["terminating"]
-        if instance.terminating:
-            return ErrorCode.INVALID_REQUEST  # a push after the terminating push
+        instance_id = request["client_instance_id"]
+        if instance_id is None or instance_id == ZERO_UUID:
+            return ErrorCode.INVALID_REQUEST
         now = time.monotonic() * 1000
-        if not terminating and instance.last_push_ms and now - instance.last_push_ms < instance.push_interval_ms:
-            return ErrorCode.THROTTLING_QUOTA_EXCEEDED
-        compression = request["compression_type"]
-        if compression != 0 and compression not in ACCEPTED_COMPRESSION:
-            return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
-        payload = request["metrics"] or b""
-        if len(payload) > TELEMETRY_MAX_BYTES:
-            return ErrorCode.TELEMETRY_TOO_LARGE
+        instance = self._lookup(instance_id, ctx)
+        code = self._validate_push(instance, request, now)
+        instance.terminating = request["terminating"]
         instance.last_push_ms = now
-        instance.terminating = terminating
+        if code != ErrorCode.NONE:
+            instance.last_error = code
+            return code
+        payload = request["metrics"] or b""
+        compression = request["compression_type"]
         try:
             data = decompress_bounded(compression, payload, TELEMETRY_MAX_BYTES * 16) if compression else payload
             metrics = decode_metrics(bytes(data))
-        except Exception as e:  # a malformed payload is the client's problem: one line, request refused
-            log.info("undecodable telemetry push from %s: %s", request["client_instance_id"], e)
-            return ErrorCode.INVALID_RECORD
+        except Exception as e:  # Kafka hands the bytes to a plugin and answers NONE: so do we, and log it
+            log.info("undecodable telemetry push from %s: %s", instance_id, e)
+            metrics = []
         self.pushes_accepted += 1
-        self.pushes.append(
-            TelemetryPush(request["client_instance_id"], ctx.header.client_id or "", compression, len(data), metrics)
+        self.pushes.append(TelemetryPush(instance_id, ctx.header.client_id or "", compression, len(payload), metrics))
+        instance.last_error = ErrorCode.NONE
+        return ErrorCode.NONE
+
+    @staticmethod
+    def _validate_push(instance: ClientInstance, request: dict, now: float) -> ErrorCode:
+        """Kafka's checks, in its order."""
+        if instance.terminating:
+            return ErrorCode.INVALID_REQUEST  # nothing is accepted after the terminating push
+        # A push right after a Get is accepted whatever the interval: clients jitter their first push.
+        may_push = instance.last_get_ms > instance.last_push_ms or now - instance.last_push_ms >= (
+            instance.push_interval_ms
         )
+        if not may_push and not request["terminating"]:
+            return ErrorCode.THROTTLING_QUOTA_EXCEEDED
+        if request["subscription_id"] != instance.subscription_id:
+            return ErrorCode.UNKNOWN_SUBSCRIPTION_ID
+        if request["compression_type"] not in (0, *ACCEPTED_COMPRESSION):
+            return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+        if len(request["metrics"] or b"") > TELEMETRY_MAX_BYTES:
+            return ErrorCode.TELEMETRY_TOO_LARGE
         return ErrorCode.NONE
 
 

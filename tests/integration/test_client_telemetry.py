@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 import urllib.request
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -16,7 +17,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from compat_tests.brokers import PyBroker, free_port
 from compat_tests.kafka_tools import run_tool
-from compat_tests.scenarios.test_client_telemetry import described
+from compat_tests.scenarios.test_client_telemetry import PUSH, alter, described, get, otlp_metrics
+from compat_tests.scenarios.test_newest_versions import call
 from tests.integration.conftest import against_kafka
 
 
@@ -67,3 +69,30 @@ def test_librdkafka_pushes_arrive_decoded(broker: PyBroker) -> None:
     assert any(n.startswith("org.apache.kafka.producer.") for n in names), names
     broker.restart()
     assert described(broker.bootstrap, "everything")["metrics"] == "*"
+
+
+def test_push_interval_and_terminating(broker: PyBroker) -> None:
+    """Kafka's ClientMetricsManager checks that the shared scenario cannot pin down on Apache Kafka (where
+    any subscription change resets them): a second push within the interval is throttled, nothing is
+    accepted after the terminating push, an oversized or unknown-codec push is refused."""
+    assert alter(broker.bootstrap, "slow", {"metrics": "org.apache.kafka.", "interval.ms": "60000",
+                                            "match": "client_id=compat"}) == 0
+    answer = get(broker.bootstrap)
+    push = {
+        "client_instance_id": answer["client_instance_id"],
+        "subscription_id": answer["subscription_id"],
+        "terminating": False,
+        "compression_type": 0,
+        "metrics": otlp_metrics("org.apache.kafka.producer.record.send.total"),
+    }
+    assert call(broker.bootstrap, PUSH, 0, {**push, "compression_type": 9})["error_code"] == 76
+    get(broker.bootstrap, answer["client_instance_id"])
+    too_large = {**push, "metrics": b"\0" * (1024 * 1024 + 1)}
+    assert call(broker.bootstrap, PUSH, 0, too_large)["error_code"] == 118
+    get(broker.bootstrap, answer["client_instance_id"])
+    assert call(broker.bootstrap, PUSH, 0, push)["error_code"] == 0
+    assert call(broker.bootstrap, PUSH, 0, push)["error_code"] == 89  # THROTTLING_QUOTA_EXCEEDED
+    assert call(broker.bootstrap, PUSH, 0, {**push, "terminating": True})["error_code"] == 0
+    assert call(broker.bootstrap, PUSH, 0, {**push, "terminating": True})["error_code"] == 42
+    assert call(broker.bootstrap, PUSH, 0, {**push, "client_instance_id": uuid.uuid4()})["error_code"] == 117
+    alter(broker.bootstrap, "slow", {"metrics": None, "interval.ms": None, "match": None})
