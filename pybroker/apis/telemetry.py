@@ -310,7 +310,7 @@ def _number(point: bytes) -> float | None:
 
 
 def manager(ctx: RequestContext) -> ClientMetricsManager:
-    return ctx.broker.client_metrics
+    return ctx.services.client_metrics
 
 
 @handles(71, 0, 0)

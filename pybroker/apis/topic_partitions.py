@@ -89,7 +89,7 @@ def handle_describe_topic_partitions(ctx: RequestContext, request: dict) -> dict
         if cursor is not None and cursor_topic not in names:
             # Kafka throws InvalidRequestException: the whole response carries the error.
             return _error_response(request, ErrorCode.INVALID_REQUEST)
-    limit = min(ctx.broker.config.get("max.request.partition.size.limit"), request["response_partition_limit"])
+    limit = min(ctx.services.config.get("max.request.partition.size.limit"), request["response_partition_limit"])
     remaining = limit
     topics: list[dict] = []
     next_cursor = None

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pybroker.security.acl import AclBinding
 from pybroker.security.scram import ScramCredential
 from pybroker.storage.checkpoint import write_atomically
 from pybroker.storage.errors import KafkaStorageError
@@ -102,6 +103,8 @@ class MetadataStore:
         self.broker_configs: dict[str, dict[str, str]] = {}
         # Client-metrics subscriptions (KIP-714): CLIENT_METRICS config resource name -> its configs.
         self.client_metrics: dict[str, dict[str, str]] = {}
+        # ACLs by id, as Kafka's controller keeps AccessControlEntryRecords (the authorizer indexes them).
+        self.acls: dict[uuid.UUID, AclBinding] = {}
         # SCRAM credentials by user, then mechanism name (Kafka's UserScramCredentialRecords): salt,
         # StoredKey, ServerKey and iterations, never a password.
         self.scram_credentials: dict[str, dict[str, ScramCredential]] = {}
@@ -123,6 +126,7 @@ class MetadataStore:
         self._next_producer_id = self._producer_id_block_end = int(doc.get("producer_id_block_end", 0))
         self.broker_configs = {str(k): dict(v) for k, v in doc.get("broker_configs", {}).items()}
         self.client_metrics = {str(k): dict(v) for k, v in doc.get("client_metrics", {}).items()}
+        self.acls = {uuid.UUID(a["id"]): AclBinding.from_json(a) for a in doc.get("acls", [])}
         self.scram_credentials = {
             user: {mech: ScramCredential.from_json(c) for mech, c in by_mech.items()}
             for user, by_mech in doc.get("scram_credentials", {}).items()
@@ -153,6 +157,7 @@ class MetadataStore:
             "producer_id_block_end": self._producer_id_block_end,
             "broker_configs": {k: v for k, v in self.broker_configs.items() if v},
             "client_metrics": {k: v for k, v in self.client_metrics.items() if v},
+            "acls": [{"id": str(i), **acl.to_json()} for i, acl in self.acls.items()],
             "scram_credentials": {
                 user: {mech: c.to_json() for mech, c in sorted(by_mech.items())}
                 for user, by_mech in sorted(self.scram_credentials.items())
@@ -297,6 +302,14 @@ class MetadataStore:
                 self.client_metrics[name] = old
 
         self._change(apply, undo)
+
+    def set_acls(self, acls: dict[uuid.UUID, AclBinding]) -> None:
+        """Replace the ACL set in one atomic write; on failure nothing changes (KafkaStorageError)."""
+        old = self.acls
+        # Deleting ACLs only shrinks the document: such a change may use the reserve.
+        self._change(
+            lambda: setattr(self, "acls", dict(acls)), lambda: setattr(self, "acls", old), frees_space=len(acls) < len(old)
+        )
 
     def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         return self.scram_credentials.get(user, {}).get(mechanism)
