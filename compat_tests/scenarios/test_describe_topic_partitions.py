@@ -104,7 +104,7 @@ def test_every_topic_when_none_named(bootstrap: str, topics: tuple[str, str]) ->
 
 def test_java_admin_describe_topics(bootstrap: str, make_topic) -> None:
     topic = make_topic(partitions=5)
-    described = make_client("java").describe_topic_detailed(bootstrap, topic)
+    described = make_client("java4").describe_topic_detailed(bootstrap, topic)
     assert described["topic"] == topic and described["internal"] is False
     assert [p["partition"] for p in described["partitions"]] == [0, 1, 2, 3, 4]
     assert all(p["leader"] is not None and p["leader"] in p["replicas"] for p in described["partitions"])

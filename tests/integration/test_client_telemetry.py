@@ -16,6 +16,8 @@ from confluent_kafka import Producer
 from prometheus_client.parser import text_string_to_metric_families
 
 from compat_tests.brokers import PyBroker, free_port
+from compat_tests.clients.base import Record
+from compat_tests.clients.registry import make_client
 from compat_tests.kafka_tools import run_tool
 from compat_tests.scenarios.test_client_telemetry import PUSH, alter, described, get, otlp_metrics
 from compat_tests.scenarios.test_newest_versions import call
@@ -96,3 +98,18 @@ def test_push_interval_and_terminating(broker: PyBroker) -> None:
     assert call(broker.bootstrap, PUSH, 0, {**push, "terminating": True})["error_code"] == 42
     assert call(broker.bootstrap, PUSH, 0, {**push, "client_instance_id": uuid.uuid4()})["error_code"] == 117
     alter(broker.bootstrap, "slow", {"metrics": None, "interval.ms": None, "match": None})
+
+
+def test_java4_consumer_pushes_arrive_decoded(broker: PyBroker) -> None:
+    """A Java 4.x consumer fetches its subscription when it connects and pushes its metrics each interval
+    while it polls (here: waiting 6 s for a record that never comes)."""
+    assert alter(broker.bootstrap, "java", {"metrics": "org.apache.kafka.", "interval.ms": "1000"}) == 0
+    before = {s.labels["client_instance_id"] for s in telemetry_samples(broker.metrics_url)}
+    client = make_client("java4")
+    client.produce(broker.bootstrap, "telemetry-java-topic", [Record(b"k", b"v")])
+    got = client.consume(broker.bootstrap, "telemetry-java-topic", 0, start="beginning", count=2, timeout_s=6)
+    assert len(got) == 1
+    fresh = [s for s in telemetry_samples(broker.metrics_url) if s.labels["client_instance_id"] not in before]
+    names = {s.labels["metric"] for s in fresh}
+    assert any(n.startswith("org.apache.kafka.consumer.") for n in names), names
+    alter(broker.bootstrap, "java", {"metrics": None, "interval.ms": None})
