@@ -4,7 +4,8 @@ DescribeConfigs can describe, by type.
 As Kafka's KafkaApis answers: v0 lists client-metrics resources only; v1 with no types lists every
 supported type; a type it does not support is refused with UNSUPPORTED_VERSION. Topics are every
 topic, BROKER and BROKER_LOGGER every registered broker's id, GROUP the groups with dynamic configs and
-CLIENT_METRICS the client-metrics subscriptions (pybroker keeps neither yet, so both are empty).
+CLIENT_METRICS the client-metrics subscriptions (apis/telemetry.py); pybroker keeps no group configs
+yet, so GROUP lists none.
 """
 
 from __future__ import annotations
@@ -29,4 +30,7 @@ def handle_list_config_resources(ctx: RequestContext, request: dict) -> dict:
     for rtype in (BROKER, BROKER_LOGGER):
         if rtype in types:
             resources += [{"resource_name": str(b), "resource_type": rtype} for b in image.brokers]
+    if CLIENT_METRICS in types:
+        subscriptions = ctx.services.metadata_store.client_metrics
+        resources += [{"resource_name": n, "resource_type": CLIENT_METRICS} for n in subscriptions]
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "config_resources": resources}

@@ -173,9 +173,17 @@ class ClientMetricsManager:
             instance_id = uuid.uuid4()  # a new client: an id no cached instance has
         now = time.monotonic() * 1000
         instance = self._lookup(instance_id, ctx)
-        # Apache Kafka 4.3.1 answers a repeated Get at once (observed: right after a Get and right after a
-        # push), so a Get is never throttled here either.
+        # Kafka: a Get within the push interval of the client's last request is throttled, unless its last
+        # push was refused for its subscription id (the client is expected to re-fetch at once).
+        last = max(instance.last_get_ms, instance.last_push_ms)
+        throttled = (
+            last > 0
+            and now - last < instance.push_interval_ms
+            and instance.last_error != ErrorCode.UNKNOWN_SUBSCRIPTION_ID
+        )
         instance.last_get_ms = now
+        if throttled:
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.THROTTLING_QUOTA_EXCEEDED}
         instance.last_error = ErrorCode.NONE
         return {
             "throttle_time_ms": 0,

@@ -87,6 +87,7 @@ def test_push_interval_and_terminating(broker: PyBroker) -> None:
         "compression_type": 0,
         "metrics": otlp_metrics("org.apache.kafka.producer.record.send.total"),
     }
+    assert get(broker.bootstrap, answer["client_instance_id"])["error_code"] == 89  # within the interval
     assert call(broker.bootstrap, PUSH, 0, {**push, "compression_type": 9})["error_code"] == 76
     get(broker.bootstrap, answer["client_instance_id"])
     too_large = {**push, "metrics": b"\0" * (1024 * 1024 + 1)}
