@@ -18,6 +18,7 @@ from pybroker.apis import load_all
 from pybroker.apis.fetch_session import FetchSessions
 from pybroker.apis.metadata import TopicMetadataCache
 from pybroker.apis.services import BrokerServices
+from pybroker.apis.telemetry import ClientMetricsManager
 from pybroker.config import ConfigError
 from pybroker.controller.local import LocalController
 from pybroker.coordinator.coordinator import GroupCoordinator
@@ -130,6 +131,7 @@ class Broker:
             ),
         )
         self.metadata.topic_listener = self.metadata_publisher.topic_changed
+        self.client_metrics = ClientMetricsManager(self.metadata)  # KIP-714 subscriptions and pushes
         self.metadata_cache = TopicMetadataCache()  # encoded Metadata topic entries
         self.metadata_publisher.listeners.append(self.metadata_cache.invalidate)
         # A single broker is its own controller: topic and config changes are applied here at once.
@@ -153,6 +155,7 @@ class Broker:
             allocate_producer_id=self.metadata.allocate_producer_id,
             metadata_store=self.metadata,
             controller_mutation_quotas=self.controller_mutation_quotas,
+            client_metrics=self.client_metrics,
         )
         self.coordinator_services = CoordinatorServices(
             config=config,

@@ -347,6 +347,9 @@ _BROKER_CONFIG_LIST = [
     # sockets
     _key("max.incremental.fetch.session.cache.slots", _T.INT, 1000, at_least(0), _M,
          "The most incremental fetch sessions (KIP-227) kept; 0 declines every session."),
+    _key("max.request.partition.size.limit", _T.INT, 2000, at_least(1), _L,
+         "The most partitions one DescribeTopicPartitions response carries (the request's own limit "
+         "can only lower it); the rest is paged through the response's cursor."),
     _key("socket.request.max.bytes", _T.INT, 104857600, at_least(1), _H,
          "The maximum number of bytes in a request; larger frames close the connection."),
     _key("queued.max.request.bytes", _T.LONG, 104857600, None, _M,

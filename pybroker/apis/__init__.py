@@ -105,6 +105,7 @@ def load_all() -> dict[int, ApiHandler]:
         admin,
         api_versions,
         client_quotas,
+        config_resources,
         configs,
         consumer_groups,
         fetch,
@@ -115,6 +116,8 @@ def load_all() -> dict[int, ApiHandler]:
         produce,
         producer_ids,
         sasl,
+        telemetry,
+        topic_partitions,
         transactions,
     )
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from pybroker.apis.fetch_session import FetchSessions
     from pybroker.apis.metadata import TopicMetadataCache
+    from pybroker.apis.telemetry import ClientMetricsManager
     from pybroker.config import BrokerConfig, ConfigSource
     from pybroker.coordinator.coordinator import GroupCoordinator
     from pybroker.coordinator.transaction.coordinator import TransactionCoordinator
@@ -91,3 +92,5 @@ class BrokerServices:
     authorizer: Authorizer | None = None
     # controller_mutation_rate per user/client id (CreateTopics, CreatePartitions, DeleteTopics).
     controller_mutation_quotas: ClientQuotaManager | None = None
+    # KIP-714 client-metrics subscriptions and the pushes received (apis/telemetry.py).
+    client_metrics: ClientMetricsManager | None = None

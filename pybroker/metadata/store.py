@@ -105,6 +105,8 @@ class MetadataStore:
         # pairs -> {quota key: value}, as Kafka keeps ClientQuotaRecords.  The quota managers read this
         # very dict, so a change applies to the next request.
         self.client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = {}
+        # Client-metrics subscriptions (KIP-714): CLIENT_METRICS config resource name -> its configs.
+        self.client_metrics: dict[str, dict[str, str]] = {}
         # ACLs by id, as Kafka's controller keeps AccessControlEntryRecords (the authorizer indexes them).
         self.acls: dict[uuid.UUID, AclBinding] = {}
         # SCRAM credentials by user, then mechanism name (Kafka's UserScramCredentialRecords): salt,
@@ -130,6 +132,7 @@ class MetadataStore:
         for q in doc.get("client_quotas", []):
             key = tuple(sorted((str(t), None if n is None else str(n)) for t, n in q["entity"]))
             self.client_quotas[key] = {str(k): float(v) for k, v in q["values"].items()}
+        self.client_metrics = {str(k): dict(v) for k, v in doc.get("client_metrics", {}).items()}
         self.acls = {uuid.UUID(a["id"]): AclBinding.from_json(a) for a in doc.get("acls", [])}
         self.scram_credentials = {
             user: {mech: ScramCredential.from_json(c) for mech, c in by_mech.items()}
@@ -165,6 +168,7 @@ class MetadataStore:
                 for key, values in sorted(self.client_quotas.items(), key=lambda kv: repr(kv[0]))
                 if values
             ],
+            "client_metrics": {k: v for k, v in self.client_metrics.items() if v},
             "acls": [{"id": str(i), **acl.to_json()} for i, acl in self.acls.items()],
             "scram_credentials": {
                 user: {mech: c.to_json() for mech, c in sorted(by_mech.items())}
@@ -318,6 +322,25 @@ class MetadataStore:
                     self.client_quotas.pop(key, None)
 
         self._change(apply, undo)
+
+    def set_client_metrics(self, name: str, configs: dict[str, str]) -> None:
+        """Replace the client-metrics subscription ``name``'s configs; empty configs remove it."""
+        old = self.client_metrics.get(name)
+
+        def apply() -> None:
+            if configs:
+                self.client_metrics[name] = dict(configs)
+            else:
+                self.client_metrics.pop(name, None)
+
+        def undo() -> None:
+            if old is None:
+                self.client_metrics.pop(name, None)
+            else:
+                self.client_metrics[name] = old
+
+        self._change(apply, undo)
+
     def set_acls(self, acls: dict[uuid.UUID, AclBinding]) -> None:
         """Replace the ACL set in one atomic write; on failure nothing changes (KafkaStorageError)."""
         old = self.acls
