@@ -7,8 +7,8 @@ at once, so the timeouts in the requests never expire.
 from __future__ import annotations
 
 from pybroker import config as broker_config
-from pybroker.apis import RequestContext, handles
-from pybroker.broker import check_creation_limits, new_topic_records
+from pybroker.apis import RequestContext, auth, handles
+from pybroker.controller.limits import check_creation_limits, new_topic_records
 from pybroker.protocol.errors import ErrorCode, KafkaError
 from pybroker.storage.errors import OffsetOutOfRangeError
 
@@ -16,10 +16,10 @@ from pybroker.storage.errors import OffsetOutOfRangeError
 def _replication_error(ctx: RequestContext, rf: int, assignments: list[dict]) -> KafkaError | None:
     brokers = 1
     if rf == -1:
-        rf = ctx.broker.config.default_replication_factor
+        rf = ctx.services.config.default_replication_factor
     if assignments:
         for a in assignments:
-            if any(n != ctx.broker.node_id for n in a["broker_ids"]):
+            if any(n != ctx.services.node_id for n in a["broker_ids"]):
                 return KafkaError(
                     ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Unknown broker in assignment {a['broker_ids']}"
                 )
@@ -43,7 +43,7 @@ def _requested_partitions(ctx: RequestContext, topics: list[dict]) -> int:
         if t["assignments"]:
             total += len(t["assignments"])
         elif t["num_partitions"] == -1:
-            total += ctx.broker.config.num_partitions
+            total += ctx.services.config.num_partitions
         elif t["num_partitions"] > 0:
             total += t["num_partitions"]
     return total
@@ -60,15 +60,15 @@ def _validate_new_topic(ctx: RequestContext, t: dict) -> tuple[int, dict[str, st
             raise KafkaError(ErrorCode.INVALID_REQUEST, "Both numPartitions and assignments were set.")
         n = len(t["assignments"])
     elif n == -1:
-        n = ctx.broker.config.num_partitions
+        n = ctx.services.config.num_partitions
     configs = {c["name"]: c["value"] for c in t["configs"]}
-    ctx.broker.check_new_topic(t["name"], n, configs)
+    ctx.topic_admin.check_new_topic(t["name"], n, configs)
     return n, configs
 
 
 @handles(19, 2, 7)
 async def handle_create_topics(ctx: RequestContext, request: dict) -> dict:
-    b = ctx.broker
+    b = ctx.services
     validate_only = request.get("validate_only", False)
     # Every entry is validated first: like Kafka's controller, the request as a whole is refused
     # (each topic POLICY_VIOLATION) when it asks for too many partitions, or when the valid topics
@@ -86,6 +86,19 @@ async def handle_create_topics(ctx: RequestContext, request: dict) -> dict:
             checked.append(_validate_new_topic(ctx, t))
         except KafkaError as e:
             checked.append(e)
+    # Kafka's controller: Create on the cluster, else on each topic; the configs of a created topic
+    # are answered only with DescribeConfigs on it.
+    names = [t["name"] for t in request["topics"]]
+    unauthorized = (
+        frozenset() if auth.authorize_cluster(ctx, auth.CREATE, log_denied=False) else auth.denied(ctx, auth.CREATE, auth.TOPIC, names)
+    )
+    hidden_configs = auth.denied(ctx, auth.DESCRIBE_CONFIGS, auth.TOPIC, names, log_denied=False)
+    checked = [
+        KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+        if t["name"] in unauthorized and not (isinstance(c, KafkaError) and c.code == ErrorCode.INVALID_REQUEST)
+        else c
+        for t, c in zip(request["topics"], checked, strict=True)
+    ]
     refusal: KafkaError | None = None
     try:
         check_creation_limits(
@@ -111,14 +124,17 @@ async def handle_create_topics(ctx: RequestContext, request: dict) -> dict:
             if isinstance(check, KafkaError):
                 raise check
             n, configs = check
-            rec = await b.create_topic_async(
+            rec = await b.topic_admin.create_topic_async(
                 name, n, configs, validate_only=validate_only, timeout_ms=request["timeout_ms"]
             )
             out["num_partitions"] = n
             out["replication_factor"] = 1
             if rec is not None:
                 out["topic_id"] = rec.topic_id
-            if ctx.version >= 5:
+            if ctx.version >= 5 and name in hidden_configs:
+                out["topic_config_error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                out["configs"] = []
+            elif ctx.version >= 5:
                 out["configs"] = [
                     {
                         "name": e.name,
@@ -134,36 +150,53 @@ async def handle_create_topics(ctx: RequestContext, request: dict) -> dict:
         except KafkaError as e:
             out.update(error_code=e.code, error_message=e.message)
         results.append(out)
-    return {"throttle_time_ms": 0, "topics": results}
+    return {"throttle_time_ms": 0, "topics": auth.unauthorized_last(results, unauthorized, "name")}
 
 
 @handles(20, 1, 6)
 async def handle_delete_topics(ctx: RequestContext, request: dict) -> dict:
-    b = ctx.broker
+    b = ctx.services
     if ctx.version >= 6:
         wanted = [(t.get("name"), t.get("topic_id")) for t in request["topics"]]
     else:
         wanted = [(n, None) for n in request["topic_names"]]
+    # Kafka's controller: Delete on the cluster, else Delete (and Describe, to learn a name) per topic.
+    all_allowed = auth.authorize_cluster(ctx, auth.DELETE, log_denied=False)
+    first = ctx.metadata_image()
+    named = [n if n is not None else getattr(first.topics_by_id.get(t), "name", None) for n, t in wanted]
+    undescribable = frozenset() if all_allowed else auth.denied(ctx, auth.DESCRIBE, auth.TOPIC, named)
+    undeletable = frozenset() if all_allowed else auth.denied(ctx, auth.DELETE, auth.TOPIC, named)
     responses = []
     for name, tid in wanted:
         out: dict = {"name": name, "error_code": ErrorCode.NONE, "error_message": None}
         by_id = None  # the id the request named the topic by, checked again when its turn comes
+        image = ctx.metadata_image()  # as of this topic's turn: earlier deletions are in it
         if name is None and tid is not None:
-            rec = b.metadata.topics_by_id.get(tid)
+            rec = image.topics_by_id.get(tid)
             if rec is None:
                 out.update(
                     topic_id=tid, error_code=ErrorCode.UNKNOWN_TOPIC_ID, error_message="unknown topic id"
                 )
                 responses.append(out)
                 continue
+            if rec.name in undeletable:
+                # The name only to a principal that may describe the topic.
+                shown = None if rec.name in undescribable else rec.name
+                out.update(name=shown, topic_id=tid, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                responses.append(out)
+                continue
             name = rec.name
             out["name"] = name
             by_id = tid
-        rec = b.topic(name)
+        elif name in undescribable or (name in undeletable and image.topic(name) is not None):
+            out["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            responses.append(out)
+            continue
+        rec = image.topic(name)
         if rec is not None:
             out["topic_id"] = rec.topic_id
         try:
-            await b.delete_topic_async(name, by_id, request["timeout_ms"])
+            await b.topic_admin.delete_topic_async(name, by_id, request["timeout_ms"])
         except KafkaError as e:
             out.update(error_code=e.code, error_message=e.message)
         responses.append(out)
@@ -172,10 +205,15 @@ async def handle_delete_topics(ctx: RequestContext, request: dict) -> dict:
 
 @handles(37, 0, 3)
 async def handle_create_partitions(ctx: RequestContext, request: dict) -> dict:
-    b = ctx.broker
+    b = ctx.services
     results = []
+    unauthorized = auth.denied(ctx, auth.ALTER, auth.TOPIC, (t["name"] for t in request["topics"]))
     for t in request["topics"]:
         out = {"name": t["name"], "error_code": ErrorCode.NONE, "error_message": None}
+        if t["name"] in unauthorized:
+            out["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            results.append(out)
+            continue
         try:
             assignments = t.get("assignments")
             if assignments:
@@ -184,7 +222,7 @@ async def handle_create_partitions(ctx: RequestContext, request: dict) -> dict:
                         raise KafkaError(
                             ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Unknown broker in {a['broker_ids']}"
                         )
-            await b.add_partitions(
+            await b.topic_admin.add_partitions(
                 t["name"],
                 t["count"],
                 validate_only=request.get("validate_only", False),
@@ -193,12 +231,13 @@ async def handle_create_partitions(ctx: RequestContext, request: dict) -> dict:
         except KafkaError as e:
             out.update(error_code=e.code, error_message=e.message)
         results.append(out)
-    return {"throttle_time_ms": 0, "results": results}
+    return {"throttle_time_ms": 0, "results": auth.unauthorized_last(results, unauthorized, "name")}
 
 
 @handles(21, 0, 2)
 def handle_delete_records(ctx: RequestContext, request: dict) -> dict:
     rm = ctx.replica_manager
+    unauthorized = auth.denied(ctx, auth.DELETE, auth.TOPIC, (t["name"] for t in request["topics"]))
     topics = []
     for t in request["topics"]:
         parts = []
@@ -206,6 +245,8 @@ def handle_delete_records(ctx: RequestContext, request: dict) -> dict:
             idx = rp["partition_index"]
             out = {"partition_index": idx, "low_watermark": -1, "error_code": ErrorCode.NONE}
             try:
+                if t["name"] in unauthorized:
+                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 p = rm.get_partition_or_error(t["name"], idx)
             except KafkaError as e:
                 out["error_code"] = e.code

@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 
 from pybroker import config as broker_config
-from pybroker.apis import RequestContext, broker_loggers, handles
-from pybroker.protocol.errors import ErrorCode, KafkaError
+from pybroker.apis import RequestContext, auth, broker_loggers, handles
+from pybroker.protocol.errors import DEFAULT_MESSAGES, ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +38,8 @@ def _describe_broker_name_error(ctx: RequestContext, name: str) -> str | None:
         return None
     if not _is_int(name):
         return f"Broker id must be an integer, but it is: {name}"
-    if int(name) != ctx.broker.node_id:
-        return f"Unexpected broker id, expected {ctx.broker.node_id} or empty string, but received {name}"
+    if int(name) != ctx.services.node_id:
+        return f"Unexpected broker id, expected {ctx.services.node_id} or empty string, but received {name}"
     return None
 
 
@@ -48,8 +48,8 @@ def _alter_node_name_error(ctx: RequestContext, name: str, allow_default: bool) 
         return None
     if not _is_int(name):
         return f"Node id must be an integer, but it is: {name}"
-    if int(name) != ctx.broker.node_id:
-        return f"Unexpected broker id, expected {ctx.broker.node_id}, but received {name}"
+    if int(name) != ctx.services.node_id:
+        return f"Unexpected broker id, expected {ctx.services.node_id}, but received {name}"
     return None
 
 
@@ -63,10 +63,11 @@ def _is_int(text: str) -> bool:
 
 @handles(32, 1, 4)
 def handle_describe_configs(ctx: RequestContext, request: dict) -> dict:
-    b = ctx.broker
+    b = ctx.services
     include_synonyms = request.get("include_synonyms", False)
     include_docs = request.get("include_documentation", False)
     results = []
+    refused = []  # Kafka answers the resources it refused after the others
     for r in request["resources"]:
         rtype, rname, keys = r["resource_type"], r["resource_name"], r["configuration_keys"]
         out = {
@@ -76,8 +77,13 @@ def handle_describe_configs(ctx: RequestContext, request: dict) -> dict:
             "resource_name": rname,
             "configs": [],
         }
+        denial = _config_denial(ctx, auth.DESCRIBE_CONFIGS, rtype, rname)
+        if denial is not None:
+            out.update(error_code=denial, error_message=DEFAULT_MESSAGES[denial])
+            refused.append(out)
+            continue
         if rtype == TOPIC:
-            rec = b.topic(rname)
+            rec = ctx.metadata_image().topic(rname)
             if rec is None:
                 out.update(
                     error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -85,7 +91,7 @@ def handle_describe_configs(ctx: RequestContext, request: dict) -> dict:
                 )
                 results.append(out)
                 continue
-            entries = broker_config.describe_topic_config(b.config, rec.configs)
+            entries = broker_config.describe_topic_config(b.config, dict(rec.configs))
         elif rtype in (BROKER, BROKER_LOGGER):
             error = (
                 _describe_broker_name_error(ctx, rname)
@@ -114,20 +120,30 @@ def handle_describe_configs(ctx: RequestContext, request: dict) -> dict:
             entries = [e for e in entries if e.name in wanted]
         out["configs"] = [_entry(e, ctx.version, include_synonyms, include_docs) for e in entries]
         results.append(out)
-    return {"throttle_time_ms": 0, "results": results}
+    return {"throttle_time_ms": 0, "results": results + refused}
+
+
+def _config_denial(ctx: RequestContext, op, rtype: int, name: str) -> ErrorCode | None:
+    """Kafka's ConfigHelper / ControllerApis checks: DescribeConfigs or AlterConfigs on the topic, on the
+    cluster for the broker and its loggers; the error names the resource type refused."""
+    if rtype == TOPIC:
+        return None if auth.authorize(ctx, op, auth.TOPIC, name) else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    if rtype in (BROKER, BROKER_LOGGER):
+        return None if auth.authorize_cluster(ctx, op) else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    return None
 
 
 def _apply_topic_configs(
     ctx: RequestContext, name: str, new: dict[str, str], validate_only: bool
 ) -> tuple[ErrorCode, str | None]:
-    b = ctx.broker
+    b = ctx.services
     try:
         broker_config.validate_topic_configs(new)
     except broker_config.ConfigError as e:
         return ErrorCode.INVALID_CONFIG, str(e)
     if not validate_only:
         try:
-            b.set_topic_configs(name, new)
+            b.topic_admin.set_topic_configs(name, new)
         except KafkaError as e:  # the change could not be recorded (KAFKA_STORAGE_ERROR)
             return ErrorCode(e.code), e.message
         log.info("topic %s configs now %s", name, new)
@@ -135,14 +151,17 @@ def _apply_topic_configs(
 
 
 def _alter(ctx: RequestContext, request: dict, incremental: bool) -> dict:
-    b = ctx.broker
+    b = ctx.services
     validate_only = request.get("validate_only", False)
     responses = []
     for r in request["resources"]:
         rtype, rname = r["resource_type"], r["resource_name"]
         code, message = ErrorCode.NONE, None
-        if rtype == TOPIC:
-            rec = b.topic(rname)
+        denial = _config_denial(ctx, auth.ALTER_CONFIGS, rtype, rname)
+        if denial is not None:
+            code, message = denial, DEFAULT_MESSAGES[denial]
+        elif rtype == TOPIC:
+            rec = ctx.metadata_image().topic(rname)
             if rec is None:
                 code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{rname}' does not exist."
             elif incremental and (problem := _incremental_ops_problem(r["configs"])) is not None:
@@ -173,7 +192,7 @@ def _alter_broker(
 ) -> tuple[ErrorCode, str | None]:
     """Dynamic broker configs of the cluster default ("") or this broker (its node id), as Kafka's
     ConfigAdminManager and DynamicBrokerConfig do: every problem is INVALID_REQUEST with Kafka's message."""
-    b = ctx.broker
+    b = ctx.services
     error = _alter_node_name_error(ctx, name, allow_default=True)
     if error is not None:
         return ErrorCode.INVALID_REQUEST, error
@@ -181,7 +200,7 @@ def _alter_broker(
         problem = _incremental_ops_problem(ops)
         if problem is not None:
             return ErrorCode.INVALID_REQUEST, problem
-    level = b.dynamic_config_level(name)
+    level = b.topic_admin.dynamic_config_level(name)
     new = b.config.dynamic_configs(level) if incremental else {}
     for c in ops:
         key, value = c["name"], c["value"]
@@ -209,7 +228,7 @@ def _alter_broker(
     except broker_config.ConfigError as e:
         return ErrorCode.INVALID_REQUEST, str(e)
     if not validate_only:
-        b.set_dynamic_broker_configs(name, new)
+        b.topic_admin.set_dynamic_broker_configs(name, new)
     return ErrorCode.NONE, None
 
 

@@ -10,17 +10,18 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from pybroker.apis import RequestContext, handles
+from pybroker.apis import RequestContext, auth, handles
 from pybroker.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
 from pybroker.coordinator.topic_regex import InvalidTopicRegex, compile_topic_regex
 from pybroker.coordinator.transaction.service import marker_writer
+from pybroker.metadata.store import is_internal_topic
 from pybroker.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
 
 def _txn(ctx: RequestContext):  # noqa: ANN202
-    c = getattr(ctx.broker, "transaction_coordinator", None)
+    c = getattr(ctx.services, "transaction_coordinator", None)
     return c if c is not None and c.started else None
 
 
@@ -43,7 +44,7 @@ async def _add_one(ctx: RequestContext, txn_id: str, pid: int, epoch: int, topic
     coordinator = _txn(ctx)
     if coordinator is None:
         return {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE for tp in wanted}
-    unknown = {tp for tp in wanted if ctx.broker.partition(*tp) is None}
+    unknown = {tp for tp in wanted if ctx.replica_manager.get_partition(*tp) is None}
     if unknown:
         # Kafka: the unknown partitions fail and the rest are not attempted.
         return {
@@ -60,6 +61,9 @@ async def _add_one(ctx: RequestContext, txn_id: str, pid: int, epoch: int, topic
 async def handle_add_partitions_to_txn(ctx: RequestContext, request: dict) -> dict:
     if ctx.version <= 3:
         topics = request["v3_and_below_topics"]
+        refused = _add_refused(ctx, request["v3_and_below_transactional_id"], topics)
+        if refused is not None:
+            return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _topic_results(topics, refused)}
         errors = await _add_one(
             ctx,
             request["v3_and_below_transactional_id"],
@@ -69,6 +73,13 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, request: dict) -> di
             False,
         )
         return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _topic_results(topics, errors)}
+    # v4+ comes from brokers (the KIP-890 verification): ClusterAction on the cluster.
+    if not auth.authorize_cluster(ctx, auth.CLUSTER_ACTION):
+        return {
+            "throttle_time_ms": 0,
+            "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            "results_by_transaction": [],
+        }
     results = []
     for t in request["transactions"]:
         errors = await _add_one(
@@ -80,11 +91,37 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, request: dict) -> di
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results_by_transaction": results}
 
 
+def _add_refused(ctx: RequestContext, txn_id: str, topics: list[dict]) -> dict | None:
+    """A client's AddPartitionsToTxn (v0-3): Write on the transactional id, then Write on each
+    (non-internal) topic; any refusal fails the whole request, the other partitions OPERATION_NOT_ATTEMPTED."""
+    wanted = [(t["name"], p) for t in topics for p in t["partitions"]]
+    if not auth.authorize(ctx, auth.WRITE, auth.TRANSACTIONAL_ID, txn_id):
+        return {tp: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for tp in wanted}
+    # As Kafka, internal topics are never among the authorized ones (they are left out of the check).
+    internal = {t for t, _ in wanted if is_internal_topic(t)}
+    unauthorized = internal | auth.denied(ctx, auth.WRITE, auth.TOPIC, (t for t, _ in wanted if t not in internal))
+    if not unauthorized:
+        return None
+    errors = {}
+    for t, p in wanted:
+        if t in unauthorized:
+            errors[(t, p)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif ctx.replica_manager.get_partition(t, p) is None:
+            errors[(t, p)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        else:
+            errors[(t, p)] = ErrorCode.OPERATION_NOT_ATTEMPTED
+    return errors
+
+
 # -- AddOffsetsToTxn -----------------------------------------------------------------------------------------
 @handles(25, 0, 4)
 async def handle_add_offsets_to_txn(ctx: RequestContext, request: dict) -> dict:
     coordinator = _txn(ctx)
-    gc = ctx.broker.group_coordinator
+    gc = ctx.services.group_coordinator
+    if not auth.authorize(ctx, auth.WRITE, auth.TRANSACTIONAL_ID, request["transactional_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+    if not auth.authorize(ctx, auth.READ, auth.GROUP, request["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     if coordinator is None or gc is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
     if not request["group_id"]:
@@ -105,6 +142,8 @@ END_TXN_TV2_VERSION = 5
 @handles(26, 0, 5)
 async def handle_end_txn(ctx: RequestContext, request: dict) -> dict:
     coordinator = _txn(ctx)
+    if not auth.authorize(ctx, auth.WRITE, auth.TRANSACTIONAL_ID, request["transactional_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
     if coordinator is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
     if ctx.version >= END_TXN_TV2_VERSION:
@@ -130,7 +169,16 @@ async def handle_end_txn(ctx: RequestContext, request: dict) -> dict:
 # producer's epoch or a newer one either way (a TV2 marker carries the epoch EndTxn bumped to).
 @handles(27, 1, 2)
 def handle_write_txn_markers(ctx: RequestContext, request: dict) -> dict:
-    write = marker_writer(ctx.broker)
+    # Kafka: Alter on the cluster, else ClusterAction (a broker's request); otherwise every partition refused.
+    allowed = auth.authorize_cluster(ctx, auth.ALTER, log_denied=False) or auth.authorize_cluster(
+        ctx, auth.CLUSTER_ACTION
+    )
+    services = ctx.services
+    write = (
+        marker_writer(services.replica_manager.get_partition, lambda: services.group_coordinator)
+        if allowed
+        else _refuse_markers
+    )
     out = []
     for m in request["markers"]:
         wanted = [(t["name"], p) for t in m["topics"] for p in t["partition_indexes"]]
@@ -194,9 +242,20 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: dict) -> dict:
         for p in t["partitions"]
     ]
     coordinator = _txn(ctx)
-    gc = ctx.broker.group_coordinator
+    gc = ctx.services.group_coordinator
+    # Kafka: Write on the transactional id, Read on the group, then Read on each topic.
+    if not auth.authorize(ctx, auth.WRITE, auth.TRANSACTIONAL_ID, request["transactional_id"]):
+        return _commit_response(request, {(t, p): ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for t, p, *_ in wanted})
+    if not auth.authorize(ctx, auth.READ, auth.GROUP, request["group_id"]):
+        return _commit_response(request, {(t, p): ErrorCode.GROUP_AUTHORIZATION_FAILED for t, p, *_ in wanted})
+    unauthorized = auth.denied(ctx, auth.READ, auth.TOPIC, (t["name"] for t in request["topics"]))
+    refused = {(t, p): ErrorCode.TOPIC_AUTHORIZATION_FAILED for t, p, *_ in wanted if t in unauthorized}
+    wanted = [w for w in wanted if w[0] not in unauthorized]
+    if not wanted and refused:
+        return _commit_response(request, refused)
     if coordinator is None or gc is None:
-        return _commit_response(request, {(t, p): ErrorCode.COORDINATOR_NOT_AVAILABLE for t, p, *_ in wanted})
+        errors = {(t, p): ErrorCode.COORDINATOR_NOT_AVAILABLE for t, p, *_ in wanted}
+        return _commit_response(request, {**errors, **refused})
     group_id = request["group_id"]
     tp = (OFFSETS_TOPIC, gc.partition_for(group_id))
     if ctx.version >= TXN_OFFSET_COMMIT_ADDS_VERSION:
@@ -215,8 +274,7 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: dict) -> dict:
         elif check == ErrorCode.TRANSACTION_ABORTABLE:
             check = ErrorCode.INVALID_TXN_STATE
     if check != ErrorCode.NONE:
-        return _commit_response(request, {(t, p): check for t, p, *_ in wanted})
-    b = ctx.broker
+        return _commit_response(request, {**{(t, p): check for t, p, *_ in wanted}, **refused})
     errors, wait = gc.txn_offsets.commit(
         group_id=group_id,
         producer_id=request["producer_id"],
@@ -225,11 +283,11 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: dict) -> dict:
         member_id=request.get("member_id", "") if ctx.version >= 3 else "",
         group_instance_id=request.get("group_instance_id") if ctx.version >= 3 else None,
         offsets=wanted,
-        topic_exists=lambda topic, partition: b.partition(topic, partition) is not None,
+        topic_exists=lambda topic, partition: ctx.replica_manager.get_partition(topic, partition) is not None,
     )
     if wait is not None:
         await wait
-    return _commit_response(request, errors)
+    return _commit_response(request, {**errors, **refused})
 
 
 # -- DescribeTransactions / ListTransactions / DescribeProducers (KIP-664) ---------------------------------
@@ -238,6 +296,9 @@ def handle_describe_transactions(ctx: RequestContext, request: dict) -> dict:
     coordinator = _txn(ctx)
     states = []
     for txn_id in request["transactional_ids"]:
+        if not auth.authorize(ctx, auth.DESCRIBE, auth.TRANSACTIONAL_ID, txn_id):
+            states.append(_txn_state_error(txn_id, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+            continue
         md = coordinator.describe(txn_id) if coordinator is not None else None
         if md is None:
             code = (
@@ -259,8 +320,11 @@ def handle_describe_transactions(ctx: RequestContext, request: dict) -> dict:
             )
             continue
         by_topic: dict[str, list[int]] = {}
+        # Only the partitions of topics the principal may describe.
+        hidden = auth.denied(ctx, auth.DESCRIBE, auth.TOPIC, (t for t, _ in md.partitions))
         for topic, partition in sorted(md.partitions):
-            by_topic.setdefault(topic, []).append(partition)
+            if topic not in hidden:
+                by_topic.setdefault(topic, []).append(partition)
         states.append(
             {
                 "error_code": ErrorCode.NONE,
@@ -274,6 +338,19 @@ def handle_describe_transactions(ctx: RequestContext, request: dict) -> dict:
             }
         )
     return {"throttle_time_ms": 0, "transaction_states": states}
+
+
+def _txn_state_error(txn_id: str, code: ErrorCode) -> dict:
+    return {
+        "error_code": code,
+        "transactional_id": txn_id,
+        "transaction_state": "",
+        "transaction_timeout_ms": 0,
+        "transaction_start_time_ms": -1,
+        "producer_id": -1,
+        "producer_epoch": -1,
+        "topics": [],
+    }
 
 
 def _list_error(code: ErrorCode) -> dict:
@@ -315,6 +392,8 @@ def handle_list_transactions(ctx: RequestContext, request: dict) -> dict:
             continue
         if pattern is not None and pattern.fullmatch(txn_id) is None:
             continue
+        if not auth.authorize(ctx, auth.DESCRIBE, auth.TRANSACTIONAL_ID, txn_id, log_denied=False):
+            continue
         out.append(
             {
                 "transactional_id": txn_id,
@@ -333,15 +412,18 @@ def handle_list_transactions(ctx: RequestContext, request: dict) -> dict:
 @handles(61, 0, 0)
 def handle_describe_producers(ctx: RequestContext, request: dict) -> dict:
     topics = []
+    unauthorized = auth.denied(ctx, auth.READ, auth.TOPIC, (t["name"] for t in request["topics"]))
     for t in request["topics"]:
         parts = []
         for index in t["partition_indexes"]:
-            p = ctx.broker.partition(t["name"], index)
-            if p is None:
+            p = ctx.replica_manager.get_partition(t["name"], index)
+            if p is None or t["name"] in unauthorized:
                 parts.append(
                     {
                         "partition_index": index,
-                        "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                        if t["name"] in unauthorized
+                        else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                         "error_message": None,
                         "active_producers": [],
                     }
@@ -368,3 +450,7 @@ def handle_describe_producers(ctx: RequestContext, request: dict) -> dict:
             )
         topics.append({"name": t["name"], "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}
+
+
+def _refuse_markers(producer_id, producer_epoch, result, coordinator_epoch, wanted) -> dict:  # noqa: ANN001
+    return {tp: ErrorCode.CLUSTER_AUTHORIZATION_FAILED for tp in wanted}
