@@ -200,11 +200,32 @@ def parse_observed(text: str) -> dict[str, dict[str, str]]:
     return observed
 
 
+API_VERSIONS_HEADING = "## API versions advertised (ApiVersions)"
+
+
+def parse_api_versions(text: str) -> dict[str, dict[str, list[int]]]:
+    """The ApiVersions table of an existing ledger, as the runs' ``api_versions`` maps."""
+    found: dict[str, dict[str, list[int]]] = {"kafka": {}, "pybroker": {}}
+    if API_VERSIONS_HEADING not in text:
+        return found
+    section = text.split(API_VERSIONS_HEADING, 1)[1].split("\n## ", 1)[0]
+    for line in section.splitlines():
+        fields = [f.strip() for f in line.strip().strip("|").split("|")]
+        if len(fields) < 4 or not fields[0].isdigit():
+            continue
+        for broker, value in zip(("kafka", "pybroker"), fields[2:4], strict=True):
+            if value != "—":
+                low, high = value.split("–")
+                found[broker][fields[0]] = [int(low), int(high)]
+    return found
+
+
 def merge_into_ledger(text: str, results: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """``results`` of a partial run laid over the existing ledger, cell by cell: what the run saw
     replaces the cell; every cell and observation it did not see stays as it was."""
     previous = dict(zip(("kafka", "pybroker"), parse_cells(text), strict=True))
     observed = parse_observed(text)
+    api_versions = parse_api_versions(text)
     merged = {}
     for broker, run in results.items():
         rows = {scenario: dict(row) for scenario, row in previous[broker].items()}
@@ -213,7 +234,9 @@ def merge_into_ledger(text: str, results: dict[str, dict[str, Any]]) -> dict[str
         merged[broker] = {
             "results": rows,
             "observed": {**observed[broker], **run.get("observed", {})},
-            "api_versions": run["api_versions"],
+            # A partial run whose scenarios never used the plain ``bootstrap`` fixture probed no
+            # ApiVersions: the table stays as it was rather than being emptied.
+            "api_versions": run["api_versions"] or api_versions[broker],
         }
     return merged
 

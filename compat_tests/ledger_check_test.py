@@ -82,3 +82,15 @@ def test_update_replaces_only_the_cells_that_ran() -> None:
     assert merged["kafka"]["observed"] == {"bad::x": "closed"}
     assert merged["pybroker"]["observed"] == {"bad::x": "answered"}
     assert merged["kafka"]["api_versions"] == {"0": [0, 9]}
+
+
+def test_update_without_an_api_versions_probe_keeps_the_table() -> None:
+    results = {
+        broker: {"results": {"old::o": {"any": "pass"}}, "observed": {}, "api_versions": {"0": [0, 13], "1": [4, high]}}
+        for broker, high in (("kafka", 18), ("pybroker", 16))
+    }
+    text = ledger.render(results)
+    run = {"results": {"new::n": {"any": "pass"}}, "api_versions": {}}
+    merged = ledger.merge_into_ledger(text, {"kafka": run, "pybroker": run})
+    assert merged["kafka"]["api_versions"] == {"0": [0, 13], "1": [4, 18]}
+    assert merged["pybroker"]["api_versions"] == {"0": [0, 13], "1": [4, 16]}
