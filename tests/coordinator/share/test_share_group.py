@@ -38,9 +38,10 @@ def test_join_epochs_and_assignment() -> None:
     assert (r.error, r.member_epoch, r.assignment) == (ErrorCode.NONE, 1, None)
     r2 = g.heartbeat("m2", 0, ["one"], TOPICS)
     assert (r2.member_epoch, r2.assignment) == (2, {T1: (0,)})
-    # m1 moves to the new epoch with no revocation step; its assignment did not change
+    # m1 moves to the new epoch with no revocation step; a new epoch comes with its assignment (as Kafka)
     r = g.heartbeat("m1", 1, None, TOPICS)
-    assert (r.error, r.member_epoch, r.assignment) == (ErrorCode.NONE, 2, None)
+    assert (r.error, r.member_epoch, r.assignment) == (ErrorCode.NONE, 2, {T1: (0,)})
+    assert g.heartbeat("m1", 2, None, TOPICS).assignment is None
 
 
 def test_fencing_and_unknown_members() -> None:
