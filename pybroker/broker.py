@@ -35,7 +35,9 @@ from pybroker.protocol.errors import ErrorCode, KafkaError
 from pybroker.protocol.memory_pool import MemoryPool
 from pybroker.replication.partition import Partition
 from pybroker.replication.replica_manager import ReplicaManager
-from pybroker.security.context import SASL_SSL, uses_ssl
+from pybroker.security.context import SASL_SSL, uses_sasl, uses_ssl
+from pybroker.security.sasl_config import build_listener_config
+from pybroker.security.scram import ScramCredential, ScramMechanism
 from pybroker.security.ssl_factory import ServerSslFactory, SslConfigError
 from pybroker.server import Acceptor, MemoryWaiters, raise_open_file_limit, serve
 from pybroker.storage import LogConfig, LogManager
@@ -191,8 +193,18 @@ class Broker:
         self.group_coordinator: GroupCoordinator | None = None
         self.transaction_coordinator: TransactionCoordinator | None = None
         self.fetch_sessions = FetchSessions(config.max_incremental_fetch_session_cache_slots)
+        # What each SASL listener accepts (mechanisms, PLAIN users, OAUTHBEARER validation, reauth): a bad
+        # setting stops start-up here with one line, as Kafka's channel builder does.
+        self.sasl_configs = {
+            e.listener_name: build_listener_config(config, e.listener_name)
+            for e in config.listener_endpoints
+            if uses_sasl(e.security_protocol)
+        }
         self._http: Any = None  # the metrics endpoint and web console, when configured
         self.started = False
+
+    def scram_credential(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:
+        return self.metadata.scram_credential(user, mechanism.mechanism_name)
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:

@@ -179,7 +179,7 @@ def parse_override(text: str) -> tuple[str, str]:
 # -- broker config definitions -----------------------------------------------------------------------
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SUPPORTED_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL")
+SUPPORTED_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 # Kafka's `ListenerName.configPrefix`: `listener.name.<lower-case listener name>.<key>` overrides `<key>`
 # for that listener's channel (ssl.*, and later sasl.*).
 LISTENER_PREFIX = "listener.name."
@@ -237,12 +237,41 @@ _BROKER_CONFIG_LIST = [
          "The address clients are told to reconnect to, per listener name; defaults to listeners. "
          "0.0.0.0 cannot be advertised."),
     _key("listener.security.protocol.map", _T.STRING, "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", None, _L,
-         "Map from listener name to security protocol. pybroker serves PLAINTEXT and SSL listeners."),
+         "Map from listener name to security protocol: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."),
     _key("inter.broker.listener.name", _T.STRING, None, None, _M,
          "The listener brokers use between themselves; it must be in advertised.listeners. Defaults to the "
          "listener named after security.inter.broker.protocol; only one of the two may be set."),
     _key("security.inter.broker.protocol", _T.STRING, "PLAINTEXT", OneOf(SECURITY_PROTOCOLS), _M,
          "The security protocol brokers use between themselves (the listener of that name)."),
+    # SASL (pybroker/security); per listener as listener.name.<name>.<key>, and per mechanism as
+    # listener.name.<name>.<mechanism>.<key> (sasl.jaas.config, connections.max.reauth.ms, ...)
+    _key("sasl.enabled.mechanisms", _T.LIST, ["GSSAPI"], None, _M,
+         "The SASL mechanisms enabled on SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER "
+         "(Kafka's default GSSAPI is not supported by pybroker and must be replaced when a SASL listener is used)."),
+    _key("sasl.jaas.config", _T.PASSWORD, None, None, _M,
+         "JAAS login module options in Kafka's syntax, used when no listener.name.<l>.<mechanism>.sasl.jaas.config "
+         "is given (PlainLoginModule user_<name>=\"<password>\" entries; OAuthBearerLoginModule options)."),
+    _key("connections.max.reauth.ms", _T.LONG, 0, None, _M,
+         "When positive, SASL sessions last at most this long (KIP-368): SaslAuthenticate v1+ tells the client, "
+         "and a connection that does not re-authenticate in time is closed at its next request."),
+    _key("sasl.server.max.receive.size", _T.INT, 524288, at_least(1), _L,
+         "The largest request accepted before SASL authentication completes."),
+    _key("sasl.server.callback.handler.class", _T.CLASS, None, None, _M,
+         "Per listener and mechanism (listener.name.<l>.oauthbearer.sasl.server.callback.handler.class): "
+         "Kafka's OAuthBearerValidatorCallbackHandler switches OAUTHBEARER to signed tokens checked against the JWKS."),
+    _key("sasl.oauthbearer.jwks.endpoint.url", _T.STRING, None, None, _M,
+         "The JWKS (a file: URL) whose keys verify signed OAUTHBEARER tokens when the listener's "
+         "oauthbearer.sasl.server.callback.handler.class is OAuthBearerValidatorCallbackHandler."),
+    _key("sasl.oauthbearer.expected.audience", _T.LIST, [], None, _L,
+         "Audiences one of which a signed OAUTHBEARER token must name (aud), if set."),
+    _key("sasl.oauthbearer.expected.issuer", _T.STRING, None, None, _L,
+         "The issuer (iss) a signed OAUTHBEARER token must name, if set."),
+    _key("sasl.oauthbearer.sub.claim.name", _T.STRING, "sub", None, _L,
+         "The claim of a signed OAUTHBEARER token that names the principal."),
+    _key("sasl.oauthbearer.scope.claim.name", _T.STRING, "scope", None, _L,
+         "The claim of a signed OAUTHBEARER token that holds its scope."),
+    _key("sasl.oauthbearer.clock.skew.seconds", _T.INT, 30, at_least(0), _L,
+         "Leeway allowed between the token issuer's clock and the broker's."),
     # TLS (Kafka's SslConfigs); each may be given per listener as listener.name.<name>.<key>
     _key("ssl.keystore.type", _T.STRING, "JKS", None, _M,
          "The key store's format: PKCS12 or PEM (a JKS store is read if it is in fact PKCS12, as Java does)."),
@@ -515,7 +544,6 @@ UNUSED_KAFKA_KEYS: dict[str, str] = {
     "share.coordinator.state.topic.num.partitions": _NO_SHARE_GROUPS,
     "group.share.enable": _NO_SHARE_GROUPS,
     "group.coordinator.rebalance.protocols": "pybroker always serves the classic and consumer group protocols",
-    "sasl.enabled.mechanisms": _NO_SECURITY,
     "sasl.mechanism.inter.broker.protocol": _NO_SECURITY,
     "sasl.mechanism.controller.protocol": _NO_SECURITY,
     "ssl.keymanager.algorithm": _PYTHON_TLS,
@@ -881,6 +909,15 @@ class BrokerConfig:
             return overrides[key]
         return self.get(key)
 
+    def sasl_value(self, listener_name: str, mechanism: str, key: str) -> Any:
+        """A SASL key for one listener and mechanism: listener.name.<l>.<mechanism>.<key>, then
+        listener.name.<l>.<key>, then <key> (mechanism-scoped values are kept as given, strings)."""
+        overrides = self._listener_overrides.get(listener_name.lower(), {})
+        scoped = f"{mechanism.lower()}.{key}"
+        if scoped in overrides:
+            return overrides[scoped]
+        return self.listener_value(listener_name, key)
+
     def listener_overrides(self, listener_name: str) -> dict[str, Any]:
         """The `listener.name.<listener>.*` settings of one listener, by their unprefixed key."""
         return dict(self._listener_overrides.get(listener_name.lower(), {}))
@@ -976,7 +1013,14 @@ def _listeners(
 
 # Per-listener keys that are not broker keys of their own (the SASL mechanisms' `<mech>.sasl.jaas.config`
 # and the like), kept as given for whoever reads them.
-LISTENER_KEY_PATTERNS: list[re.Pattern[str]] = []
+LISTENER_KEY_PATTERNS: list[re.Pattern[str]] = [
+    # SASL keys scoped to one mechanism: listener.name.<l>.<mechanism>.<key> (Kafka's JaasContext and
+    # SaslChannelBuilder read them so), e.g. plain.sasl.jaas.config, oauthbearer.connections.max.reauth.ms.
+    re.compile(
+        r"(plain|scram-sha-256|scram-sha-512|oauthbearer|gssapi)\.(sasl\.jaas\.config|connections\.max\.reauth\.ms"
+        r"|sasl\.server\.callback\.handler\.class|sasl\.oauthbearer\.[a-z.]+)"
+    ),
+]
 
 
 def _listener_overrides(

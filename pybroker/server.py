@@ -29,7 +29,8 @@ from pybroker.protocol import codec
 from pybroker.protocol.api import RESPONSES
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.framing import FrameError, FrameReader
-from pybroker.security.context import ConnectionSecurity
+from pybroker.security.authenticator import SASL_HANDSHAKE, Outcome, SaslServerAuthenticator
+from pybroker.security.context import ConnectionSecurity, uses_sasl
 
 if TYPE_CHECKING:
     from pybroker.broker import Broker
@@ -80,6 +81,10 @@ class KafkaConnection(asyncio.Protocol):
         self._in_flight = 0  # pool bytes of the request an async handler is working on
         self._write_paused = False  # the client does not read its responses
         self._memory_paused = False  # waiting for the memory pool (queued.max.request.bytes)
+        # SASL listeners: Kafka's SaslServerAuthenticator; until it completes only ApiVersions and the SASL
+        # requests are served.
+        self.authenticator: SaslServerAuthenticator | None = None
+        self._close_after: str | None = None  # close once the responses of this batch are written
 
     # -- asyncio.Protocol ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -110,6 +115,11 @@ class KafkaConnection(asyncio.Protocol):
                 transport.abort()
                 return
             self.security.principal, self.security.ssl_peer_dn = principal, dn
+        if uses_sasl(self.security.security_protocol):
+            sasl_config = self.broker.sasl_configs[self.listener.listener_name]
+            self.authenticator = SaslServerAuthenticator(sasl_config, self.broker.scram_credential, self.security)
+            # sasl.server.max.receive.size bounds what an unauthenticated peer may make the broker read.
+            self.reader.max_size = min(self.reader.max_size, sasl_config.max_receive_size)
         self.broker.connections.add(self)
         self.broker.metrics.connection_opened()
         log.debug("connection from %s", self.peer)
@@ -224,6 +234,11 @@ class KafkaConnection(asyncio.Protocol):
                 continue
             if isinstance(result, list):
                 out.extend(result)
+                if self._close_after is not None:  # a SASL failure: its answer goes out, then the connection closes
+                    self._write(out)
+                    out = []
+                    self.close(self._close_after)
+                    break
                 continue
             # An awaitable: everything after it waits; its frame stays charged until it is done.
             self._write(out)
@@ -268,10 +283,24 @@ class KafkaConnection(asyncio.Protocol):
         """Returns the response parts, None (no response), or an awaitable of the parts."""
         # Request latency is timed only when the metrics endpoint serves it (a clock read is ~0.2 us).
         started = perf_counter() if self.broker.metrics.timed else 0.0
+        auth = self.authenticator
+        if auth is not None and not auth.complete:
+            outcome = auth.receive(frame)
+            if not outcome.passthrough:
+                return self._sasl_outcome(outcome)
         try:
             header = codec.decode_request_header(frame)
         except Exception as e:  # noqa: BLE001 - any decode failure of a header is the peer's fault
             raise CloseConnection(f"unparseable request header: {e}") from None
+        if auth is not None and auth.complete:
+            # KIP-368: a SaslHandshake may begin re-authentication; otherwise an expired session ends here.
+            if header.api_key == SASL_HANDSHAKE and auth.maybe_begin_reauthentication():
+                return self._sasl_outcome(auth.receive(frame))
+            if auth.session_expired():
+                raise CloseConnection(
+                    f"the SASL session of {self.security.principal} expired (connections.max.reauth.ms or the "
+                    "credential's lifetime) and was not re-authenticated"
+                )
         handler = REGISTRY.get(header.api_key)
         version = header.api_version
         if header.api_key == API_VERSIONS and (handler is None or version > handler.max_version):
@@ -297,9 +326,9 @@ class KafkaConnection(asyncio.Protocol):
             )
         if handler is None:
             raise CloseConnection(f"unknown api key {header.api_key}")
-        if not (handler.min_version <= version <= handler.max_version) and (
-            handler.advertised_min is None or not handler.advertised_min <= version <= handler.max_version
-        ):
+        if not handler.min_version <= version <= handler.max_version:
+            # Also a version advertised below the implemented minimum (Produce v0-2, KAFKA-18659):
+            # Kafka's Processor.parseRequestHeader refuses it (UnsupportedVersionException, closed).
             raise CloseConnection(
                 f"unsupported version {version} of api key {header.api_key} "
                 f"(supported {handler.min_version}-{handler.max_version})"
@@ -325,6 +354,20 @@ class KafkaConnection(asyncio.Protocol):
                 metrics.request_done(header.api_key, version, perf_counter() - started)
             return parts
         return self._await_response(header.api_key, version, header.correlation_id, response, started)
+
+    def _sasl_outcome(self, outcome: Outcome) -> list[Any] | None:
+        parts: list[Any] = []
+        if outcome.response is not None:
+            parts = self._encode_response(*outcome.response)
+        elif outcome.raw is not None:
+            parts = [_SIZE.pack(len(outcome.raw)) + outcome.raw]
+        if outcome.close is not None:
+            if not parts:
+                raise CloseConnection(outcome.close)
+            self._close_after = outcome.close
+        elif self.authenticator is not None and self.authenticator.complete:
+            self.reader.max_size = self.broker.config.socket_request_max_bytes
+        return parts
 
     async def _await_response(
         self, api_key: int, version: int, correlation_id: int, awaitable, started: float

@@ -99,6 +99,7 @@ def load_all() -> dict[int, ApiHandler]:
         offsets,
         produce,
         producer_ids,
+        sasl,
         transactions,
     )
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pybroker.security.scram import ScramCredential
 from pybroker.storage.checkpoint import write_atomically
 from pybroker.storage.errors import KafkaStorageError
 
@@ -99,6 +100,9 @@ class MetadataStore:
         # Dynamic broker configs by resource name ("" the cluster default, "<node id>" one broker),
         # as Kafka keeps them in its metadata log (ConfigRecords of the BROKER resource).
         self.broker_configs: dict[str, dict[str, str]] = {}
+        # SCRAM credentials by user, then mechanism name (Kafka's UserScramCredentialRecords): salt,
+        # StoredKey, ServerKey and iterations, never a password.
+        self.scram_credentials: dict[str, dict[str, ScramCredential]] = {}
         # Told the name of every topic added, removed or changed (written or undone): the metadata
         # image (metadata/local.py) rebuilds that topic.
         self.topic_listener: Callable[[str], None] | None = None
@@ -116,6 +120,10 @@ class MetadataStore:
         # Never hand out an id from a block that may already have been used before a crash.
         self._next_producer_id = self._producer_id_block_end = int(doc.get("producer_id_block_end", 0))
         self.broker_configs = {str(k): dict(v) for k, v in doc.get("broker_configs", {}).items()}
+        self.scram_credentials = {
+            user: {mech: ScramCredential.from_json(c) for mech, c in by_mech.items()}
+            for user, by_mech in doc.get("scram_credentials", {}).items()
+        }
         log.info("loaded metadata for %d topics from %s", len(self.topics), self.path)
 
     def save(self, *, may_use_reserve: bool = False) -> None:
@@ -141,6 +149,11 @@ class MetadataStore:
             "topics": [t.to_json() for t in sorted(self.topics.values(), key=lambda t: t.name)],
             "producer_id_block_end": self._producer_id_block_end,
             "broker_configs": {k: v for k, v in self.broker_configs.items() if v},
+            "scram_credentials": {
+                user: {mech: c.to_json() for mech, c in sorted(by_mech.items())}
+                for user, by_mech in sorted(self.scram_credentials.items())
+                if by_mech
+            },
         }
 
     @property
@@ -262,6 +275,29 @@ class MetadataStore:
         self._change(
             lambda: self.broker_configs.__setitem__(resource_name, dict(configs)), undo, frees_space=True
         )
+
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        return self.scram_credentials.get(user, {}).get(mechanism)
+
+    def alter_scram_credentials(
+        self, deletions: list[tuple[str, str]], upsertions: list[tuple[str, str, ScramCredential]]
+    ) -> None:
+        """Apply one AlterUserScramCredentials request's accepted changes in one write (atomic, as Kafka's
+        controller applies them as one batch of records)."""
+        old = {user: dict(by_mech) for user, by_mech in self.scram_credentials.items()}
+
+        def apply() -> None:
+            for user, mechanism in deletions:
+                self.scram_credentials.get(user, {}).pop(mechanism, None)
+                if not self.scram_credentials.get(user, True):
+                    del self.scram_credentials[user]
+            for user, mechanism, credential in upsertions:
+                self.scram_credentials.setdefault(user, {})[mechanism] = credential
+
+        def undo() -> None:
+            self.scram_credentials = old
+
+        self._change(apply, undo)
 
     def allocate_producer_id(self) -> int:
         """Ids come from persisted blocks, as Kafka's ProducerIdManager does, so an id is never
