@@ -100,6 +100,7 @@ def load_all() -> dict[int, ApiHandler]:
         produce,
         producer_ids,
         sasl,
+        share_groups,
         transactions,
     )
 
