@@ -280,3 +280,41 @@ def test_implicit_acknowledgement(share_bootstrap: str, share_topic: tuple[str, 
     assert later.next_record() == (3, 1, "i3")
     later.acknowledge("accept")
     assert later.no_record_for(LOCK_S + 2)
+
+
+def test_share_state_survives_a_broker_restart(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """Accepted and rejected records stay done and a released record keeps its delivery count across a
+    broker restart: the share-partition state is durable (``__share_group_state``)."""
+    if request.config.getoption("--bootstrap"):
+        pytest.skip("restarts a broker of its own; an external --bootstrap cannot be restarted")
+    launcher = _launcher(request.config.getoption("--broker"), tmp_path)
+    launcher.start()
+    consumers: list[ShareConsumer] = []
+    try:
+        bootstrap = launcher.bootstrap
+        topic, group = f"share-{uuid.uuid4().hex[:8]}", f"sg-{uuid.uuid4().hex[:8]}"
+        _java("create-topic", "--bootstrap", bootstrap, "--topic", topic, "--partitions", "1")
+        _java("alter-configs", "--bootstrap", bootstrap, "--group", group, "--set", "share.auto.offset.reset=earliest")
+        produce(bootstrap, topic, ["s0", "s1", "s2", "s3"])
+        c = ShareConsumer(bootstrap, topic, group)
+        consumers.append(c)
+        for expected, answer in [((0, 1, "s0"), "accept"), ((1, 1, "s1"), "reject"), ((2, 1, "s2"), "release"),
+                                 ((3, 1, "s3"), "accept")]:
+            assert c.next_record() == expected
+            c.acknowledge(answer)
+        assert c.next_record() == (2, 2, "s2")
+        c.stop()  # releases s2 (its second delivery ends unaccepted)
+        assert c.process.returncode == 0, "".join(c.stderr)[-2000:]
+        launcher.stop()
+        launcher.start()
+        bootstrap = launcher.bootstrap
+        again = ShareConsumer(bootstrap, topic, group)
+        consumers.append(again)
+        # only s2 is left, on its third delivery; s0 and s3 were accepted, s1 rejected
+        assert again.next_record() == (2, 3, "s2")
+        again.acknowledge("accept")
+        assert again.no_record_for(LOCK_S + 2)
+    finally:
+        for consumer in consumers:
+            consumer.stop()
+        launcher.stop()
