@@ -85,6 +85,17 @@ class ShareGroupService:
             self.groups[group_id] = g
         return g
 
+    def list_entries(self, states: list[str] | None, types: list[str] | None) -> list[dict[str, Any]]:
+        """ListGroups rows: a share group's protocol type and group type are both "share" (as Kafka's)."""
+        if types and "share" not in {t.lower() for t in types}:
+            return []
+        wanted = {s.lower() for s in states} if states else None
+        return [
+            {"group_id": g.group_id, "protocol_type": "share", "group_state": g.state.value, "group_type": "share"}
+            for g in self.groups.values()
+            if wanted is None or g.state.value.lower() in wanted
+        ]
+
     def topics(self) -> dict[str, tuple[uuid.UUID, int]]:
         image = self.broker.metadata_image()
         return {
