@@ -16,7 +16,7 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from pybroker.apis import RequestContext, handles
+from pybroker.apis import RequestContext, auth, handles
 from pybroker.apis.groups import _client_host, _client_id
 from pybroker.coordinator.share.manager import (
     FINAL_SESSION_EPOCH,
@@ -59,6 +59,12 @@ def handle_share_group_heartbeat(ctx: RequestContext, request: dict) -> dict[str
     group_id = request["group_id"]
     if not group_id:
         return _heartbeat_error(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
+    if not auth.authorize(ctx, auth.READ, auth.GROUP, group_id):
+        return _heartbeat_error(ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
+    if request.get("subscribed_topic_names") and auth.denied(
+        ctx, auth.DESCRIBE, auth.TOPIC, request["subscribed_topic_names"]
+    ):
+        return _heartbeat_error(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
     group = svc.group(group_id, create=request["member_epoch"] == 0)
     if group is None:
         return _heartbeat_error(ErrorCode.UNKNOWN_MEMBER_ID, None)
@@ -110,11 +116,12 @@ def handle_share_group_describe(ctx: RequestContext, request: dict) -> dict[str,
     groups = []
     for group_id in request["group_ids"]:
         g = svc.group(group_id)
-        if g is None:
+        denied = not auth.authorize(ctx, auth.DESCRIBE, auth.GROUP, group_id)
+        if g is None or denied:
             groups.append(
                 {
-                    "error_code": ErrorCode.GROUP_ID_NOT_FOUND,
-                    "error_message": f"Group {group_id} not found.",
+                    "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED if denied else ErrorCode.GROUP_ID_NOT_FOUND,
+                    "error_message": None if denied else f"Group {group_id} not found.",
                     "group_id": group_id,
                     "group_state": "Dead",
                     "group_epoch": 0,
@@ -186,6 +193,14 @@ def _session(svc: ShareGroupService, ctx: RequestContext, group_id: str, member_
     return session, ErrorCode.NONE
 
 
+def _readable_topics(ctx: RequestContext, svc: ShareGroupService) -> dict[uuid.UUID, str]:
+    """Topic id -> name of the topics the principal may READ; the others answer as unknown ids
+    (Kafka answers TOPIC_AUTHORIZATION_FAILED for them; here they are not served either way)."""
+    names = {tid: name for name, (tid, _) in svc.topics().items()}
+    hidden = auth.denied(ctx, auth.READ, auth.TOPIC, names.values())
+    return {tid: name for tid, name in names.items() if name not in hidden}
+
+
 def _close_session(svc: ShareGroupService, session: ShareSession) -> None:
     svc.sessions.pop((session.group_id, session.member_id), None)
     svc._release_session(session)
@@ -199,10 +214,10 @@ def _batches(raw: list[dict]) -> list[AcknowledgementBatch]:
     return [AcknowledgementBatch(b["first_offset"], b["last_offset"], tuple(b["acknowledge_types"])) for b in raw]
 
 
-def _acknowledge(
-    svc: ShareGroupService, group_id: str, member_id: str, topic_id: uuid.UUID, index: int, batches: list[dict]
+def _acknowledge(  # noqa: PLR0913
+    svc: ShareGroupService, names: dict[uuid.UUID, str], group_id: str, member_id: str, topic_id: uuid.UUID,
+    index: int, batches: list[dict],
 ) -> ErrorCode:
-    names = {tid: name for name, (tid, _) in svc.topics().items()}
     name = names.get(topic_id)
     if name is None:
         return ErrorCode.UNKNOWN_TOPIC_ID
@@ -234,10 +249,12 @@ def handle_share_fetch(ctx: RequestContext, request: dict):  # noqa: ANN201
     epoch = request["share_session_epoch"]
     if not group_id or not member_id:
         return _fetch_error(ErrorCode.INVALID_REQUEST, "GroupId and MemberId must be set.")
+    if not auth.authorize(ctx, auth.READ, auth.GROUP, group_id):
+        return _fetch_error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     session, code = _session(svc, ctx, group_id, member_id, epoch, fetch=True)
     if session is None:
         return _fetch_error(code)
-    names = {tid: name for name, (tid, _) in svc.topics().items()}
+    names = _readable_topics(ctx, svc)
     node_id = ctx.broker.node_id
     out: dict[tuple[uuid.UUID, int], dict[str, Any]] = {}
 
@@ -264,7 +281,7 @@ def handle_share_fetch(ctx: RequestContext, request: dict):  # noqa: ANN201
                 p = ctx.broker.partition(name, part["partition_index"]) if name else None
                 e = entry(t["topic_id"], part["partition_index"], p)
                 e["acknowledge_error_code"] = _acknowledge(
-                    svc, group_id, member_id, t["topic_id"], part["partition_index"], part["acknowledgement_batches"]
+                    svc, names, group_id, member_id, t["topic_id"], part["partition_index"], part["acknowledgement_batches"]
                 )
     if epoch == FINAL_SESSION_EPOCH:
         _close_session(svc, session)
@@ -405,17 +422,19 @@ def handle_share_acknowledge(ctx: RequestContext, request: dict) -> dict[str, An
         base["acquisition_lock_timeout_ms"] = svc.record_lock_duration_ms
     if not group_id or not member_id:
         return {**base, "error_code": ErrorCode.INVALID_REQUEST}
+    if not auth.authorize(ctx, auth.READ, auth.GROUP, group_id):
+        return {**base, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     session, code = _session(svc, ctx, group_id, member_id, epoch, fetch=False)
     if session is None:
         return {**base, "error_code": code}
-    names = {tid: name for name, (tid, _) in svc.topics().items()}
+    names = _readable_topics(ctx, svc)
     responses = []
     for t in request["topics"]:
         parts = []
         for part in t["partitions"]:
             name = names.get(t["topic_id"])
             p = ctx.broker.partition(name, part["partition_index"]) if name else None
-            code = _acknowledge(svc, group_id, member_id, t["topic_id"], part["partition_index"], part["acknowledgement_batches"])
+            code = _acknowledge(svc, names, group_id, member_id, t["topic_id"], part["partition_index"], part["acknowledgement_batches"])
             parts.append(
                 {
                     "partition_index": part["partition_index"],
@@ -436,6 +455,8 @@ def handle_share_acknowledge(ctx: RequestContext, request: dict) -> dict[str, An
 def alter_group_configs(
     ctx: RequestContext, group_id: str, ops: list[dict], validate_only: bool
 ) -> tuple[ErrorCode, str | None]:
+    if not auth.authorize(ctx, auth.ALTER_CONFIGS, auth.GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, None
     svc = service(ctx)
     new = dict(svc.group_configs.get(group_id, {}))
     for op in ops:
