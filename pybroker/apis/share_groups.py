@@ -216,7 +216,7 @@ def _batches(raw: list[dict]) -> list[AcknowledgementBatch]:
 
 def _acknowledge(  # noqa: PLR0913
     svc: ShareGroupService, names: dict[uuid.UUID, str], group_id: str, member_id: str, topic_id: uuid.UUID,
-    index: int, batches: list[dict],
+    index: int, batches: list[dict], renew: bool = False,
 ) -> ErrorCode:
     name = names.get(topic_id)
     if name is None:
@@ -224,7 +224,7 @@ def _acknowledge(  # noqa: PLR0913
     sp = svc.share_partition(group_id, topic_id, name, index)
     if sp is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    return sp.acknowledge(member_id, _batches(batches))
+    return sp.acknowledge(member_id, _batches(batches), allow_renew=renew)
 
 
 # -- ShareFetch ----------------------------------------------------------------------------------------
@@ -241,7 +241,7 @@ def _fetch_error(code: ErrorCode, message: str | None = None, lock_ms: int = 0) 
     }
 
 
-@handles(SHARE_FETCH, 1, 1)
+@handles(SHARE_FETCH, 1, 2)
 def handle_share_fetch(ctx: RequestContext, request: dict):  # noqa: ANN201
     svc = service(ctx)
     group_id = request.get("group_id") or ""
@@ -256,6 +256,8 @@ def handle_share_fetch(ctx: RequestContext, request: dict):  # noqa: ANN201
         return _fetch_error(code)
     names = _readable_topics(ctx, svc)
     node_id = ctx.broker.node_id
+    # v2 (KIP-1222): a renew-acknowledgement request only renews/acknowledges, it acquires nothing
+    renew = ctx.version >= 2 and bool(request.get("is_renew_ack"))
     out: dict[tuple[uuid.UUID, int], dict[str, Any]] = {}
 
     def entry(topic_id: uuid.UUID, index: int, p: Partition | None) -> dict[str, Any]:
@@ -281,7 +283,8 @@ def handle_share_fetch(ctx: RequestContext, request: dict):  # noqa: ANN201
                 p = ctx.broker.partition(name, part["partition_index"]) if name else None
                 e = entry(t["topic_id"], part["partition_index"], p)
                 e["acknowledge_error_code"] = _acknowledge(
-                    svc, names, group_id, member_id, t["topic_id"], part["partition_index"], part["acknowledgement_batches"]
+                    svc, names, group_id, member_id, t["topic_id"], part["partition_index"],
+                    part["acknowledgement_batches"], renew,
                 )
     if epoch == FINAL_SESSION_EPOCH:
         _close_session(svc, session)
@@ -289,6 +292,8 @@ def handle_share_fetch(ctx: RequestContext, request: dict):  # noqa: ANN201
     for t in request["topics"]:
         for part in t["partitions"]:
             session.partitions.add((t["topic_id"], part["partition_index"]))
+    if renew:
+        return _fetch_response(svc, out)
     for t in request.get("forgotten_topics_data") or []:
         for index in t["partitions"]:
             session.partitions.discard((t["topic_id"], index))
@@ -411,7 +416,7 @@ def _fetch_response(svc: ShareGroupService, out: dict[tuple[uuid.UUID, int], dic
 # -- ShareAcknowledge ----------------------------------------------------------------------------------
 
 
-@handles(SHARE_ACKNOWLEDGE, 1, 1)
+@handles(SHARE_ACKNOWLEDGE, 1, 2)
 def handle_share_acknowledge(ctx: RequestContext, request: dict) -> dict[str, Any]:
     svc = service(ctx)
     group_id = request.get("group_id") or ""
@@ -434,7 +439,10 @@ def handle_share_acknowledge(ctx: RequestContext, request: dict) -> dict[str, An
         for part in t["partitions"]:
             name = names.get(t["topic_id"])
             p = ctx.broker.partition(name, part["partition_index"]) if name else None
-            code = _acknowledge(svc, names, group_id, member_id, t["topic_id"], part["partition_index"], part["acknowledgement_batches"])
+            code = _acknowledge(
+                svc, names, group_id, member_id, t["topic_id"], part["partition_index"],
+                part["acknowledgement_batches"], ctx.version >= 2 and bool(request.get("is_renew_ack")),
+            )
             parts.append(
                 {
                     "partition_index": part["partition_index"],

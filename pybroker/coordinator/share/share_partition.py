@@ -45,6 +45,7 @@ class AcknowledgeType(IntEnum):
     ACCEPT = 1
     RELEASE = 2
     REJECT = 3
+    RENEW = 4  # KIP-1222 (ShareFetch/ShareAcknowledge v2): keep the record, restart its acquisition lock
 
 
 @dataclass(frozen=True)
@@ -210,12 +211,14 @@ class SharePartition:
                 rec.state = RecordState.ACQUIRED
                 rec.delivery_count += 1
                 rec.member_id = member_id
-                rec.lock = self.clock.call_later(
-                    self.record_lock_duration_ms, lambda o=offset, r=rec: self._lock_expired(o, r)
-                )
+                self._start_lock(offset, rec)
                 acquired.append(offset)
             offset += 1
         return self._ranges(acquired)
+
+    def _start_lock(self, offset: int, rec: _InFlightRecord) -> None:
+        rec.cancel_lock()
+        rec.lock = self.clock.call_later(self.record_lock_duration_ms, lambda: self._lock_expired(offset, rec))
 
     def _ranges(self, offsets: list[int]) -> list[AcquiredRecords]:
         out: list[AcquiredRecords] = []
@@ -229,7 +232,9 @@ class SharePartition:
 
     # -- acknowledge / release --------------------------------------------------------------------------
 
-    def acknowledge(self, member_id: str, batches: Iterable[AcknowledgementBatch]) -> ErrorCode:
+    def acknowledge(
+        self, member_id: str, batches: Iterable[AcknowledgementBatch], *, allow_renew: bool = False
+    ) -> ErrorCode:
         """Apply a member's acknowledgements. All or nothing, as Kafka's ``acknowledge``: every offset
         must be in flight and ACQUIRED by this member (else INVALID_RECORD_STATE), and the types must be
         one per range or one per offset, each 0..3 (else INVALID_REQUEST)."""
@@ -246,6 +251,8 @@ class SharePartition:
                     ack = AcknowledgeType(raw)
                 except ValueError:
                     return ErrorCode.INVALID_REQUEST
+                if ack == AcknowledgeType.RENEW and not allow_renew:
+                    return ErrorCode.INVALID_REQUEST
                 rec = self._in_flight.get(offset)
                 if rec is None or rec.state != RecordState.ACQUIRED or rec.member_id != member_id:
                     return ErrorCode.INVALID_RECORD_STATE
@@ -256,9 +263,11 @@ class SharePartition:
                 self._finish(rec, RecordState.ACKNOWLEDGED)
             elif ack in (AcknowledgeType.REJECT, AcknowledgeType.GAP):
                 self._finish(rec, RecordState.ARCHIVED)
+            elif ack == AcknowledgeType.RENEW:
+                self._start_lock(offset, rec)
             else:
                 self._release(rec)
-        if plan:
+        if any(ack != AcknowledgeType.RENEW for _, ack in plan):
             self._changed()
         return ErrorCode.NONE
 

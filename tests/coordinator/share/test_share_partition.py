@@ -196,3 +196,16 @@ def test_log_start_moving_past_the_window() -> None:
     sp.advance_to_log_start(10)
     assert (sp.start_offset, sp.end_offset) == (10, 10)
     assert sp.acquire("a", 10, 10, 10) == [AcquiredRecords(10, 10, 1)]
+
+
+def test_renew_restarts_the_lock_and_needs_renew_acks() -> None:
+    clock = FakeClock()
+    sp = make(clock)
+    sp.acquire("a", 0, 0, 10)
+    assert sp.acknowledge("a", [ack(0, 0, 4)]) == ErrorCode.INVALID_REQUEST  # RENEW outside a renew request
+    clock.advance(20_000)
+    assert sp.acknowledge("a", [ack(0, 0, 4)], allow_renew=True) == ErrorCode.NONE
+    clock.advance(20_000)  # 40 s after the acquisition, 20 s after the renewal
+    assert sp.record_state(0) == (RecordState.ACQUIRED, 1)
+    clock.advance(10_000)
+    assert sp.record_state(0) == (RecordState.AVAILABLE, 1)
