@@ -26,6 +26,7 @@ from pybroker.coordinator.share.manager import (
     ShareSession,
 )
 from pybroker.coordinator.share.share_partition import AcknowledgementBatch, SharePartition
+from pybroker.coordinator.share.state_records import SharePartitionKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.records.batch import iter_batch_headers
 
@@ -38,6 +39,7 @@ SHARE_GROUP_HEARTBEAT = 76
 SHARE_GROUP_DESCRIBE = 77
 SHARE_FETCH = 78
 SHARE_ACKNOWLEDGE = 79
+DESCRIBE_SHARE_GROUP_OFFSETS = 90
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 MAX_FETCH_BYTES = 8 * 1024 * 1024  # per partition read: bounds the response whatever MaxBytes says
 
@@ -455,6 +457,58 @@ def handle_share_acknowledge(ctx: RequestContext, request: dict) -> dict[str, An
     if epoch == FINAL_SESSION_EPOCH:
         _close_session(svc, session)
     return {**base, "responses": responses}
+
+
+# -- DescribeShareGroupOffsets ------------------------------------------------------------------------
+
+
+@handles(DESCRIBE_SHARE_GROUP_OFFSETS, 0, 1)
+def handle_describe_share_group_offsets(ctx: RequestContext, request: dict) -> dict[str, Any]:
+    """The share-partition start offsets of each group (-1 where the group has no state for the
+    partition), and from v1 the lag: records up to the high watermark not yet acknowledged or archived."""
+    svc = service(ctx)
+    topics = svc.topics()
+    by_id = {tid: name for name, (tid, _) in topics.items()}
+    out = []
+    for g in request["groups"]:
+        group_id = g["group_id"]
+        if not auth.authorize(ctx, auth.DESCRIBE, auth.GROUP, group_id):
+            out.append({"group_id": group_id, "topics": [], "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                        "error_message": None})
+            continue
+        wanted = g.get("topics")
+        if wanted is None:  # every topic the group has state for
+            per_topic: dict[str, list[int]] = {}
+            for key in svc.coordinator.keys_of_group(group_id):
+                if key.topic_id in by_id:
+                    per_topic.setdefault(by_id[key.topic_id], []).append(key.partition)
+            wanted = [{"topic_name": name, "partitions": sorted(ps)} for name, ps in sorted(per_topic.items())]
+        topics_out = []
+        for t in wanted:
+            name = t["topic_name"]
+            info = topics.get(name)
+            parts = []
+            for index in t["partitions"]:
+                parts.append(_describe_offset(ctx, svc, group_id, name, info, index))
+            topics_out.append({"topic_name": name, "topic_id": info[0] if info else uuid.UUID(int=0), "partitions": parts})
+        out.append({"group_id": group_id, "topics": topics_out, "error_code": ErrorCode.NONE, "error_message": None})
+    return {"throttle_time_ms": 0, "groups": out}
+
+
+def _describe_offset(ctx, svc, group_id, name, info, index) -> dict[str, Any]:  # noqa: ANN001, PLR0913
+    entry: dict[str, Any] = {"partition_index": index, "start_offset": -1, "leader_epoch": -1, "lag": -1,
+                             "error_code": ErrorCode.NONE, "error_message": None}
+    if info is None or not auth.authorize(ctx, auth.DESCRIBE, auth.TOPIC, name, log_denied=False):
+        entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return entry
+    p = ctx.broker.partition(name, index)
+    key = SharePartitionKey(group_id, info[0], index)
+    sp = svc.share_partitions.get(key)
+    if sp is None and svc.coordinator.read_state(key) is not None:
+        sp = svc.share_partition(group_id, info[0], name, index)
+    if sp is not None and p is not None:
+        entry.update(start_offset=sp.start_offset, leader_epoch=p.leader_epoch, lag=sp.lag(p.high_watermark))
+    return entry
 
 
 # -- group configs (IncrementalAlterConfigs, resource type GROUP) ---------------------------------------

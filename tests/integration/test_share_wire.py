@@ -115,3 +115,24 @@ def test_share_group_over_the_wire(shared_broker) -> None:  # noqa: ANN001
 
         left = heartbeat(wire, group, member, -1, None)
         assert (left["error_code"], left["member_epoch"]) == (0, -1)
+
+
+def test_describe_share_group_offsets(shared_broker) -> None:  # noqa: ANN001
+    bootstrap = shared_broker.bootstrap
+    group, member = f"g-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    with WireClient(bootstrap) as wire:
+        topic, topic_id = setup_topic(bootstrap, wire, group, 5)
+        heartbeat(wire, group, member, 0, [topic])
+        share_fetch(wire, group, member, 0, topic_id)
+        share_fetch(wire, group, member, 1, topic_id, [ack_batch(0, 1, ACCEPT), ack_batch(3, 3, REJECT)])
+        described = wire.request(90, 1, {"groups": [{"group_id": group, "topics": None}]})
+        [g] = described["groups"]
+        assert g["error_code"] == 0
+        [t] = g["topics"]
+        assert (t["topic_name"], t["topic_id"]) == (topic, topic_id)
+        [p] = t["partitions"]
+        # start offset past the accepted 0-1; offset 3 is archived, 2 and 4 still count as lag
+        assert (p["partition_index"], p["start_offset"], p["lag"], p["error_code"]) == (0, 2, 2, 0)
+        other = wire.request(90, 1, {"groups": [{"group_id": "nobody-" + group, "topics": [
+            {"topic_name": topic, "partitions": [0]}]}]})
+        assert other["groups"][0]["topics"][0]["partitions"][0]["start_offset"] == -1

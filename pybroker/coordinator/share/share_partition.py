@@ -178,6 +178,12 @@ class SharePartition:
     def in_flight_count(self) -> int:
         return self.end_offset - self.start_offset
 
+    def lag(self, high_watermark: int) -> int:
+        """Records from the start offset up to the high watermark not yet acknowledged or archived
+        (what DescribeShareGroupOffsets v1 reports)."""
+        done = sum(1 for r in self._in_flight.values() if r.state in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED))
+        return max(high_watermark - self.start_offset - done, 0)
+
     def next_fetch_offset(self) -> int:
         """Where the next fetch for this share partition reads the log: the first AVAILABLE record in
         flight, or the end offset when every in-flight record is taken or done."""
