@@ -40,6 +40,8 @@ SHARE_GROUP_DESCRIBE = 77
 SHARE_FETCH = 78
 SHARE_ACKNOWLEDGE = 79
 DESCRIBE_SHARE_GROUP_OFFSETS = 90
+ALTER_SHARE_GROUP_OFFSETS = 91
+DELETE_SHARE_GROUP_OFFSETS = 92
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 MAX_FETCH_BYTES = 8 * 1024 * 1024  # per partition read: bounds the response whatever MaxBytes says
 
@@ -509,6 +511,77 @@ def _describe_offset(ctx, svc, group_id, name, info, index) -> dict[str, Any]:  
     if sp is not None and p is not None:
         entry.update(start_offset=sp.start_offset, leader_epoch=p.leader_epoch, lag=sp.lag(p.high_watermark))
     return entry
+
+
+# -- AlterShareGroupOffsets / DeleteShareGroupOffsets -----------------------------------------------
+
+
+def _offsets_group_error(ctx: RequestContext, svc: ShareGroupService, group_id: str, op) -> ErrorCode | None:  # noqa: ANN001
+    """Kafka allows both only on a share group with no members (NON_EMPTY_GROUP otherwise)."""
+    if not auth.authorize(ctx, op, auth.GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
+    g = svc.group(group_id)
+    if g is not None and g.members:
+        return ErrorCode.NON_EMPTY_GROUP
+    return None
+
+
+@handles(ALTER_SHARE_GROUP_OFFSETS, 0, 0)
+def handle_alter_share_group_offsets(ctx: RequestContext, request: dict) -> dict[str, Any]:
+    svc = service(ctx)
+    group_id = request["group_id"]
+    error = _offsets_group_error(ctx, svc, group_id, auth.READ)
+    if error is not None:
+        return {"throttle_time_ms": 0, "error_code": error, "error_message": None, "responses": []}
+    topics = svc.topics()
+    responses = []
+    for t in request["topics"]:
+        name = t["topic_name"]
+        info = topics.get(name)
+        parts = []
+        for part in t["partitions"]:
+            index, offset = part["partition_index"], part["start_offset"]
+            code = ErrorCode.NONE
+            p = ctx.broker.partition(name, index) if info else None
+            if p is None or not auth.authorize(ctx, auth.READ, auth.TOPIC, name):
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                sp = svc.share_partition(group_id, info[0], name, index)
+                if sp is None:
+                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                else:
+                    # -1 is "latest" as kafka-share-groups.sh --reset-offsets --to-latest sends it
+                    target = p.high_watermark if offset < 0 else min(max(offset, p.log_start_offset), p.high_watermark)
+                    sp.reset_start_offset(target)
+            parts.append({"partition_index": index, "error_code": code, "error_message": None})
+        responses.append({"topic_name": name, "topic_id": info[0] if info else uuid.UUID(int=0), "partitions": parts})
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "responses": responses}
+
+
+@handles(DELETE_SHARE_GROUP_OFFSETS, 0, 0)
+def handle_delete_share_group_offsets(ctx: RequestContext, request: dict) -> dict[str, Any]:
+    svc = service(ctx)
+    group_id = request["group_id"]
+    error = _offsets_group_error(ctx, svc, group_id, auth.DELETE)
+    if error is not None:
+        return {"throttle_time_ms": 0, "error_code": error, "error_message": None, "responses": []}
+    topics = svc.topics()
+    responses = []
+    for t in request["topics"]:
+        name = t["topic_name"]
+        info = topics.get(name)
+        code = ErrorCode.NONE
+        if info is None or not auth.authorize(ctx, auth.READ, auth.TOPIC, name):
+            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        else:
+            for key in [k for k in svc.coordinator.keys_of_group(group_id) if k.topic_id == info[0]]:
+                sp = svc.share_partitions.pop(key, None)
+                if sp is not None:
+                    sp.close()
+                svc.coordinator.delete_state(key)
+        responses.append({"topic_name": name, "topic_id": info[0] if info else uuid.UUID(int=0),
+                          "error_code": code, "error_message": None})
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "responses": responses}
 
 
 # -- group configs (IncrementalAlterConfigs, resource type GROUP) ---------------------------------------

@@ -136,3 +136,38 @@ def test_describe_share_group_offsets(shared_broker) -> None:  # noqa: ANN001
         other = wire.request(90, 1, {"groups": [{"group_id": "nobody-" + group, "topics": [
             {"topic_name": topic, "partitions": [0]}]}]})
         assert other["groups"][0]["topics"][0]["partitions"][0]["start_offset"] == -1
+
+
+def test_alter_and_delete_share_group_offsets(shared_broker) -> None:  # noqa: ANN001
+    bootstrap = shared_broker.bootstrap
+    group, member = f"g-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    with WireClient(bootstrap) as wire:
+        topic, topic_id = setup_topic(bootstrap, wire, group, 5)
+        heartbeat(wire, group, member, 0, [topic])
+        share_fetch(wire, group, member, 0, topic_id)
+        alter = {"group_id": group, "topics": [{"topic_name": topic, "partitions": [
+            {"partition_index": 0, "start_offset": 3}]}]}
+        assert wire.request(91, 0, alter)["error_code"] == ErrorCode.NON_EMPTY_GROUP
+        assert wire.request(92, 0, {"group_id": group, "topics": [{"topic_name": topic}]})["error_code"] == (
+            ErrorCode.NON_EMPTY_GROUP
+        )
+        heartbeat(wire, group, member, -1, None)
+        altered = wire.request(91, 0, alter)
+        assert (altered["error_code"], altered["responses"][0]["partitions"][0]["error_code"]) == (0, 0)
+
+        def start_offset() -> int:
+            d = wire.request(90, 0, {"groups": [{"group_id": group, "topics": [{"topic_name": topic, "partitions": [0]}]}]})
+            return d["groups"][0]["topics"][0]["partitions"][0]["start_offset"]
+
+        assert start_offset() == 3
+        # a new member starts at the altered offset
+        member2 = uuid.uuid4().hex
+        heartbeat(wire, group, member2, 0, [topic])
+        fetched = share_fetch(wire, group, member2, 0, topic_id)
+        assert fetched["responses"][0]["partitions"][0]["acquired_records"] == [
+            {"first_offset": 3, "last_offset": 4, "delivery_count": 1}
+        ]
+        heartbeat(wire, group, member2, -1, None)
+        deleted = wire.request(92, 0, {"group_id": group, "topics": [{"topic_name": topic}]})
+        assert (deleted["error_code"], deleted["responses"][0]["error_code"]) == (0, 0)
+        assert start_offset() == -1
