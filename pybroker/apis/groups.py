@@ -307,7 +307,7 @@ def handle_list_groups(ctx: RequestContext, request: dict) -> dict:
     states = request.get("states_filter") if ctx.version >= 4 else None
     types = request.get("types_filter") if ctx.version >= 5 else None
     groups = coordinator.list_groups(states, types)
-    share_groups = getattr(ctx.broker, "share_groups", None)
+    share_groups = ctx.services.share_groups
     if share_groups is not None:
         groups += share_groups.list_entries(states, types)
     # Describe on the cluster lists every group; otherwise only the groups the principal may describe.

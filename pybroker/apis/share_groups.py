@@ -2,7 +2,7 @@
 ShareAcknowledge (79), and the share group configs of IncrementalAlterConfigs (resource type GROUP).
 
 The handlers translate between the wire and ``coordinator.share.manager.ShareGroupService`` (made on
-first use and kept as ``broker.share_groups``). ShareFetch follows Kafka's KafkaApis/SharePartitionManager:
+first use and kept as ``BrokerServices.share_groups``). ShareFetch follows Kafka's KafkaApis/SharePartitionManager:
 the share session's epoch is checked (0 opens a session, -1 closes it and releases the member's records),
 piggybacked acknowledgements are applied first, then each partition's records are read from its next
 fetch offset and acquired for the member; the batches go out whole and ``AcquiredRecords`` says which
@@ -47,11 +47,19 @@ MAX_FETCH_BYTES = 8 * 1024 * 1024  # per partition read: bounds the response wha
 
 
 def service(ctx: RequestContext) -> ShareGroupService:
-    svc = getattr(ctx.broker, "share_groups", None)
+    svc = ctx.services.share_groups
     if svc is None:
-        svc = ShareGroupService(ctx.broker)
-        ctx.broker.share_groups = svc  # type: ignore[attr-defined]
+        # made on first use, over the coordinators' services (its state topic is an internal topic)
+        coordinator = ctx.services.group_coordinator
+        if coordinator is None:
+            raise RuntimeError("the group coordinator has not started")
+        svc = ShareGroupService(coordinator.services, ctx.services.metadata_image)
+        ctx.services.share_groups = svc
     return svc
+
+
+def _partition(ctx: RequestContext, topic: str | None, index: int) -> Partition | None:
+    return ctx.replica_manager.get_partition(topic, index) if topic else None
 
 
 # -- ShareGroupHeartbeat / ShareGroupDescribe ----------------------------------------------------------
@@ -259,7 +267,7 @@ def handle_share_fetch(ctx: RequestContext, request: dict):  # noqa: ANN201
     if session is None:
         return _fetch_error(code)
     names = _readable_topics(ctx, svc)
-    node_id = ctx.broker.node_id
+    node_id = ctx.services.node_id
     # v2 (KIP-1222): a renew-acknowledgement request only renews/acknowledges, it acquires nothing
     renew = ctx.version >= 2 and bool(request.get("is_renew_ack"))
     out: dict[tuple[uuid.UUID, int], dict[str, Any]] = {}
@@ -284,7 +292,7 @@ def handle_share_fetch(ctx: RequestContext, request: dict):  # noqa: ANN201
         for part in t["partitions"]:
             if part["acknowledgement_batches"]:
                 name = names.get(t["topic_id"])
-                p = ctx.broker.partition(name, part["partition_index"]) if name else None
+                p = _partition(ctx, name, part["partition_index"])
                 e = entry(t["topic_id"], part["partition_index"], p)
                 e["acknowledge_error_code"] = _acknowledge(
                     svc, names, group_id, member_id, t["topic_id"], part["partition_index"],
@@ -315,7 +323,7 @@ def _acquire_all(svc, ctx, session, names, entry, max_records: int, max_bytes: i
         if max_records <= 0:
             break
         name = names.get(topic_id)
-        p = ctx.broker.partition(name, index) if name else None
+        p = _partition(ctx, name, index)
         if p is None:
             entry(topic_id, index, None)["error_code"] = (
                 ErrorCode.UNKNOWN_TOPIC_ID if name is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -376,7 +384,7 @@ async def _long_poll(svc, ctx, session, names, entry, out, max_records, max_byte
     parts = []
     for topic_id, index in session.partitions:
         name = names.get(topic_id)
-        p = ctx.broker.partition(name, index) if name else None
+        p = _partition(ctx, name, index)
         if p is not None:
             p.add_data_listener(wake)
             parts.append(p)
@@ -442,7 +450,7 @@ def handle_share_acknowledge(ctx: RequestContext, request: dict) -> dict[str, An
         parts = []
         for part in t["partitions"]:
             name = names.get(t["topic_id"])
-            p = ctx.broker.partition(name, part["partition_index"]) if name else None
+            p = _partition(ctx, name, part["partition_index"])
             code = _acknowledge(
                 svc, names, group_id, member_id, t["topic_id"], part["partition_index"],
                 part["acknowledgement_batches"], ctx.version >= 2 and bool(request.get("is_renew_ack")),
@@ -452,7 +460,7 @@ def handle_share_acknowledge(ctx: RequestContext, request: dict) -> dict[str, An
                     "partition_index": part["partition_index"],
                     "error_code": code,
                     "error_message": None,
-                    "current_leader": _leader(p, ctx.broker.node_id),
+                    "current_leader": _leader(p, ctx.services.node_id),
                 }
             )
         responses.append({"topic_id": t["topic_id"], "partitions": parts})
@@ -503,7 +511,7 @@ def _describe_offset(ctx, svc, group_id, name, info, index) -> dict[str, Any]:  
     if info is None or not auth.authorize(ctx, auth.DESCRIBE, auth.TOPIC, name, log_denied=False):
         entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return entry
-    p = ctx.broker.partition(name, index)
+    p = _partition(ctx, name, index)
     key = SharePartitionKey(group_id, info[0], index)
     sp = svc.share_partitions.get(key)
     if sp is None and svc.coordinator.read_state(key) is not None:
@@ -542,7 +550,7 @@ def handle_alter_share_group_offsets(ctx: RequestContext, request: dict) -> dict
         for part in t["partitions"]:
             index, offset = part["partition_index"], part["start_offset"]
             code = ErrorCode.NONE
-            p = ctx.broker.partition(name, index) if info else None
+            p = _partition(ctx, name, index)
             if p is None or not auth.authorize(ctx, auth.READ, auth.TOPIC, name):
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:

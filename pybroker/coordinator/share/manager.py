@@ -27,7 +27,10 @@ from pybroker.coordinator.share.share_partition import SharePartition
 from pybroker.coordinator.share.state_records import SharePartitionKey, ShareSnapshot
 
 if TYPE_CHECKING:
-    from pybroker.broker import Broker
+    from collections.abc import Callable
+
+    from pybroker.coordinator.services import CoordinatorServices
+    from pybroker.metadata.image import MetadataImage
 
 log = logging.getLogger(__name__)
 
@@ -48,12 +51,15 @@ class ShareSession:
 
 
 class ShareGroupService:
-    def __init__(self, broker: Broker, clock: Clock | None = None) -> None:
+    def __init__(
+        self, services: CoordinatorServices, metadata_image: Callable[[], MetadataImage], clock: Clock | None = None
+    ) -> None:
         from pybroker.coordinator.offsets_topic import InternalTopic
 
-        self.broker = broker
+        self.services = services
+        self.metadata_image = metadata_image
         self.clock = clock or LoopClock()
-        c = broker.config
+        c = services.config
         self.heartbeat_interval_ms = max(
             c.get("group.share.heartbeat.interval.ms"), c.get("group.share.min.heartbeat.interval.ms")
         )
@@ -61,7 +67,7 @@ class ShareGroupService:
         self.record_lock_duration_ms = c.get("group.share.record.lock.duration.ms")
         self.delivery_count_limit = c.get("group.share.delivery.count.limit")
         self.max_record_locks = c.get("group.share.partition.max.record.locks")
-        topic = InternalTopic(broker, TOPIC, c.get("share.coordinator.state.topic.num.partitions"), TOPIC_CONFIGS)
+        topic = InternalTopic(services, TOPIC, c.get("share.coordinator.state.topic.num.partitions"), TOPIC_CONFIGS)
         self.coordinator = ShareCoordinator(topic)
         self.coordinator.load()
         self.groups: dict[str, ShareGroup] = {}
@@ -97,7 +103,7 @@ class ShareGroupService:
         ]
 
     def topics(self) -> dict[str, tuple[uuid.UUID, int]]:
-        image = self.broker.metadata_image()
+        image = self.metadata_image()
         return {
             name: (t.topic_id, t.num_partitions)
             for name, t in image.topics_by_name.items()
@@ -116,7 +122,7 @@ class ShareGroupService:
         sp = self.share_partitions.get(key)
         if sp is not None:
             return sp
-        p = self.broker.partition(topic, index)
+        p = self.services.partition(topic, index)
         if p is None:
             return None
         kwargs: dict[str, Any] = {
