@@ -104,6 +104,8 @@ def load_all() -> dict[int, ApiHandler]:
         acls,
         admin,
         api_versions,
+        client_quotas,
+        config_resources,
         configs,
         consumer_groups,
         fetch,
@@ -115,6 +117,8 @@ def load_all() -> dict[int, ApiHandler]:
         producer_ids,
         sasl,
         share_groups,
+        telemetry,
+        topic_partitions,
         transactions,
     )
 

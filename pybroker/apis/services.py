@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from pybroker.apis.fetch_session import FetchSessions
     from pybroker.apis.metadata import TopicMetadataCache
+    from pybroker.apis.telemetry import ClientMetricsManager
     from pybroker.config import BrokerConfig, ConfigSource
     from pybroker.coordinator.coordinator import GroupCoordinator
     from pybroker.coordinator.share.manager import ShareGroupService
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from pybroker.metadata.image import MetadataImage
     from pybroker.metadata.store import MetadataStore, TopicRecord
     from pybroker.metrics.recorder import BrokerMetrics
+    from pybroker.quotas.client_quotas import ClientQuotaManager
     from pybroker.replication.replica_manager import ReplicaManager
     from pybroker.security.authorizer import Authorizer
 
@@ -91,3 +93,7 @@ class BrokerServices:
     authorizer: Authorizer | None = None
     # KIP-932 share groups (coordinator/share/manager.py), made on first use by apis/share_groups.py.
     share_groups: ShareGroupService | None = None
+    # controller_mutation_rate per user/client id (CreateTopics, CreatePartitions, DeleteTopics).
+    controller_mutation_quotas: ClientQuotaManager | None = None
+    # KIP-714 client-metrics subscriptions and the pushes received (apis/telemetry.py).
+    client_metrics: ClientMetricsManager | None = None
