@@ -512,6 +512,27 @@ _BROKER_CONFIG_LIST = [
          "The server-side assignors of consumer groups; the first is the default."),
     _key("group.consumer.max.size", _T.INT, 2147483647, at_least(1), _M,
          "The largest number of members a consumer group may have."),
+    # KIP-932 share groups
+    _key("group.share.heartbeat.interval.ms", _T.INT, 5000, at_least(1), _M,
+         "The heartbeat interval given to members of share groups."),
+    _key("group.share.min.heartbeat.interval.ms", _T.INT, 5000, at_least(1), _M,
+         "The smallest group.share.heartbeat.interval.ms allowed."),
+    _key("group.share.session.timeout.ms", _T.INT, 45000, at_least(1), _M,
+         "How long a share group member may stay silent before it is removed from its group."),
+    _key("group.share.min.session.timeout.ms", _T.INT, 45000, at_least(1), _M,
+         "The smallest group.share.session.timeout.ms allowed."),
+    _key("group.share.record.lock.duration.ms", _T.INT, 30000, at_least(1000), _M,
+         "How long a share consumer holds the records it acquired before they are released."),
+    _key("group.share.min.record.lock.duration.ms", _T.INT, 15000, at_least(1000), _M,
+         "The smallest record lock duration allowed."),
+    _key("group.share.max.record.lock.duration.ms", _T.INT, 60000, at_least(1000), _M,
+         "The largest record lock duration allowed."),
+    _key("group.share.delivery.count.limit", _T.INT, 5, at_least(2), _M,
+         "How many times a record of a share group is delivered before it is archived."),
+    _key("group.share.partition.max.record.locks", _T.INT, 2000, at_least(100), _M,
+         "The most in-flight records a share partition holds (acquired or awaiting redelivery)."),
+    _key("share.coordinator.state.topic.num.partitions", _T.INT, 50, at_least(1), _M,
+         "The number of partitions of __share_group_state (fixed once the topic exists)."),
     # transactions and idempotence
     _key("transaction.state.log.replication.factor", _T.SHORT, 1, AllOf((at_least(1), SINGLE_NODE)), _H,
          "The replication factor of the __transaction_state topic (Kafka default 3; a single node has 1)."),
@@ -560,7 +581,7 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in _BROKER_CONFIG_LIST}
 _NO_THREAD_POOLS = "pybroker serves every connection on one event loop, it has no such thread pool"
 _SINGLE_NODE = "pybroker is a single combined broker and controller, there is no controller quorum"
 _NO_REPLICAS = "pybroker is a single node and has no replica fetchers"
-_NO_SHARE_GROUPS = "pybroker does not implement share groups (KIP-932)"
+_SHARE_STATE_ONE_REPLICA = "__share_group_state has the one replica of a single node"
 _NO_SECURITY = "pybroker does not implement SASL yet"
 _PYTHON_TLS = "pybroker's TLS is Python's ssl module (OpenSSL): Java's security providers do not apply"
 UNUSED_KAFKA_KEYS: dict[str, str] = {
@@ -584,10 +605,9 @@ UNUSED_KAFKA_KEYS: dict[str, str] = {
     "metadata.max.retention.ms": "pybroker keeps its metadata in the first log dir",
     "cluster.id": "the cluster id is generated once and kept in <log.dir>/meta.properties",
     "offsets.topic.min.isr": "a single node always has one in-sync replica",
-    "share.coordinator.state.topic.replication.factor": _NO_SHARE_GROUPS,
-    "share.coordinator.state.topic.min.isr": _NO_SHARE_GROUPS,
-    "share.coordinator.state.topic.num.partitions": _NO_SHARE_GROUPS,
-    "group.share.enable": _NO_SHARE_GROUPS,
+    "share.coordinator.state.topic.replication.factor": _SHARE_STATE_ONE_REPLICA,
+    "share.coordinator.state.topic.min.isr": _SHARE_STATE_ONE_REPLICA,
+    "group.share.enable": "share groups are always on (Kafka 4.3 turns them on with the share.version feature)",
     "group.coordinator.rebalance.protocols": "pybroker always serves the classic and consumer group protocols",
     "sasl.mechanism.inter.broker.protocol": _NO_SECURITY,
     "sasl.mechanism.controller.protocol": _NO_SECURITY,

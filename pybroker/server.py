@@ -174,6 +174,9 @@ class KafkaConnection(asyncio.Protocol):
         if self._memory_paused:
             self._memory_paused = False
             self.broker.memory_waiters.discard(self)
+        share_groups = self.broker.services.share_groups
+        if share_groups is not None:  # its share sessions end: their acquired records are released
+            share_groups.connection_closed(self.peer)
         log.debug("connection from %s closed (%s)", self.peer, exc or "eof")
 
     @property

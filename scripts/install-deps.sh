@@ -101,6 +101,9 @@ step_java_client() {
   (cd compat_tests/java && mvn -B -q -Dstyle.color=never -Dmaven.repo.local="$MAVEN_REPO" package -DskipTests)
   test -f "$jar"
   note "built $jar"
+  # kafka-clients 4.3.1 (KafkaShareConsumer for the share-group scenario); the adapter rebuilds it when stale
+  (cd compat_tests/java && mvn -B -q -Dstyle.color=never -Dmaven.repo.local="$MAVEN_REPO" -Pkafka43 package -DskipTests)
+  note "built compat_tests/java/target/compat-client-43.jar"
 }
 
 step_streams_client() {

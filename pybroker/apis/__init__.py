@@ -116,6 +116,7 @@ def load_all() -> dict[int, ApiHandler]:
         produce,
         producer_ids,
         sasl,
+        share_groups,
         telemetry,
         topic_partitions,
         transactions,

@@ -13,6 +13,7 @@ log = logging.getLogger(__name__)
 TOPIC = 2
 BROKER = 4
 BROKER_LOGGER = 8
+GROUP = 32
 CLIENT_METRICS = telemetry.CLIENT_METRICS
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
@@ -200,6 +201,10 @@ def _alter(ctx: RequestContext, request: dict, incremental: bool) -> dict:
             code, message = _alter_client_metrics(ctx, rname, r["configs"], incremental, validate_only)
         elif rtype == BROKER_LOGGER:
             code, message = _alter_loggers(ctx, rname, r["configs"], incremental, validate_only)
+        elif rtype == GROUP and incremental:
+            from pybroker.apis.share_groups import alter_group_configs
+
+            code, message = alter_group_configs(ctx, rname, r["configs"], validate_only)
         else:
             code, message = ErrorCode.INVALID_REQUEST, f"unsupported resource type {rtype}"
         responses.append(

@@ -304,10 +304,12 @@ def handle_list_groups(ctx: RequestContext, request: dict) -> dict:
     coordinator = _coordinator(ctx)
     if coordinator is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "groups": []}
-    groups = coordinator.list_groups(
-        request.get("states_filter") if ctx.version >= 4 else None,
-        request.get("types_filter") if ctx.version >= 5 else None,
-    )
+    states = request.get("states_filter") if ctx.version >= 4 else None
+    types = request.get("types_filter") if ctx.version >= 5 else None
+    groups = coordinator.list_groups(states, types)
+    share_groups = ctx.services.share_groups
+    if share_groups is not None:
+        groups += share_groups.list_entries(states, types)
     # Describe on the cluster lists every group; otherwise only the groups the principal may describe.
     if not auth.authorize_cluster(ctx, auth.DESCRIBE, log_denied=False):
         hidden = auth.denied(ctx, auth.DESCRIBE, auth.GROUP, (g["group_id"] for g in groups), log_denied=False)

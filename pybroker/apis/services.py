@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from pybroker.apis.telemetry import ClientMetricsManager
     from pybroker.config import BrokerConfig, ConfigSource
     from pybroker.coordinator.coordinator import GroupCoordinator
+    from pybroker.coordinator.share.manager import ShareGroupService
     from pybroker.coordinator.transaction.coordinator import TransactionCoordinator
     from pybroker.metadata.image import MetadataImage
     from pybroker.metadata.store import MetadataStore, TopicRecord
@@ -90,6 +91,8 @@ class BrokerServices:
     transaction_coordinator: TransactionCoordinator | None = None
     # The authorizer when authorizer.class.name is set (apis/auth.py reads it), set at start.
     authorizer: Authorizer | None = None
+    # KIP-932 share groups (coordinator/share/manager.py), made on first use by apis/share_groups.py.
+    share_groups: ShareGroupService | None = None
     # controller_mutation_rate per user/client id (CreateTopics, CreatePartitions, DeleteTopics).
     controller_mutation_quotas: ClientQuotaManager | None = None
     # KIP-714 client-metrics subscriptions and the pushes received (apis/telemetry.py).

@@ -49,6 +49,7 @@ public final class CompatClient {
             case "consume" -> ConsumeCommand.consume(args);
             case "offset-for-time" -> ConsumeCommand.offsetForTime(args);
             case "group-consume" -> GroupConsumeCommand.run(args);
+            case "share-consume" -> ShareConsumeCommand.run(args);
             case "warmup" -> WarmupCommand.run(args);
             default -> {
                 if (!ADMIN_COMMANDS.contains(command)) {

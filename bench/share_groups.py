@@ -1,0 +1,136 @@
+"""Share-group consume throughput: 3 KafkaShareConsumers (kafka-clients 4.3.1) on 1 partition, 1 KiB
+records, explicit acknowledgement (every record ACCEPTed, committed per poll). A benchmark: prints,
+never asserts.
+
+    python -m bench.share_groups                      # pybroker, 20 000 records
+    python -m bench.share_groups --with-kafka         # Apache Kafka 4.3.1 too, same load, with the ratio
+    python -m bench.share_groups --records 200000 --runs 3
+
+The clock runs from the first delivered record to the last one of the topic (JVM start-up and the
+share group's first heartbeat are left out); each consumer prints one JSON line per record, a cost
+both brokers share.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from compat_tests.brokers import PyBroker
+from compat_tests.clients.java43 import java43_command
+
+RECORD_BYTES = 1024
+CONSUMERS = 3
+
+
+def load(bootstrap: str, topic: str, records: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1 << 20})
+    value = b"x" * RECORD_BYTES
+    for _ in range(records):
+        while True:
+            try:
+                producer.produce(topic, value)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    producer.flush(60)
+
+
+def consume_seconds(bootstrap: str, topic: str, records: int) -> tuple[float, list[int]]:
+    group = f"bench-share-{uuid.uuid4().hex[:8]}"
+    subprocess.run(
+        java43_command("alter-configs", "--bootstrap", bootstrap, "--group", group, "--set", "share.auto.offset.reset=earliest"),
+        check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+    lock = threading.Lock()
+    seen: set[int] = set()
+    per_consumer = [0] * CONSUMERS
+    first: list[float] = []
+    done = threading.Event()
+    procs = [
+        subprocess.Popen(
+            java43_command("share-consume", "--bootstrap", bootstrap, "--topic", topic, "--group", group,
+                           "--ack", "accept", "--deadline-ms", "600000"),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        )  # fmt: skip
+        for _ in range(CONSUMERS)
+    ]
+
+    def pump(i: int, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            event: dict[str, Any] = json.loads(line)
+            if event.get("event") != "record":
+                continue
+            with lock:
+                if not first:
+                    first.append(time.monotonic())
+                seen.add(event["offset"])
+                per_consumer[i] += 1
+                if len(seen) >= records:
+                    done.set()
+
+    for i, p in enumerate(procs):
+        threading.Thread(target=pump, args=(i, p), daemon=True).start()
+    finished = done.wait(600)
+    end = time.monotonic()
+    for p in procs:
+        p.kill()
+        p.wait(30)
+    if not finished:
+        raise SystemExit(f"only {len(seen)} of {records} records delivered within 600 s")
+    return end - first[0], per_consumer
+
+
+def run(kind: str, records: int, runs: int) -> list[float]:
+    from compat_tests.reference.apache_kafka import ApacheKafka
+
+    rates = []
+    with tempfile.TemporaryDirectory() as tmp:
+        launcher: Any = ApacheKafka(Path(tmp)) if kind == "kafka" else PyBroker(Path(tmp))
+        launcher.start()
+        try:
+            for _ in range(runs):
+                topic = f"bench-share-{uuid.uuid4().hex[:8]}"
+                load(launcher.bootstrap, topic, records)
+                seconds, split = consume_seconds(launcher.bootstrap, topic, records)
+                mb_s = records * RECORD_BYTES / seconds / 1e6
+                rates.append(mb_s)
+                print(f"{kind:9} {records} records in {seconds:.2f} s: {records / seconds:,.0f} records/s, "
+                      f"{mb_s:.1f} MB/s (per consumer {split})", flush=True)
+        finally:
+            launcher.stop()
+    return rates
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=20_000)
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--with-kafka", action="store_true")
+    args = parser.parse_args()
+    results = {"pybroker": run("pybroker", args.records, args.runs)}
+    if args.with_kafka:
+        results["kafka"] = run("kafka", args.records, args.runs)
+    print(f"\n{'system':9} {'MB/s (median)':>14}")
+    for kind, rates in results.items():
+        print(f"{kind:9} {statistics.median(rates):14.1f}")
+    if "kafka" in results:
+        print(f"pybroker / kafka: {statistics.median(results['pybroker']) / statistics.median(results['kafka']):.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,619 @@
+"""KIP-932 share groups: ShareGroupHeartbeat (76), ShareGroupDescribe (77), ShareFetch (78),
+ShareAcknowledge (79), and the share group configs of IncrementalAlterConfigs (resource type GROUP).
+
+The handlers translate between the wire and ``coordinator.share.manager.ShareGroupService`` (made on
+first use and kept as ``BrokerServices.share_groups``). ShareFetch follows Kafka's KafkaApis/SharePartitionManager:
+the share session's epoch is checked (0 opens a session, -1 closes it and releases the member's records),
+piggybacked acknowledgements are applied first, then each partition's records are read from its next
+fetch offset and acquired for the member; the batches go out whole and ``AcquiredRecords`` says which
+offsets the member holds. With nothing to acquire the request waits up to MaxWaitMs for an append.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from pybroker.apis import RequestContext, auth, handles
+from pybroker.apis.groups import _client_host, _client_id
+from pybroker.coordinator.share.manager import (
+    FINAL_SESSION_EPOCH,
+    INITIAL_SESSION_EPOCH,
+    SHARE_GROUP_CONFIG_KEYS,
+    ShareGroupService,
+    ShareSession,
+)
+from pybroker.coordinator.share.share_partition import AcknowledgementBatch, SharePartition
+from pybroker.coordinator.share.state_records import SharePartitionKey
+from pybroker.protocol.errors import ErrorCode
+from pybroker.records.batch import iter_batch_headers
+
+if TYPE_CHECKING:
+    from pybroker.replication.partition import Partition
+
+log = logging.getLogger(__name__)
+
+SHARE_GROUP_HEARTBEAT = 76
+SHARE_GROUP_DESCRIBE = 77
+SHARE_FETCH = 78
+SHARE_ACKNOWLEDGE = 79
+DESCRIBE_SHARE_GROUP_OFFSETS = 90
+ALTER_SHARE_GROUP_OFFSETS = 91
+DELETE_SHARE_GROUP_OFFSETS = 92
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+MAX_FETCH_BYTES = 8 * 1024 * 1024  # per partition read: bounds the response whatever MaxBytes says
+
+
+def service(ctx: RequestContext) -> ShareGroupService:
+    svc = ctx.services.share_groups
+    if svc is None:
+        # made on first use, over the coordinators' services (its state topic is an internal topic)
+        coordinator = ctx.services.group_coordinator
+        if coordinator is None:
+            raise RuntimeError("the group coordinator has not started")
+        svc = ShareGroupService(coordinator.services, ctx.services.metadata_image)
+        ctx.services.share_groups = svc
+    return svc
+
+
+def _partition(ctx: RequestContext, topic: str | None, index: int) -> Partition | None:
+    return ctx.replica_manager.get_partition(topic, index) if topic else None
+
+
+# -- ShareGroupHeartbeat / ShareGroupDescribe ----------------------------------------------------------
+
+
+@handles(SHARE_GROUP_HEARTBEAT, 1, 1)
+def handle_share_group_heartbeat(ctx: RequestContext, request: dict) -> dict[str, Any]:
+    svc = service(ctx)
+    group_id = request["group_id"]
+    if not group_id:
+        return _heartbeat_error(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
+    if not auth.authorize(ctx, auth.READ, auth.GROUP, group_id):
+        return _heartbeat_error(ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
+    if request.get("subscribed_topic_names") and auth.denied(
+        ctx, auth.DESCRIBE, auth.TOPIC, request["subscribed_topic_names"]
+    ):
+        return _heartbeat_error(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
+    group = svc.group(group_id, create=request["member_epoch"] == 0)
+    if group is None:
+        return _heartbeat_error(ErrorCode.UNKNOWN_MEMBER_ID, None)
+    r = group.heartbeat(
+        request["member_id"],
+        request["member_epoch"],
+        request.get("subscribed_topic_names"),
+        svc.topics(),
+        client_id=_client_id(ctx),
+        client_host=_client_host(ctx),
+        rack_id=request.get("rack_id"),
+    )
+    if r.error != ErrorCode.NONE:
+        return _heartbeat_error(r.error, r.error_message)
+    assignment = None
+    if r.assignment is not None:
+        assignment = {
+            "topic_partitions": [
+                {"topic_id": topic_id, "partitions": list(parts)} for topic_id, parts in sorted(r.assignment.items(), key=str)
+            ]
+        }
+    return {
+        "throttle_time_ms": 0,
+        "error_code": ErrorCode.NONE,
+        "error_message": None,
+        "member_id": r.member_id,
+        "member_epoch": r.member_epoch,
+        "heartbeat_interval_ms": r.heartbeat_interval_ms,
+        "assignment": assignment,
+    }
+
+
+def _heartbeat_error(code: ErrorCode, message: str | None) -> dict[str, Any]:
+    return {
+        "throttle_time_ms": 0,
+        "error_code": code,
+        "error_message": message,
+        "member_id": None,
+        "member_epoch": 0,
+        "heartbeat_interval_ms": 0,
+        "assignment": None,
+    }
+
+
+@handles(SHARE_GROUP_DESCRIBE, 1, 1)
+def handle_share_group_describe(ctx: RequestContext, request: dict) -> dict[str, Any]:
+    svc = service(ctx)
+    names = {tid: name for name, (tid, _) in svc.topics().items()}
+    groups = []
+    for group_id in request["group_ids"]:
+        g = svc.group(group_id)
+        denied = not auth.authorize(ctx, auth.DESCRIBE, auth.GROUP, group_id)
+        if g is None or denied:
+            groups.append(
+                {
+                    "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED if denied else ErrorCode.GROUP_ID_NOT_FOUND,
+                    "error_message": None if denied else f"Group {group_id} not found.",
+                    "group_id": group_id,
+                    "group_state": "Dead",
+                    "group_epoch": 0,
+                    "assignment_epoch": 0,
+                    "assignor_name": "",
+                    "members": [],
+                    "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+                }
+            )
+            continue
+        members = [
+            {
+                "member_id": m.member_id,
+                "rack_id": m.rack_id,
+                "member_epoch": m.member_epoch,
+                "client_id": m.client_id,
+                "client_host": m.client_host,
+                "subscribed_topic_names": sorted(m.subscribed_topic_names),
+                "assignment": {
+                    "topic_partitions": [
+                        {"topic_id": tid, "topic_name": names.get(tid, ""), "partitions": list(ps)}
+                        for tid, ps in m.assignment.items()
+                    ]
+                },
+            }
+            for m in g.members.values()
+        ]
+        groups.append(
+            {
+                "error_code": ErrorCode.NONE,
+                "error_message": None,
+                "group_id": group_id,
+                "group_state": g.state.value,
+                "group_epoch": g.group_epoch,
+                "assignment_epoch": g.assignment_epoch,
+                "assignor_name": "simple",
+                "members": members,
+                "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+            }
+        )
+    return {"throttle_time_ms": 0, "groups": groups}
+
+
+# -- share sessions -------------------------------------------------------------------------------------
+
+
+def _session(svc: ShareGroupService, ctx: RequestContext, group_id: str, member_id: str, epoch: int, fetch: bool) -> tuple[ShareSession | None, ErrorCode]:
+    """Kafka's ShareSessionCache rules: 0 opens a session (ShareFetch only), -1 is the last request of
+    one, any other epoch must be the session's next one."""
+    key = (group_id, member_id)
+    if epoch == INITIAL_SESSION_EPOCH:
+        if not fetch:
+            return None, ErrorCode.INVALID_SHARE_SESSION_EPOCH
+        old = svc.sessions.pop(key, None)
+        if old is not None:
+            svc._release_session(old)
+        session = ShareSession(group_id, member_id, ctx.peer)
+        svc.sessions[key] = session
+        return session, ErrorCode.NONE
+    session = svc.sessions.get(key)
+    if session is None:
+        return None, ErrorCode.SHARE_SESSION_NOT_FOUND
+    if epoch == FINAL_SESSION_EPOCH:
+        return session, ErrorCode.NONE
+    if epoch != session.epoch:
+        return None, ErrorCode.INVALID_SHARE_SESSION_EPOCH
+    session.epoch = session.epoch + 1 if session.epoch < 2**31 - 1 else 1
+    session.connection = ctx.peer
+    return session, ErrorCode.NONE
+
+
+def _readable_topics(ctx: RequestContext, svc: ShareGroupService) -> dict[uuid.UUID, str]:
+    """Topic id -> name of the topics the principal may READ; the others answer as unknown ids
+    (Kafka answers TOPIC_AUTHORIZATION_FAILED for them; here they are not served either way)."""
+    names = {tid: name for name, (tid, _) in svc.topics().items()}
+    hidden = auth.denied(ctx, auth.READ, auth.TOPIC, names.values())
+    return {tid: name for tid, name in names.items() if name not in hidden}
+
+
+def _close_session(svc: ShareGroupService, session: ShareSession) -> None:
+    svc.sessions.pop((session.group_id, session.member_id), None)
+    svc._release_session(session)
+
+
+def _leader(p: Partition | None, node_id: int) -> dict[str, int]:
+    return {"leader_id": node_id if p is not None else -1, "leader_epoch": p.leader_epoch if p is not None else -1}
+
+
+def _batches(raw: list[dict]) -> list[AcknowledgementBatch]:
+    return [AcknowledgementBatch(b["first_offset"], b["last_offset"], tuple(b["acknowledge_types"])) for b in raw]
+
+
+def _acknowledge(  # noqa: PLR0913
+    svc: ShareGroupService, names: dict[uuid.UUID, str], group_id: str, member_id: str, topic_id: uuid.UUID,
+    index: int, batches: list[dict], renew: bool = False,
+) -> ErrorCode:
+    name = names.get(topic_id)
+    if name is None:
+        return ErrorCode.UNKNOWN_TOPIC_ID
+    sp = svc.share_partition(group_id, topic_id, name, index)
+    if sp is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    return sp.acknowledge(member_id, _batches(batches), allow_renew=renew)
+
+
+# -- ShareFetch ----------------------------------------------------------------------------------------
+
+
+def _fetch_error(code: ErrorCode, message: str | None = None, lock_ms: int = 0) -> dict[str, Any]:
+    return {
+        "throttle_time_ms": 0,
+        "error_code": code,
+        "error_message": message,
+        "acquisition_lock_timeout_ms": lock_ms,
+        "responses": [],
+        "node_endpoints": [],
+    }
+
+
+@handles(SHARE_FETCH, 1, 2)
+def handle_share_fetch(ctx: RequestContext, request: dict):  # noqa: ANN201
+    svc = service(ctx)
+    group_id = request.get("group_id") or ""
+    member_id = request.get("member_id") or ""
+    epoch = request["share_session_epoch"]
+    if not group_id or not member_id:
+        return _fetch_error(ErrorCode.INVALID_REQUEST, "GroupId and MemberId must be set.")
+    if not auth.authorize(ctx, auth.READ, auth.GROUP, group_id):
+        return _fetch_error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    session, code = _session(svc, ctx, group_id, member_id, epoch, fetch=True)
+    if session is None:
+        return _fetch_error(code)
+    names = _readable_topics(ctx, svc)
+    node_id = ctx.services.node_id
+    # v2 (KIP-1222): a renew-acknowledgement request only renews/acknowledges, it acquires nothing
+    renew = ctx.version >= 2 and bool(request.get("is_renew_ack"))
+    out: dict[tuple[uuid.UUID, int], dict[str, Any]] = {}
+
+    def entry(topic_id: uuid.UUID, index: int, p: Partition | None) -> dict[str, Any]:
+        e = out.get((topic_id, index))
+        if e is None:
+            e = out[(topic_id, index)] = {
+                "partition_index": index,
+                "error_code": ErrorCode.NONE,
+                "error_message": None,
+                "acknowledge_error_code": ErrorCode.NONE,
+                "acknowledge_error_message": None,
+                "current_leader": _leader(p, node_id),
+                "records": b"",
+                "acquired_records": [],
+            }
+        return e
+
+    # acknowledgements first, then the session's partitions change, then records are acquired
+    for t in request["topics"]:
+        for part in t["partitions"]:
+            if part["acknowledgement_batches"]:
+                name = names.get(t["topic_id"])
+                p = _partition(ctx, name, part["partition_index"])
+                e = entry(t["topic_id"], part["partition_index"], p)
+                e["acknowledge_error_code"] = _acknowledge(
+                    svc, names, group_id, member_id, t["topic_id"], part["partition_index"],
+                    part["acknowledgement_batches"], renew,
+                )
+    if epoch == FINAL_SESSION_EPOCH:
+        _close_session(svc, session)
+        return _fetch_response(svc, out)
+    for t in request["topics"]:
+        for part in t["partitions"]:
+            session.partitions.add((t["topic_id"], part["partition_index"]))
+    if renew:
+        return _fetch_response(svc, out)
+    for t in request.get("forgotten_topics_data") or []:
+        for index in t["partitions"]:
+            session.partitions.discard((t["topic_id"], index))
+
+    max_records = request.get("max_records") or 500
+    max_bytes = min(request.get("max_bytes") or MAX_FETCH_BYTES, MAX_FETCH_BYTES)
+    if _acquire_all(svc, ctx, session, names, entry, max_records, max_bytes) or request["max_wait_ms"] <= 0:
+        return _fetch_response(svc, out)
+    return _long_poll(svc, ctx, session, names, entry, out, max_records, max_bytes, request["max_wait_ms"])
+
+
+def _acquire_all(svc, ctx, session, names, entry, max_records: int, max_bytes: int) -> bool:  # noqa: ANN001
+    acquired_any = False
+    for topic_id, index in sorted(session.partitions, key=lambda k: (str(k[0]), k[1])):
+        if max_records <= 0:
+            break
+        name = names.get(topic_id)
+        p = _partition(ctx, name, index)
+        if p is None:
+            entry(topic_id, index, None)["error_code"] = (
+                ErrorCode.UNKNOWN_TOPIC_ID if name is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            )
+            continue
+        sp = svc.share_partition(session.group_id, topic_id, name, index)
+        if sp is None:
+            continue
+        got = _acquire_one(sp, p, session.member_id, max_records, max_bytes)
+        if got is not None:
+            records, acquired = got
+            e = entry(topic_id, index, p)
+            e["records"] = records
+            e["acquired_records"] = [
+                {"first_offset": a.first_offset, "last_offset": a.last_offset, "delivery_count": a.delivery_count}
+                for a in acquired
+            ]
+            max_records -= sum(a.last_offset - a.first_offset + 1 for a in acquired)
+            acquired_any = True
+    return acquired_any
+
+
+def _acquire_one(sp: SharePartition, p: Partition, member_id: str, max_records: int, max_bytes: int):  # noqa: ANN202
+    """Read the log from the share partition's next fetch offset and acquire what it holds."""
+    if p.log_start_offset > sp.start_offset:
+        sp.advance_to_log_start(p.log_start_offset)
+    if not sp.can_acquire():
+        return None
+    offset = sp.next_fetch_offset()
+    hw = p.high_watermark
+    if offset >= hw:
+        return None
+    file_slice = p.log.read(offset, max_bytes, hw)
+    if file_slice is None:
+        return None
+    data = file_slice.read()
+    headers = list(iter_batch_headers(data, verify_crc=False))
+    if not headers:
+        return None
+    last = min(headers[-1].last_offset, hw - 1)
+    acquired = sp.acquire(member_id, offset, last, max_records)
+    if not acquired:
+        return None
+    end = acquired[-1].last_offset
+    # whole batches up to the last acquired offset (the client skips offsets it did not acquire)
+    cut = next((h.end_position for h in headers if h.last_offset >= end), headers[-1].end_position)
+    return bytes(data[:cut]), acquired
+
+
+async def _long_poll(svc, ctx, session, names, entry, out, max_records, max_bytes, max_wait_ms):  # noqa: ANN001, ANN202, PLR0913
+    loop = asyncio.get_running_loop()
+    woken = loop.create_future()
+
+    def wake() -> None:
+        if not woken.done():
+            woken.set_result(None)
+
+    parts = []
+    for topic_id, index in session.partitions:
+        name = names.get(topic_id)
+        p = _partition(ctx, name, index)
+        if p is not None:
+            p.add_data_listener(wake)
+            parts.append(p)
+    # records released by an expiring lock or another member are not appends: poll for them too
+    deadline = loop.time() + max_wait_ms / 1000
+    try:
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            try:
+                await asyncio.wait_for(asyncio.shield(woken), min(remaining, 0.1))
+            except TimeoutError:
+                pass
+            if woken.done():
+                woken = loop.create_future()
+            if (session.group_id, session.member_id) not in svc.sessions:
+                break
+            if _acquire_all(svc, ctx, session, names, entry, max_records, max_bytes):
+                break
+    finally:
+        for p in parts:
+            p.remove_data_listener(wake)
+    return _fetch_response(svc, out)
+
+
+def _fetch_response(svc: ShareGroupService, out: dict[tuple[uuid.UUID, int], dict[str, Any]]) -> dict[str, Any]:
+    by_topic: dict[uuid.UUID, list[dict[str, Any]]] = {}
+    for (topic_id, _), e in out.items():
+        by_topic.setdefault(topic_id, []).append(e)
+    return {
+        "throttle_time_ms": 0,
+        "error_code": ErrorCode.NONE,
+        "error_message": None,
+        "acquisition_lock_timeout_ms": svc.record_lock_duration_ms,
+        "responses": [{"topic_id": t, "partitions": ps} for t, ps in by_topic.items()],
+        "node_endpoints": [],
+    }
+
+
+# -- ShareAcknowledge ----------------------------------------------------------------------------------
+
+
+@handles(SHARE_ACKNOWLEDGE, 1, 2)
+def handle_share_acknowledge(ctx: RequestContext, request: dict) -> dict[str, Any]:
+    svc = service(ctx)
+    group_id = request.get("group_id") or ""
+    member_id = request.get("member_id") or ""
+    epoch = request["share_session_epoch"]
+    base = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "responses": [], "node_endpoints": []}
+    if ctx.version >= 2:
+        base["acquisition_lock_timeout_ms"] = svc.record_lock_duration_ms
+    if not group_id or not member_id:
+        return {**base, "error_code": ErrorCode.INVALID_REQUEST}
+    if not auth.authorize(ctx, auth.READ, auth.GROUP, group_id):
+        return {**base, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
+    session, code = _session(svc, ctx, group_id, member_id, epoch, fetch=False)
+    if session is None:
+        return {**base, "error_code": code}
+    names = _readable_topics(ctx, svc)
+    responses = []
+    for t in request["topics"]:
+        parts = []
+        for part in t["partitions"]:
+            name = names.get(t["topic_id"])
+            p = _partition(ctx, name, part["partition_index"])
+            code = _acknowledge(
+                svc, names, group_id, member_id, t["topic_id"], part["partition_index"],
+                part["acknowledgement_batches"], ctx.version >= 2 and bool(request.get("is_renew_ack")),
+            )
+            parts.append(
+                {
+                    "partition_index": part["partition_index"],
+                    "error_code": code,
+                    "error_message": None,
+                    "current_leader": _leader(p, ctx.services.node_id),
+                }
+            )
+        responses.append({"topic_id": t["topic_id"], "partitions": parts})
+    if epoch == FINAL_SESSION_EPOCH:
+        _close_session(svc, session)
+    return {**base, "responses": responses}
+
+
+# -- DescribeShareGroupOffsets ------------------------------------------------------------------------
+
+
+@handles(DESCRIBE_SHARE_GROUP_OFFSETS, 0, 1)
+def handle_describe_share_group_offsets(ctx: RequestContext, request: dict) -> dict[str, Any]:
+    """The share-partition start offsets of each group (-1 where the group has no state for the
+    partition), and from v1 the lag: records up to the high watermark not yet acknowledged or archived."""
+    svc = service(ctx)
+    topics = svc.topics()
+    by_id = {tid: name for name, (tid, _) in topics.items()}
+    out = []
+    for g in request["groups"]:
+        group_id = g["group_id"]
+        if not auth.authorize(ctx, auth.DESCRIBE, auth.GROUP, group_id):
+            out.append({"group_id": group_id, "topics": [], "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                        "error_message": None})
+            continue
+        wanted = g.get("topics")
+        if wanted is None:  # every topic the group has state for
+            per_topic: dict[str, list[int]] = {}
+            for key in svc.coordinator.keys_of_group(group_id):
+                if key.topic_id in by_id:
+                    per_topic.setdefault(by_id[key.topic_id], []).append(key.partition)
+            wanted = [{"topic_name": name, "partitions": sorted(ps)} for name, ps in sorted(per_topic.items())]
+        topics_out = []
+        for t in wanted:
+            name = t["topic_name"]
+            info = topics.get(name)
+            parts = []
+            for index in t["partitions"]:
+                parts.append(_describe_offset(ctx, svc, group_id, name, info, index))
+            topics_out.append({"topic_name": name, "topic_id": info[0] if info else uuid.UUID(int=0), "partitions": parts})
+        out.append({"group_id": group_id, "topics": topics_out, "error_code": ErrorCode.NONE, "error_message": None})
+    return {"throttle_time_ms": 0, "groups": out}
+
+
+def _describe_offset(ctx, svc, group_id, name, info, index) -> dict[str, Any]:  # noqa: ANN001, PLR0913
+    entry: dict[str, Any] = {"partition_index": index, "start_offset": -1, "leader_epoch": -1, "lag": -1,
+                             "error_code": ErrorCode.NONE, "error_message": None}
+    if info is None or not auth.authorize(ctx, auth.DESCRIBE, auth.TOPIC, name, log_denied=False):
+        entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return entry
+    p = _partition(ctx, name, index)
+    key = SharePartitionKey(group_id, info[0], index)
+    sp = svc.share_partitions.get(key)
+    if sp is None and svc.coordinator.read_state(key) is not None:
+        sp = svc.share_partition(group_id, info[0], name, index)
+    if sp is not None and p is not None:
+        entry.update(start_offset=sp.start_offset, leader_epoch=p.leader_epoch, lag=sp.lag(p.high_watermark))
+    return entry
+
+
+# -- AlterShareGroupOffsets / DeleteShareGroupOffsets -----------------------------------------------
+
+
+def _offsets_group_error(ctx: RequestContext, svc: ShareGroupService, group_id: str, op) -> ErrorCode | None:  # noqa: ANN001
+    """Kafka allows both only on a share group with no members (NON_EMPTY_GROUP otherwise)."""
+    if not auth.authorize(ctx, op, auth.GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
+    g = svc.group(group_id)
+    if g is not None and g.members:
+        return ErrorCode.NON_EMPTY_GROUP
+    return None
+
+
+@handles(ALTER_SHARE_GROUP_OFFSETS, 0, 0)
+def handle_alter_share_group_offsets(ctx: RequestContext, request: dict) -> dict[str, Any]:
+    svc = service(ctx)
+    group_id = request["group_id"]
+    error = _offsets_group_error(ctx, svc, group_id, auth.READ)
+    if error is not None:
+        return {"throttle_time_ms": 0, "error_code": error, "error_message": None, "responses": []}
+    topics = svc.topics()
+    responses = []
+    for t in request["topics"]:
+        name = t["topic_name"]
+        info = topics.get(name)
+        parts = []
+        for part in t["partitions"]:
+            index, offset = part["partition_index"], part["start_offset"]
+            code = ErrorCode.NONE
+            p = _partition(ctx, name, index)
+            if p is None or not auth.authorize(ctx, auth.READ, auth.TOPIC, name):
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                sp = svc.share_partition(group_id, info[0], name, index)
+                if sp is None:
+                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                else:
+                    # -1 is "latest" as kafka-share-groups.sh --reset-offsets --to-latest sends it
+                    target = p.high_watermark if offset < 0 else min(max(offset, p.log_start_offset), p.high_watermark)
+                    sp.reset_start_offset(target)
+            parts.append({"partition_index": index, "error_code": code, "error_message": None})
+        responses.append({"topic_name": name, "topic_id": info[0] if info else uuid.UUID(int=0), "partitions": parts})
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "responses": responses}
+
+
+@handles(DELETE_SHARE_GROUP_OFFSETS, 0, 0)
+def handle_delete_share_group_offsets(ctx: RequestContext, request: dict) -> dict[str, Any]:
+    svc = service(ctx)
+    group_id = request["group_id"]
+    error = _offsets_group_error(ctx, svc, group_id, auth.DELETE)
+    if error is not None:
+        return {"throttle_time_ms": 0, "error_code": error, "error_message": None, "responses": []}
+    topics = svc.topics()
+    responses = []
+    for t in request["topics"]:
+        name = t["topic_name"]
+        info = topics.get(name)
+        code = ErrorCode.NONE
+        if info is None or not auth.authorize(ctx, auth.READ, auth.TOPIC, name):
+            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        else:
+            for key in [k for k in svc.coordinator.keys_of_group(group_id) if k.topic_id == info[0]]:
+                sp = svc.share_partitions.pop(key, None)
+                if sp is not None:
+                    sp.close()
+                svc.coordinator.delete_state(key)
+        responses.append({"topic_name": name, "topic_id": info[0] if info else uuid.UUID(int=0),
+                          "error_code": code, "error_message": None})
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "responses": responses}
+
+
+# -- group configs (IncrementalAlterConfigs, resource type GROUP) ---------------------------------------
+
+
+def alter_group_configs(
+    ctx: RequestContext, group_id: str, ops: list[dict], validate_only: bool
+) -> tuple[ErrorCode, str | None]:
+    if not auth.authorize(ctx, auth.ALTER_CONFIGS, auth.GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, None
+    svc = service(ctx)
+    new = dict(svc.group_configs.get(group_id, {}))
+    for op in ops:
+        key, value, kind = op["name"], op["value"], op.get("config_operation", 0)
+        if key not in SHARE_GROUP_CONFIG_KEYS:
+            return ErrorCode.INVALID_CONFIG, f"Unknown group config name: {key}"
+        if kind == 1 or value is None:
+            new.pop(key, None)
+        elif kind == 0:
+            if key == "share.auto.offset.reset" and value not in ("earliest", "latest"):
+                return ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {key}"
+            new[key] = value
+        else:
+            return ErrorCode.INVALID_CONFIG, f"Config value append is not allowed for config key: {key}"
+    if not validate_only:
+        svc.group_configs[group_id] = new
+    return ErrorCode.NONE, None

@@ -1,0 +1,182 @@
+"""The broker's share-group service: share groups, share sessions and share partitions together.
+
+Kafka splits this between the group coordinator (ShareGroupHeartbeat), the SharePartitionManager
+(ShareFetch/ShareAcknowledge over share sessions) and the share coordinator (durable state). On a
+single pybroker node they live side by side on the event loop:
+
+- ``groups``: ``ShareGroup`` per group id (membership, epochs, simple assignment);
+- ``share_partitions``: ``SharePartition`` per (group, topic id, partition), created on the first fetch
+  from the persisted snapshot or at ``share.auto.offset.reset`` (latest by default, a group config);
+- ``sessions``: the share fetch session per (group, member): its epoch, and which connection holds it,
+  so that closing the connection releases the member's acquired records (as Kafka does);
+- ``coordinator``: ``ShareCoordinator`` over ``__share_group_state``; every state change of a share
+  partition is written there as a snapshot.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pybroker.coordinator.clock import Clock, LoopClock
+from pybroker.coordinator.share.share_coordinator import TOPIC, TOPIC_CONFIGS, ShareCoordinator
+from pybroker.coordinator.share.share_group import ShareGroup, ShareMember
+from pybroker.coordinator.share.share_partition import SharePartition
+from pybroker.coordinator.share.state_records import SharePartitionKey, ShareSnapshot
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pybroker.coordinator.services import CoordinatorServices
+    from pybroker.metadata.image import MetadataImage
+
+log = logging.getLogger(__name__)
+
+SHARE_GROUP_CONFIG_KEYS = ("share.auto.offset.reset", "share.record.lock.duration.ms", "share.delivery.count.limit")
+INITIAL_SESSION_EPOCH = 0
+FINAL_SESSION_EPOCH = -1
+
+
+@dataclass
+class ShareSession:
+    """Kafka's ShareSession: the epoch the next request must carry and the partitions it fetches."""
+
+    group_id: str
+    member_id: str
+    connection: str
+    epoch: int = 1
+    partitions: set[tuple[uuid.UUID, int]] = field(default_factory=set)
+
+
+class ShareGroupService:
+    def __init__(
+        self, services: CoordinatorServices, metadata_image: Callable[[], MetadataImage], clock: Clock | None = None
+    ) -> None:
+        from pybroker.coordinator.offsets_topic import InternalTopic
+
+        self.services = services
+        self.metadata_image = metadata_image
+        self.clock = clock or LoopClock()
+        c = services.config
+        self.heartbeat_interval_ms = max(
+            c.get("group.share.heartbeat.interval.ms"), c.get("group.share.min.heartbeat.interval.ms")
+        )
+        self.session_timeout_ms = max(c.get("group.share.session.timeout.ms"), c.get("group.share.min.session.timeout.ms"))
+        self.record_lock_duration_ms = c.get("group.share.record.lock.duration.ms")
+        self.delivery_count_limit = c.get("group.share.delivery.count.limit")
+        self.max_record_locks = c.get("group.share.partition.max.record.locks")
+        topic = InternalTopic(services, TOPIC, c.get("share.coordinator.state.topic.num.partitions"), TOPIC_CONFIGS)
+        self.coordinator = ShareCoordinator(topic)
+        self.coordinator.load()
+        self.groups: dict[str, ShareGroup] = {}
+        self.share_partitions: dict[SharePartitionKey, SharePartition] = {}
+        self.sessions: dict[tuple[str, str], ShareSession] = {}
+        # Group configs set with IncrementalAlterConfigs (resource type GROUP).
+        self.group_configs: dict[str, dict[str, str]] = {}
+
+    # -- groups -------------------------------------------------------------------------------------
+
+    def group(self, group_id: str, create: bool = False) -> ShareGroup | None:
+        g = self.groups.get(group_id)
+        if g is None and create:
+            g = ShareGroup(
+                group_id,
+                self.clock,
+                heartbeat_interval_ms=self.heartbeat_interval_ms,
+                session_timeout_ms=self.session_timeout_ms,
+                on_member_removed=self._member_removed,
+            )
+            self.groups[group_id] = g
+        return g
+
+    def list_entries(self, states: list[str] | None, types: list[str] | None) -> list[dict[str, Any]]:
+        """ListGroups rows: a share group's protocol type and group type are both "share" (as Kafka's)."""
+        if types and "share" not in {t.lower() for t in types}:
+            return []
+        wanted = {s.lower() for s in states} if states else None
+        return [
+            {"group_id": g.group_id, "protocol_type": "share", "group_state": g.state.value, "group_type": "share"}
+            for g in self.groups.values()
+            if wanted is None or g.state.value.lower() in wanted
+        ]
+
+    def topics(self) -> dict[str, tuple[uuid.UUID, int]]:
+        image = self.metadata_image()
+        return {
+            name: (t.topic_id, t.num_partitions)
+            for name, t in image.topics_by_name.items()
+            if not t.internal and not name.startswith("__")
+        }
+
+    def _member_removed(self, group: ShareGroup, member: ShareMember) -> None:
+        session = self.sessions.pop((group.group_id, member.member_id), None)
+        if session is not None:
+            self._release_session(session)
+
+    # -- share partitions ---------------------------------------------------------------------------
+
+    def share_partition(self, group_id: str, topic_id: uuid.UUID, topic: str, index: int) -> SharePartition | None:
+        key = SharePartitionKey(group_id, topic_id, index)
+        sp = self.share_partitions.get(key)
+        if sp is not None:
+            return sp
+        p = self.services.partition(topic, index)
+        if p is None:
+            return None
+        kwargs: dict[str, Any] = {
+            "delivery_count_limit": int(self._group_config(group_id, "share.delivery.count.limit", self.delivery_count_limit)),
+            "record_lock_duration_ms": int(
+                self._group_config(group_id, "share.record.lock.duration.ms", self.record_lock_duration_ms)
+            ),
+            "max_in_flight_records": self.max_record_locks,
+            "on_state_change": lambda s, k=key: self._persist(k, s),
+        }
+        snap = self.coordinator.read_state(key)
+        if snap is not None:
+            start = max(snap.start_offset, p.log_start_offset)
+            sp = SharePartition.from_state(group_id, topic, index, start, snap.state_batches, self.clock, **kwargs)
+            sp.state_epoch = snap.state_epoch
+        else:
+            reset = self._group_config(group_id, "share.auto.offset.reset", "latest")
+            start = p.log_start_offset if reset == "earliest" else p.high_watermark
+            sp = SharePartition(group_id, topic, index, start, self.clock, **kwargs)
+            self._persist(key, sp)  # InitializeShareGroupState: the start offset is fixed from now on
+        self.share_partitions[key] = sp
+        return sp
+
+    def _group_config(self, group_id: str, key: str, default: Any) -> Any:
+        return self.group_configs.get(group_id, {}).get(key, default)
+
+    def _persist(self, key: SharePartitionKey, sp: SharePartition) -> None:
+        snap = ShareSnapshot(0, sp.state_epoch, 0, sp.start_offset, tuple(sp.state_batches()))
+        try:
+            self.coordinator.write_state(key, snap)
+        except RuntimeError as exc:  # the state topic's partition is not open (shutting down)
+            log.warning("could not write the share state of %s: %s", key, exc)
+
+    # -- share sessions -----------------------------------------------------------------------------
+
+    def release_member(self, group_id: str, member_id: str) -> int:
+        released = 0
+        for key, sp in self.share_partitions.items():
+            if key.group_id == group_id:
+                released += sp.release_acquired_records(member_id)
+        return released
+
+    def _release_session(self, session: ShareSession) -> None:
+        n = self.release_member(session.group_id, session.member_id)
+        if n:
+            log.info("released %d records of share group %s member %s", n, session.group_id, session.member_id)
+
+    def connection_closed(self, connection: str) -> None:
+        """A client connection closed: its share sessions end and their acquired records are released."""
+        for key, session in list(self.sessions.items()):
+            if session.connection == connection:
+                del self.sessions[key]
+                self._release_session(session)
+
+    def close(self) -> None:
+        for sp in self.share_partitions.values():
+            sp.close()
