@@ -45,6 +45,7 @@ from pybroker.storage.errors import LogDirLockedError, StorageError, io_failure
 from pybroker.storage.manager import remove_directories
 
 if TYPE_CHECKING:
+    from pybroker.cluster_mode import ClusterMode
     from pybroker.config import BrokerConfig
 
 log = logging.getLogger(__name__)
@@ -177,13 +178,21 @@ class Broker:
         listeners = {
             e.listener_name: config.advertised_host_port(e.listener_name) for e in config.advertised_endpoints
         }
-        self.metadata_publisher = LocalMetadataPublisher(
-            self.metadata,
-            self.replica_manager.get_partition,
-            BrokerRegistration(
-                self.node_id, self.advertised_host, self.advertised_port, None, MappingProxyType(listeners)
-            ),
-        )
+        self.cluster: ClusterMode | None = None
+        if config.get("zookeeper.connect"):
+            # Cluster mode: the image is ZooKeeper's (brokers, controller, every topic's replicas).
+            from pybroker.cluster_mode import ClusterMode
+
+            self.cluster = ClusterMode(self)
+            self.metadata_publisher = self.cluster.publisher
+        else:
+            self.metadata_publisher = LocalMetadataPublisher(
+                self.metadata,
+                self.replica_manager.get_partition,
+                BrokerRegistration(
+                    self.node_id, self.advertised_host, self.advertised_port, None, MappingProxyType(listeners)
+                ),
+            )
         self.metadata.topic_listener = self.metadata_publisher.topic_changed
         self.metadata_cache = TopicMetadataCache()  # encoded Metadata topic entries
         self.metadata_publisher.listeners.append(self.metadata_cache.invalidate)
@@ -238,6 +247,8 @@ class Broker:
         await self.group_coordinator.start()
         self.transaction_coordinator = await start_transaction_coordinator(self)
         self.replica_manager.transaction_verifier = self.transaction_coordinator
+        if self.cluster is not None:
+            await self.cluster.start()
         if self.config.get("metrics.listener") or self.config.get("console.listener"):
             from pybroker.metrics.http import HttpEndpoints  # imports aiohttp: only when asked for
 
@@ -275,6 +286,8 @@ class Broker:
             conn.close("broker shutting down")
         for t in self._tasks:
             t.cancel()
+        if self.cluster is not None:
+            await self.cluster.stop()
         if self.transaction_coordinator is not None:
             await self.transaction_coordinator.stop()
         if self._http is not None:
@@ -373,6 +386,8 @@ class Broker:
         self.metadata_publisher.topic_changed(rec.name)  # a partition (re)registered
         p.min_insync_replicas = self._min_insync_replicas(rec) if min_isr is None else min_isr
         p.replica_lag_time_max_ms = self.config.replica_lag_time_max_ms
+        if self.cluster is not None and rec.name not in _cluster_local_topics():
+            self.cluster.prepare_partition(p)
         return p
 
     def _min_insync_replicas(self, rec: TopicRecord) -> int:
@@ -436,10 +451,23 @@ class Broker:
         *,
         validate_only: bool = False,
         timeout_ms: int | None = None,
+        replication_factor: int = 1,
+        assignments: dict[int, list[int]] | None = None,
     ) -> TopicRecord | None:
         """CreateTopics: the partitions' files are made in an executor thread, so a topic with
         thousands of partitions does not stall other clients; the topic becomes visible (metadata,
         partitions) only once every log exists."""
+        if self.cluster is not None:
+            kept = self.check_new_topic(name, num_partitions, configs)
+            return await self.cluster.create_topic(
+                name,
+                num_partitions,
+                kept,
+                replication_factor=replication_factor,
+                assignments=assignments,
+                validate_only=validate_only,
+                timeout_ms=timeout_ms,
+            )
         if validate_only:
             self.check_new_topic(name, num_partitions, configs)
             return None
@@ -538,6 +566,9 @@ class Broker:
             # Kafka's AutoTopicCreationManager gives it the coordinator's partitions and configs.
             self.group_coordinator.ensure_offsets_topic()
             return self.metadata.topics.get(name)
+        if self.cluster is not None:
+            self.cluster.auto_create_topic(name)
+            return None
         try:
             return self.create_topic(name, self.config.num_partitions, {})
         except KafkaError:
@@ -573,6 +604,9 @@ class Broker:
     ) -> None:
         """DeleteTopics: waits for any CreateTopics/CreatePartitions of the topic in progress;
         ``topic_id``, when the request named the topic by id, must still be the topic's id then."""
+        if self.cluster is not None:
+            await self.cluster.delete_topic(name, topic_id, timeout_ms)
+            return
         async with self.topic_locks.hold(name, timeout_ms):
             rec = self.metadata.topics.get(name)
             if topic_id is not None and (rec is None or rec.topic_id != topic_id):
@@ -580,8 +614,19 @@ class Broker:
             self.delete_topic(name)
 
     async def add_partitions(
-        self, name: str, total: int, *, validate_only: bool = False, timeout_ms: int | None = None
+        self,
+        name: str,
+        total: int,
+        *,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+        assignments: list[list[int]] | None = None,
     ) -> None:
+        if self.cluster is not None:
+            await self.cluster.add_partitions(
+                name, total, assignments=assignments, validate_only=validate_only, timeout_ms=timeout_ms
+            )
+            return
         if validate_only:
             self._check_new_partition_count(name, total)
             return
@@ -682,6 +727,12 @@ class Broker:
 
     def new_topic_id(self) -> uuid.UUID:
         return uuid.uuid4()
+
+
+def _cluster_local_topics() -> frozenset[str]:
+    from pybroker.cluster_mode import LOCAL_TOPICS
+
+    return LOCAL_TOPICS
 
 
 def _ssl_factories(config: BrokerConfig) -> dict[str, ServerSslFactory]:
