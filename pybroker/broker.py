@@ -225,7 +225,8 @@ class Broker:
         log_manager.lock_dirs()
         self.log_manager = log_manager
         raise_open_file_limit()  # as Kafka's launch scripts advise: one fd per connection and segment file
-        self.cluster_id = broker_config.ensure_meta_properties(self.config)
+        zk_cluster_id = await self.cluster.connect() if self.cluster is not None else None
+        self.cluster_id = broker_config.ensure_meta_properties(self.config, zk_cluster_id)
         self.metadata_publisher.set_cluster_id(self.cluster_id)
         self.metadata.load()
         self.metadata.ensure_reserve()

@@ -23,6 +23,7 @@ broker for now (not replicated): see ``LOCAL_TOPICS``.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 import uuid
@@ -58,6 +59,7 @@ log = logging.getLogger(__name__)
 LOCAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 # How often an admin request re-reads the image while it waits for the controller's result.
 ADMIN_POLL_S = 0.05
+CLUSTER_ID_PATH = "/cluster/id"
 
 
 class ZkMetadataPublisher:
@@ -122,6 +124,20 @@ class ZkMetadataPublisher:
         )
 
 
+def _get_or_create_cluster_id(kazoo: Any) -> str:
+    """Kafka's KafkaZkClient.getClusterId / createOrGetClusterId: {"version":"1","id":...} at /cluster/id."""
+    from kazoo.exceptions import NodeExistsError
+
+    from pybroker.config import random_kafka_uuid
+
+    try:
+        kazoo.create(CLUSTER_ID_PATH, json.dumps({"version": "1", "id": random_kafka_uuid()}).encode(), makepath=True)
+    except NodeExistsError:
+        pass
+    data, _ = kazoo.get(CLUSTER_ID_PATH)
+    return str(json.loads(data)["id"])
+
+
 def _name_uuid(name: str) -> uuid.UUID:
     return uuid.uuid5(uuid.NAMESPACE_URL, "pybroker-topic:" + name)
 
@@ -160,10 +176,18 @@ class ClusterMode:
         self._ready = asyncio.Event()
 
     # -- lifecycle -------------------------------------------------------------------------
-    async def start(self) -> None:
+    async def connect(self) -> str:
+        """Open the ZooKeeper session and return the cluster's id (/cluster/id, made by the first
+        broker ever to start), before the log directories are checked against it."""
         host, port = self.config.advertised_host_port(self.listener_name)
         self.membership = ZkClusterMembership.from_config(self.config, self, host=host, port=port)
         self.alter_partition = AlterIsrManager(self.membership.loader.alter_isr)
+        zk = self.membership.zk
+        await asyncio.to_thread(zk.start)
+        return await asyncio.to_thread(zk.call, _get_or_create_cluster_id, zk.kazoo)
+
+    async def start(self) -> None:
+        assert self.membership is not None and self.alter_partition is not None, "connect() first"
         for p in self.broker.replica_manager.all_partitions():
             p.alter_partition = self.alter_partition
         await self.membership.start()

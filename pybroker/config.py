@@ -1307,9 +1307,11 @@ def random_kafka_uuid() -> str:
             return text
 
 
-def ensure_meta_properties(config: BrokerConfig) -> str:
+def ensure_meta_properties(config: BrokerConfig, cluster_id_of_cluster: str | None = None) -> str:
     """Check or create `<dir>/meta.properties` in every log dir, the way `kafka-storage format` lays it out;
-    returns the cluster id. A stored node id or cluster id that disagrees stops start-up (ConfigError)."""
+    returns the cluster id. A stored node id or cluster id that disagrees stops start-up (ConfigError).
+    ``cluster_id_of_cluster``: in cluster mode, ZooKeeper's /cluster/id, which new directories take and
+    existing ones must hold (Kafka's InconsistentClusterIdException otherwise)."""
     existing: dict[Path, dict[str, str]] = {}
     for d in map(Path, config.log_dirs):
         path = d / META_PROPERTIES
@@ -1319,7 +1321,13 @@ def ensure_meta_properties(config: BrokerConfig) -> str:
     if len(cluster_ids) > 1:
         detail = ", ".join(f"{d}: {p['cluster.id']}" for d, p in existing.items())
         raise ConfigError("log.dirs", f"log directories belong to different clusters ({detail})")
-    cluster_id = cluster_ids.pop() if cluster_ids else random_kafka_uuid()
+    cluster_id = cluster_ids.pop() if cluster_ids else (cluster_id_of_cluster or random_kafka_uuid())
+    if cluster_id_of_cluster is not None and cluster_id != cluster_id_of_cluster:
+        raise ConfigError(
+            "log.dirs",
+            f"The cluster id {cluster_id_of_cluster} in ZooKeeper does not match the stored cluster id "
+            f"{cluster_id} in meta.properties: the log directories belong to another cluster",
+        )
     for d in map(Path, config.log_dirs):
         if d in existing:
             continue

@@ -336,6 +336,7 @@ class KafkaController:
         # New partitions without state, and partitions whose leader is gone.
         await self._initialize_new_partitions()
         await self._elect_offline_partitions()
+        await self._remove_offline_replicas_from_isr()
         await self._resume_reassignments()
         await self._topic_deletion()
         await self._reassign_znode()
@@ -468,6 +469,17 @@ class KafkaController:
         if state is not None:
             logger.info("controller %d: %s-%d leader %d epoch %d isr %s", self.broker_id, tp[0], tp[1],
                         state.leader, state.leader_epoch, list(state.isr))
+
+    async def _remove_offline_replicas_from_isr(self) -> None:
+        """Kafka's ReplicaStateMachine.startup: replicas on brokers that are not registered go
+        OfflineReplica, which takes them out of the ISR.  A controller elected after brokers died
+        (the old controller among them) never saw them leave; without this an idle partition's ISR
+        would keep them (a leader shrinks only followers that fall behind its log end)."""
+        live = set(self.live_brokers)
+        for tp, state in list(self.states.items()):
+            for broker in state.isr:
+                if broker not in live and broker != state.leader:
+                    await self._remove_from_isr(tp, broker)
 
     async def _remove_from_isr(self, tp: TopicPartition, broker_id: int) -> None:
         """OfflineReplica: a follower leaves the ISR (leader epoch + 1, as Kafka's removeReplicasFromIsr)."""
