@@ -2,6 +2,8 @@
 
 pytest compat_tests                         # starts pybroker once per session
 pytest compat_tests --broker kafka          # starts Apache Kafka (compat_tests/reference)
+pytest compat_tests --broker kafka-cluster  # 3 Apache Kafka KRaft nodes, topics RF 3 (reference/kafka_cluster.py)
+pytest compat_tests --broker pybroker-cluster  # ZooKeeper + 3 pybroker brokers (compat_tests/pybroker_cluster.py)
 pytest compat_tests --bootstrap HOST:PORT   # an already-running broker of any kind
 pytest compat_tests --clients confluent,java
 pytest compat_tests --full                  # plus the heavy variants (see FULL_HELP)
@@ -9,6 +11,7 @@ pytest compat_tests --full                  # plus the heavy variants (see FULL_
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -18,6 +21,13 @@ import pytest
 from compat_tests.brokers import PyBroker
 from compat_tests.clients.registry import CLIENT_NAMES, make_client
 from compat_tests.scenarios.support import NOT_EXPRESSIBLE_LOG
+
+# The replicated brokers: 3 nodes, default.replication.factor 3, min.insync.replicas 2.
+CLUSTER_BROKERS = ("kafka-cluster", "pybroker-cluster")
+
+# Brokers started for the scenarios run the codec strictly (codec.strict_field_names): a handler's
+# misspelt field name fails the scenario instead of being encoded as the default.
+os.environ.setdefault("PYBROKER_STRICT_CODEC", "1")
 
 FULL_HELP = (
     "also run the heavy variants the default run leaves out for time (tests marked 'full'): "
@@ -32,7 +42,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--broker",
         default="pybroker",
-        choices=["pybroker", "kafka"],
+        choices=["pybroker", "kafka", *CLUSTER_BROKERS],
         help="broker to start when --bootstrap is not given",
     )
     group.addoption(
@@ -65,10 +75,19 @@ def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         yield None
         return
     workdir = tmp_path_factory.mktemp("broker")
-    if request.config.getoption("--broker") == "kafka":
+    kind = request.config.getoption("--broker")
+    if kind == "kafka":
         from compat_tests.reference.apache_kafka import ApacheKafka
 
         launcher: Any = ApacheKafka(workdir)
+    elif kind == "kafka-cluster":
+        from compat_tests.reference.kafka_cluster import ApacheKafkaCluster
+
+        launcher = ApacheKafkaCluster(workdir, nodes=3)
+    elif kind == "pybroker-cluster":
+        from compat_tests.pybroker_cluster import PyBrokerCluster
+
+        launcher = PyBrokerCluster(workdir, nodes=3)
     else:
         launcher = PyBroker(workdir)
     launcher.start()
@@ -96,12 +115,19 @@ def unique_topic(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def make_topic(admin: Any, bootstrap: str, unique_topic: str) -> Callable[..., str]:
-    """Create a fresh topic (``unique_topic`` plus an optional suffix) and return its name."""
+def make_topic(
+    request: pytest.FixtureRequest, admin: Any, bootstrap: str, unique_topic: str
+) -> Callable[..., str]:
+    """Create a fresh topic (``unique_topic`` plus an optional suffix) and return its name.
+
+    Against a cluster the topic takes the broker's default replication factor (3), not 1."""
+    replication = -1 if request.config.getoption("--broker") in CLUSTER_BROKERS else 1
 
     def create(suffix: str = "", *, partitions: int = 1, configs: dict[str, str] | None = None) -> str:
         name = unique_topic + suffix
-        admin.create_topic(bootstrap, name, partitions=partitions, configs=configs)
+        admin.create_topic(
+            bootstrap, name, partitions=partitions, configs=configs, replication_factor=replication
+        )
         return name
 
     return create

@@ -326,9 +326,9 @@ class KafkaConnection(asyncio.Protocol):
             )
         if handler is None:
             raise CloseConnection(f"unknown api key {header.api_key}")
-        if not (handler.min_version <= version <= handler.max_version) and (
-            handler.advertised_min is None or not handler.advertised_min <= version <= handler.max_version
-        ):
+        if not handler.min_version <= version <= handler.max_version:
+            # Also a version advertised below the implemented minimum (Produce v0-2, KAFKA-18659):
+            # Kafka's Processor.parseRequestHeader refuses it (UnsupportedVersionException, closed).
             raise CloseConnection(
                 f"unsupported version {version} of api key {header.api_key} "
                 f"(supported {handler.min_version}-{handler.max_version})"

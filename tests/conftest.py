@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
 
 from pybroker.controller.zookeeper_server import ZooKeeperServer
+
+# The tests run the codec strictly (codec.strict_field_names): a handler that names a field its message
+# does not declare fails the test instead of encoding a default.  In the environment, it reaches the
+# broker processes the tests start too.
+os.environ.setdefault("PYBROKER_STRICT_CODEC", "1")
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ BODIES = {
 def _request_header(api_key: int, version: int, correlation_id: int) -> bytes:
     client_id = b"every-api-version"
     head = struct.pack(">hhih", api_key, version, correlation_id, len(client_id)) + client_id
-    if version in REQUESTS[api_key].flexible_versions:
+    if REQUESTS[api_key].supports(version) and version in REQUESTS[api_key].flexible_versions:
         head += b"\x00"  # empty tagged-field section of request header v2
     return head
 
@@ -36,10 +36,47 @@ def bootstrap(tmp_path_factory):
 
 
 def advertised() -> list[tuple[int, int]]:
+    """Every advertised (api key, version) the broker implements."""
     from pybroker.apis.api_versions import advertised_api_keys
 
-    load_all()
-    return [(k["api_key"], v) for k in advertised_api_keys() for v in range(k["min_version"], k["max_version"] + 1)]
+    handlers = load_all()
+    return [
+        (k["api_key"], v)
+        for k in advertised_api_keys()
+        for v in range(k["min_version"], k["max_version"] + 1)
+        if v >= handlers[k["api_key"]].min_version
+    ]
+
+
+def advertised_only() -> list[tuple[int, int]]:
+    """Versions advertised but not implemented, as Kafka 4 does for Produce v0-2 (KAFKA-18659)."""
+    handlers = load_all()
+    return [
+        (h.api_key, v)
+        for h in handlers.values()
+        if h.advertised_min is not None
+        for v in range(h.advertised_min, h.min_version)
+    ]
+
+
+def test_produce_v0_to_v2_are_advertised_but_not_implemented():
+    assert advertised_only() == [(0, 0), (0, 1), (0, 2)]
+
+
+@pytest.mark.parametrize("api_key,version", advertised_only())
+def test_advertised_but_removed_versions_close_the_connection(bootstrap, api_key, version):
+    """Kafka's Processor refuses a version its ApiKeys no longer has (UnsupportedVersionException) and
+    closes the connection; a v2 Produce body is well-formed, so nothing but the version is at fault."""
+    host, port = split_bootstrap(bootstrap)
+    body = struct.pack(">hii", 1, 1000, 0)  # acks, timeout, no topics: the v0-2 layout
+    payload = _request_header(api_key, version, 7) + body
+    with socket.create_connection((host, port), timeout=10) as s:
+        s.sendall(struct.pack(">i", len(payload)) + payload)
+        try:
+            data = s.recv(4)
+        except ConnectionResetError:
+            data = b""
+        assert data == b"", f"answered instead of closing: {data!r}"
 
 
 @pytest.mark.parametrize("api_key,version", advertised())

@@ -296,10 +296,18 @@ class ConfluentClient:
             raise _raise_from(exc) from exc
 
     def create_topic(
-        self, bootstrap: str, topic: str, *, partitions: int = 1, configs: dict[str, str] | None = None
+        self,
+        bootstrap: str,
+        topic: str,
+        *,
+        partitions: int = 1,
+        configs: dict[str, str] | None = None,
+        replication_factor: int = 1,
     ) -> None:
+        """``replication_factor=-1``: the broker's default.replication.factor (the compat fixtures'
+        topics on a cluster)."""
         new_topic = NewTopic(
-            topic, num_partitions=partitions, replication_factor=1, config=dict(configs or {})
+            topic, num_partitions=partitions, replication_factor=replication_factor, config=dict(configs or {})
         )
         self._call(bootstrap, lambda admin: admin.create_topics([new_topic], operation_timeout=TIMEOUT_S))
 

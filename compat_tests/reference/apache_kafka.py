@@ -143,6 +143,7 @@ class ApacheKafka:
         self.controller_port: int | None = None
         self.bootstrap: str = ""
         self._process: subprocess.Popen[bytes] | None = None
+        self.cluster_id: str | None = None  # the nodes of one cluster share it (kafka_cluster.py)
 
     @property
     def pid(self) -> int:
@@ -264,7 +265,7 @@ class ApacheKafka:
             return  # formatted by an earlier start: keep the data (restart scenarios)
         # kafka-storage.sh is a short tool: the small profile whatever the broker's JVM.
         command = self._java(
-            classpath, "kafka.tools.StorageTool", "format", "-t", random_kafka_uuid(), "-c", str(config),
+            classpath, "kafka.tools.StorageTool", "format", "-t", self.cluster_id or random_kafka_uuid(), "-c", str(config),
             jvm=CONSTRAINED,
         )  # fmt: skip
         result = subprocess.run(command, capture_output=True, text=True, timeout=120)

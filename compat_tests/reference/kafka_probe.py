@@ -65,3 +65,79 @@ def broker_count(host: str, port: int, timeout_s: float = 2.0) -> int:
         offset = 4 if version >= 3 else 0  # throttle_time_ms
         (count,) = struct.unpack_from(">i", response, offset)
         return count
+
+
+def _skip_string(data: bytes, offset: int) -> int:
+    (length,) = struct.unpack_from(">h", data, offset)
+    return offset + 2 + max(length, 0)
+
+
+def broker_ids(host: str, port: int, timeout_s: float = 2.0) -> set[int]:
+    """The node ids a Metadata response lists (KRaft lists only registered, unfenced brokers)."""
+    with socket.create_connection((host, port), timeout=timeout_s) as sock:
+        version = _metadata_version(_request(sock, API_VERSIONS, 0, 1, b""))
+        body = struct.pack(">i", 0)  # an empty topic list: brokers only
+        if version >= 4:
+            body += b"\x00"
+        response = _request(sock, METADATA, version, 2, body)
+        offset = 4 if version >= 3 else 0
+        (count,) = struct.unpack_from(">i", response, offset)
+        offset += 4
+        ids = set()
+        for _ in range(count):
+            (node_id,) = struct.unpack_from(">i", response, offset)
+            offset = _skip_string(response, offset + 4)  # host
+            offset += 4  # port
+            offset = _skip_string(response, offset)  # rack (v1+)
+            ids.add(node_id)
+        return ids
+
+
+def _read_string(data: bytes, offset: int) -> tuple[str | None, int]:
+    (length,) = struct.unpack_from(">h", data, offset)
+    if length < 0:
+        return None, offset + 2
+    return data[offset + 2 : offset + 2 + length].decode(), offset + 2 + length
+
+
+def _read_int32s(data: bytes, offset: int) -> tuple[list[int], int]:
+    (count,) = struct.unpack_from(">i", data, offset)
+    count = max(count, 0)
+    return list(struct.unpack_from(f">{count}i", data, offset + 4)), offset + 4 + 4 * count
+
+
+def partition_states(host: str, port: int, topic: str, timeout_s: float = 2.0) -> dict[int, dict[str, object]]:
+    """One broker's view of ``topic``: {partition: {leader, leader_epoch, replicas, isr, error}}
+    (Metadata v7, the first version with the leader epoch; {} when the broker does not know the topic)."""
+    with socket.create_connection((host, port), timeout=timeout_s) as sock:
+        if _metadata_version(_request(sock, API_VERSIONS, 0, 1, b"")) < 7:
+            raise ProbeError("broker offers no Metadata v7")
+        name = topic.encode()
+        body = struct.pack(">ih", 1, len(name)) + name + b"\x00"  # one topic, no auto-creation
+        response = _request(sock, METADATA, 7, 2, body)
+    offset = 4  # throttle_time_ms
+    (brokers,) = struct.unpack_from(">i", response, offset)
+    offset += 4
+    for _ in range(brokers):
+        offset = _skip_string(response, offset + 4)
+        offset = _skip_string(response, offset + 4)
+    offset = _skip_string(response, offset)  # cluster id
+    offset += 4  # controller id
+    (topics,) = struct.unpack_from(">i", response, offset)
+    offset += 4
+    states: dict[int, dict[str, object]] = {}
+    for _ in range(topics):
+        (topic_error,) = struct.unpack_from(">h", response, offset)
+        found, offset = _read_string(response, offset + 2)
+        offset += 1  # is_internal
+        (partitions,) = struct.unpack_from(">i", response, offset)
+        offset += 4
+        for _ in range(max(partitions, 0)):
+            error, index, leader, epoch = struct.unpack_from(">hiii", response, offset)
+            replicas, offset = _read_int32s(response, offset + 14)
+            isr, offset = _read_int32s(response, offset)
+            _, offset = _read_int32s(response, offset)  # offline replicas
+            if found == topic and topic_error == 0:
+                states[index] = {"leader": leader, "leader_epoch": epoch, "replicas": replicas, "isr": isr,
+                                 "error": error}  # fmt: skip
+    return states

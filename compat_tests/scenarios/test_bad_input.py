@@ -78,6 +78,13 @@ CASES = [
         "closed",
     ),
     Case("version-below-minimum", _below_minimum, "closed"),
+    # Produce v2: advertised (the range starts at 0 for librdkafka's sake, KAFKA-18659) but removed in
+    # Kafka 4.0; a well-formed v2 body (acks, timeout, no topics) is still refused by closing.
+    Case(
+        "produce-v2-advertised-but-removed",
+        lambda _r: encode_request(PRODUCE_KEY, 2, 44, body=struct.pack(">hii", 1, 1000, 0)),
+        "closed",
+    ),
     # ApiVersions at an unknown version, header v1: Kafka reads every version above its maximum
     # as flexible (header v2), so the missing tagged-field section is a parse error.
     Case("api-versions-too-new-with-header-v1", lambda _r: encode_request(API_VERSIONS_KEY, 127, 99), "closed"),

@@ -67,7 +67,7 @@ def _validate_new_topic(ctx: RequestContext, t: dict) -> tuple[int, dict[str, st
     return n, configs
 
 
-@handles(19, 0, 7)
+@handles(19, 2, 7)
 async def handle_create_topics(ctx: RequestContext, request: dict) -> dict:
     b = ctx.broker
     validate_only = request.get("validate_only", False)
@@ -150,7 +150,7 @@ async def handle_create_topics(ctx: RequestContext, request: dict) -> dict:
     return {"throttle_time_ms": 0, "topics": results}
 
 
-@handles(20, 0, 6)
+@handles(20, 1, 6)
 async def handle_delete_topics(ctx: RequestContext, request: dict) -> dict:
     b = ctx.broker
     if ctx.version >= 6:

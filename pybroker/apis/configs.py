@@ -29,8 +29,6 @@ def _entry(e, version: int, include_synonyms: bool, include_docs: bool) -> dict:
         "config_type": e.config_type,
         "documentation": e.documentation if include_docs else None,
     }
-    if version == 0:  # v1 replaced IsDefault with ConfigSource
-        entry["is_default"] = e.is_default
     return entry
 
 
@@ -63,7 +61,7 @@ def _is_int(text: str) -> bool:
     return True
 
 
-@handles(32, 0, 4)
+@handles(32, 1, 4)
 def handle_describe_configs(ctx: RequestContext, request: dict) -> dict:
     b = ctx.broker
     include_synonyms = request.get("include_synonyms", False)

@@ -54,7 +54,7 @@ def handle_consumer_group_heartbeat(ctx: RequestContext, request: dict):  # noqa
     return response if wait is None else _after(wait, response)
 
 
-@handles(CONSUMER_GROUP_DESCRIBE, 0, 0)
+@handles(CONSUMER_GROUP_DESCRIBE, 0, 1)
 def handle_consumer_group_describe(ctx: RequestContext, request: dict) -> dict[str, Any]:
     coordinator = _coordinator(ctx)
     include_ops = bool(request.get("include_authorized_operations"))

@@ -127,7 +127,9 @@ def _session_error(e: SessionError) -> dict:
     return {"throttle_time_ms": 0, "error_code": e.code, "session_id": 0, "responses": []}
 
 
-@handles(1, 4, 16)
+# v17 (KIP-853) and v18 (KIP-1166: a follower's high watermark, tagged) change nothing a consumer
+# sends or reads; the response is the same from v16.
+@handles(1, 4, 18)
 def handle_fetch(ctx: RequestContext, request: dict):
     replica_id = (
         request["replica_state"]["replica_id"] if ctx.version >= 15 else request.get("replica_id", -1)

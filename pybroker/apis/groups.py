@@ -8,8 +8,10 @@ awaitable), which mutes the member's connection meanwhile, as Kafka does.
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Awaitable
+import uuid
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from pybroker.apis import RequestContext, handles
@@ -224,7 +226,17 @@ def handle_leave_group(ctx: RequestContext, request: dict) -> dict:
 
 
 # -- admin views --------------------------------------------------------------------------------------
-@handles(DESCRIBE_GROUPS, 0, 5)
+def _not_found(described: dict) -> bool:
+    """The coordinator's answer for a group it does not have: Dead, no error, no members."""
+    return (
+        described["error_code"] == ErrorCode.NONE
+        and described["group_state"] == "Dead"  # GroupState.DEAD
+        and not described["members"]
+        and not described["protocol_type"]
+    )
+
+
+@handles(DESCRIBE_GROUPS, 0, 6)
 def handle_describe_groups(ctx: RequestContext, request: dict) -> dict:
     coordinator = _coordinator(ctx)
     include_ops = ctx.version >= 3 and request.get("include_authorized_operations", False)
@@ -241,6 +253,15 @@ def handle_describe_groups(ctx: RequestContext, request: dict) -> dict:
             }
         else:
             described = coordinator.describe_group(group_id)
+            if ctx.version >= 6 and _not_found(described):
+                # KIP-1043: v6 says so (GroupMetadataManager.describeGroups); older versions answer
+                # an empty Dead group with no error.
+                described["error_code"] = ErrorCode.GROUP_ID_NOT_FOUND
+                described["error_message"] = (
+                    f"Group {group_id} is not a classic group."
+                    if group_id in coordinator.consumer.groups
+                    else f"Group {group_id} not found."
+                )
         described["authorized_operations"] = (
             GROUP_AUTHORIZED_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED
         )
@@ -285,10 +306,37 @@ async def _after(wait: Awaitable[None], response: dict[str, Any]) -> dict[str, A
 
 
 # -- offsets ------------------------------------------------------------------------------------------
-@handles(OFFSET_COMMIT, 0, 9)
+TOPIC_IDS_VERSION = 10  # OffsetCommit and OffsetFetch v10 (KIP-848) name topics by id only
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def _name_topics_by_id(ctx: RequestContext, topics: list[dict]) -> None:
+    """v10: gives each topic of the request the name of its id ("" for an unknown id), as Kafka's
+    KafkaApis does from its metadata cache before anything else looks at the topics."""
+    image = ctx.metadata_image()
+    for t in topics:
+        topic = image.topic_by_id(t["topic_id"]) if t["topic_id"] != ZERO_UUID else None
+        t["name"] = topic.name if topic is not None else ""
+
+
+def _topic_id(ctx: RequestContext, name: str) -> uuid.UUID:
+    topic = ctx.metadata_image().topic(name)
+    return topic.topic_id if topic is not None else ZERO_UUID
+
+
+@handles(OFFSET_COMMIT, 2, 10)
 def handle_offset_commit(ctx: RequestContext, request: dict):  # noqa: ANN201
     coordinator = _coordinator(ctx)
     version = ctx.version
+    unknown_ids: dict[tuple[str, int], ErrorCode] = {}
+    if version >= TOPIC_IDS_VERSION:
+        _name_topics_by_id(ctx, request["topics"])
+        unknown_ids = {
+            ("", p["partition_index"]): ErrorCode.UNKNOWN_TOPIC_ID
+            for t in request["topics"]
+            if not t["name"]
+            for p in t["partitions"]
+        }
     wanted = [
         (
             t["name"],
@@ -298,11 +346,12 @@ def handle_offset_commit(ctx: RequestContext, request: dict):  # noqa: ANN201
             p["committed_metadata"],
         )
         for t in request["topics"]
+        if version < TOPIC_IDS_VERSION or t["name"]
         for p in t["partitions"]
     ]
     if coordinator is None:
         errors = {(t, p): ErrorCode.COORDINATOR_NOT_AVAILABLE for t, p, *_ in wanted}
-        return _commit_response(request, errors)
+        return _commit_response(request, errors | unknown_ids)
     b = ctx.broker
     errors, wait = coordinator.commit_offsets(
         group_id=request["group_id"],
@@ -314,7 +363,7 @@ def handle_offset_commit(ctx: RequestContext, request: dict):  # noqa: ANN201
         topic_exists=lambda topic, partition: b.partition(topic, partition) is not None,
         api_version=version,
     )
-    response = _commit_response(request, errors)
+    response = _commit_response(request, errors | unknown_ids)
     return response if wait is None else _after(wait, response)
 
 
@@ -324,6 +373,7 @@ def _commit_response(request: dict, errors: dict[tuple[str, int], ErrorCode]) ->
         "topics": [
             {
                 "name": t["name"],
+                "topic_id": t.get("topic_id", ZERO_UUID),  # v10
                 "partitions": [
                     {
                         "partition_index": p["partition_index"],
@@ -363,13 +413,19 @@ def _fetch_group(
     member_id: str | None = None,
     member_epoch: int = -1,
     require_stable: bool = False,
+    by_id: Callable[[str], uuid.UUID] | None = None,
 ) -> tuple[ErrorCode, list[dict[str, Any]]]:
+    """by_id (v10): the id of a topic name; the answer's topics carry it."""
     wanted = None if topics is None else [(t["name"], list(t["partition_indexes"])) for t in topics]
     if coordinator is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
     error, found = coordinator.fetch_offsets(group_id, wanted, member_id, member_epoch)
     out = []
     for name, parts in found:
+        if by_id is not None:
+            topic_id = by_id(name)
+            if topic_id == ZERO_UUID:
+                continue  # Kafka: a topic without an id cannot be written in v10, so it is left out
         partitions = [_fetched_partition(i, om) for i, om in parts]
         if require_stable:
             # KIP-447: a partition with offsets pending in an open transaction is not answered yet.
@@ -379,28 +435,60 @@ def _fetch_group(
         if version < 5:
             for p in partitions:
                 p.pop("committed_leader_epoch")
-        out.append({"name": name, "partitions": partitions})
+        topic: dict[str, Any] = {"name": name, "partitions": partitions}
+        if by_id is not None:
+            topic["topic_id"] = topic_id
+        out.append(topic)
     return error, out
 
 
-@handles(OFFSET_FETCH, 0, 9)
+@handles(OFFSET_FETCH, 1, 10)
 def handle_offset_fetch(ctx: RequestContext, request: dict) -> dict:
     coordinator = _coordinator(ctx)
     version = ctx.version
     if version >= 8:
         groups = []
+        by_id = None
         for g in request["groups"]:
-            error, topics = _fetch_group(
+            unknown: list[dict[str, Any]] = []
+            topics = g["topics"]
+            if version >= TOPIC_IDS_VERSION:
+                by_id = functools.partial(_topic_id, ctx)
+                if topics is not None:
+                    _name_topics_by_id(ctx, topics)
+                    # Kafka's fetchOffsetsForGroup: an unknown id is answered UNKNOWN_TOPIC_ID, after
+                    # the coordinator's topics.
+                    unknown = [
+                        {
+                            "topic_id": t["topic_id"],
+                            "name": "",
+                            "partitions": [
+                                {
+                                    "partition_index": i,
+                                    "committed_offset": -1,
+                                    "error_code": ErrorCode.UNKNOWN_TOPIC_ID,
+                                }
+                                for i in t["partition_indexes"]
+                            ],
+                        }
+                        for t in topics
+                        if not t["name"]
+                    ]
+                    topics = [t for t in topics if t["name"]]
+            error, found = _fetch_group(
                 coordinator,
                 g["group_id"],
-                g["topics"],
+                topics,
                 version,
                 # v9 (KIP-848): a consumer group member names itself, and its epoch is checked.
                 g.get("member_id") if version >= 9 else None,
                 g.get("member_epoch", -1) if version >= 9 else -1,
                 request.get("require_stable", False),
+                by_id,
             )
-            groups.append({"group_id": g["group_id"], "topics": topics, "error_code": error})
+            if error == ErrorCode.NONE:
+                found += unknown
+            groups.append({"group_id": g["group_id"], "topics": found, "error_code": error})
         return {"throttle_time_ms": 0, "groups": groups}
     error, topics = _fetch_group(
         coordinator,

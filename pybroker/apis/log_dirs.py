@@ -18,7 +18,9 @@ from pybroker.protocol.errors import ErrorCode
 DESCRIBE_LOG_DIRS = 35
 
 
-@handles(DESCRIBE_LOG_DIRS, 1, 4)
+# v5 (KIP-1066) adds is_cordoned: a cordoned directory takes no new partitions.  pybroker has no
+# cordoning (log.dirs.cordoned), so every directory answers false, as Kafka's default.
+@handles(DESCRIBE_LOG_DIRS, 1, 5)
 def handle_describe_log_dirs(ctx: RequestContext, request: dict) -> dict:
     b = ctx.broker
     wanted: set[tuple[str, int]] | None = None

@@ -108,7 +108,9 @@ def _error_topic(name: str | None, code: ErrorCode, topic_id=None) -> dict:
     return out
 
 
-@handles(3, 0, 12)
+# v13 (KIP-1102) adds a top-level error code, REBOOTSTRAP_REQUIRED when the client must rebootstrap; a
+# broker that answers is never in that state, so it stays NONE.
+@handles(3, 0, 13)
 def handle_metadata(ctx: RequestContext, request: dict) -> dict:
     cache: TopicMetadataCache = ctx.metadata_cache
     image = ctx.metadata_image()
@@ -159,14 +161,37 @@ def handle_metadata(ctx: RequestContext, request: dict) -> dict:
     }
 
 
-@handles(60, 0, 1)
+ENDPOINT_TYPE_BROKER = 1  # KIP-919's EndpointType: 0 unknown, 1 broker, 2 controller
+ENDPOINT_TYPES = {1: "BROKER", 2: "CONTROLLER"}
+
+
+@handles(60, 0, 2)
 def handle_describe_cluster(ctx: RequestContext, request: dict) -> dict:
+    wanted = request.get("endpoint_type", ENDPOINT_TYPE_BROKER)
+    if wanted != ENDPOINT_TYPE_BROKER:
+        # Kafka's AuthHelper.computeDescribeClusterResponse: this listener is a broker endpoint.
+        if wanted in ENDPOINT_TYPES:
+            code = ErrorCode.MISMATCHED_ENDPOINT_TYPE
+            message = (
+                "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type "
+                + ENDPOINT_TYPES[wanted]
+            )
+        else:
+            code = ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
+            message = f"Unsupported endpoint type {wanted}"
+        return {
+            "throttle_time_ms": 0,
+            "error_code": ErrorCode.INVALID_REQUEST if ctx.version == 0 else code,
+            "error_message": message,
+        }
+    # v2 (KIP-1073): fenced brokers are listed only when asked for, with is_fenced; a broker that
+    # answers is not fenced, so the list (and is_fenced=false) is the same either way.
     image = ctx.metadata_image()
     return {
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,
         "error_message": None,
-        "endpoint_type": request.get("endpoint_type", 1),
+        "endpoint_type": ENDPOINT_TYPE_BROKER,
         "cluster_id": image.cluster_id,
         "controller_id": image.controller_id,
         "brokers": broker_nodes(image, ctx.security.listener_name, "broker_id"),

@@ -1,5 +1,6 @@
-"""ListOffsets (2): earliest, latest, max timestamp, earliest-local, offset by timestamp; and
-OffsetForLeaderEpoch (23): where a leader epoch ends, from the log's leader-epoch cache."""
+"""ListOffsets (2): earliest, latest, max timestamp, earliest-local, latest-tiered, earliest pending
+upload, offset by timestamp; and OffsetForLeaderEpoch (23): where a leader epoch ends, from the log's
+leader-epoch cache."""
 
 from __future__ import annotations
 
@@ -10,6 +11,18 @@ LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3  # KIP-734, v7+
 EARLIEST_LOCAL = -4  # KIP-405, v8+; without tiered storage it is the log start offset
+LATEST_TIERED = -5  # KIP-1005, v9+
+EARLIEST_PENDING_UPLOAD = -6  # KIP-1023, v11+
+# Kafka's ReplicaManager.timestampMinSupportedVersion: a special timestamp below its version, or one
+# it does not know, is UNSUPPORTED_VERSION.
+SPECIAL_TIMESTAMP_MIN_VERSION = {
+    EARLIEST: 1,
+    LATEST: 1,
+    MAX_TIMESTAMP: 7,
+    EARLIEST_LOCAL: 8,
+    LATEST_TIERED: 9,
+    EARLIEST_PENDING_UPLOAD: 11,
+}
 READ_COMMITTED = 1
 CONSUMER_REPLICA_ID = -1
 
@@ -18,29 +31,29 @@ def _lookup(
     p, timestamp: int, read_committed: bool, version: int, from_replica: bool = False
 ) -> tuple[ErrorCode, int, int]:
     """(error, timestamp, offset) as ListOffsets answers them."""
+    if timestamp < 0 and version < SPECIAL_TIMESTAMP_MIN_VERSION.get(timestamp, 1 << 15):
+        return ErrorCode.UNSUPPORTED_VERSION, -1, -1
     upper = p.log_end_offset if from_replica else p.fetch_upper_bound(read_committed)
     if timestamp == LATEST:
         return ErrorCode.NONE, -1, upper
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
-        if timestamp == EARLIEST_LOCAL and version < 8:
-            return ErrorCode.UNSUPPORTED_VERSION, -1, -1
         return ErrorCode.NONE, -1, p.log_start_offset
+    if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
+        # Kafka's UnifiedLog.fetchOffsetByTimestamp on a log without remote storage: offset -1,
+        # leader epoch -1 (nothing is tiered, nothing waits for upload).
+        return ErrorCode.NONE, -1, -1
     if timestamp == MAX_TIMESTAMP:
-        if version < 7:
-            return ErrorCode.UNSUPPORTED_VERSION, -1, -1
         found = p.log.offset_of_max_timestamp()
         if found is None or found[0] >= upper:
             return ErrorCode.NONE, -1, -1
         return ErrorCode.NONE, found[1], found[0]
-    if timestamp < 0:
-        return ErrorCode.UNSUPPORTED_VERSION, -1, -1
     found = p.log.offset_for_timestamp(timestamp)
     if found is None or found[0] >= upper:
         return ErrorCode.NONE, -1, -1  # no record at or after that time: offset -1 (Spark relies on it)
     return ErrorCode.NONE, found[1], found[0]
 
 
-@handles(2, 1, 8)
+@handles(2, 1, 11)
 def handle_list_offsets(ctx: RequestContext, request: dict) -> dict:
     rm = ctx.replica_manager
     read_committed = request.get("isolation_level", 0) == READ_COMMITTED

@@ -2,60 +2,137 @@
 
 Validation (Kafka's LogValidator), the leader append and the acks=all wait live in
 ``replication.replica_manager.ReplicaManager.append_records``, as in Kafka's ReplicaManager; this
-handler checks the version and shapes the response.
+handler checks the version and shapes the response: v12 adds a transactional batch's partition to the
+transaction first (KIP-890 part 2), v13 names topics by id (KIP-516).
 """
 
 from __future__ import annotations
 
+import inspect
 import time
+import uuid
 from collections.abc import Awaitable
 
 from pybroker.apis import RequestContext, handles
+from pybroker.metadata.store import is_internal_topic
 from pybroker.protocol.errors import ErrorCode
+from pybroker.records.batch import validate_produce_batches
+from pybroker.records.errors import RecordFormatError
 from pybroker.replication.append import partition_response
 
 # KAFKA-18659: librdkafka < 2.11.1 disables compression unless Produce is advertised from v0, so we
-# advertise 0 (as Kafka 4.0 does) and answer v0-2 with UNSUPPORTED_VERSION.
+# advertise 0 (as Kafka 4 does, ApiKeys.PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION) while v0-2 stay
+# unsupported: like Kafka's request parser, the server closes a connection that sends one.
 MIN_IMPLEMENTED = 3
+# KIP-890 part 2: from v12 a transactional batch adds its partition to the transaction itself (Kafka's
+# TransactionSupportedOperation.ADD_PARTITION), instead of only verifying an earlier AddPartitionsToTxn.
+IMPLICIT_ADD_PARTITIONS_VERSION = 12
+# KIP-516: from v13 topics are named by id only.
+TOPIC_IDS_VERSION = 13
+ZERO_UUID = uuid.UUID(int=0)
 
 
-@handles(0, MIN_IMPLEMENTED, 11, advertised_min=0)
+@handles(0, MIN_IMPLEMENTED, 13, advertised_min=0)
 def handle_produce(ctx: RequestContext, request: dict):
+    topic_data = request["topic_data"]
+    unknown_ids: list[dict] = []
+    if ctx.version >= TOPIC_IDS_VERSION:
+        topic_data, unknown_ids = _name_topics_by_id(ctx, topic_data)
+    if ctx.version >= IMPLICIT_ADD_PARTITIONS_VERSION and request.get("transactional_id") is not None:
+        return _add_partitions_then_append(ctx, request, topic_data, unknown_ids)
+    return _append(ctx, request, topic_data, unknown_ids, None)
+
+
+def _name_topics_by_id(ctx: RequestContext, topic_data: list[dict]) -> tuple[list[dict], list[dict]]:
+    """v13: each topic with the name of its id; the topics whose id is unknown are answered
+    UNKNOWN_TOPIC_ID (Kafka does so only where the request names topics by id)."""
+    image = ctx.metadata_image()
+    known, unknown = [], []
+    for td in topic_data:
+        topic = image.topic_by_id(td["topic_id"])
+        if topic is None:
+            unknown.append(
+                {
+                    "topic_id": td["topic_id"],
+                    "partition_responses": [
+                        partition_response(pd["index"], ErrorCode.UNKNOWN_TOPIC_ID)
+                        for pd in td["partition_data"]
+                    ],
+                }
+            )
+        else:
+            known.append({**td, "name": topic.name})
+    return known, unknown
+
+
+async def _add_partitions_then_append(
+    ctx: RequestContext, request: dict, topic_data: list[dict], unknown_ids: list[dict]
+):
+    """Produce v12+ of a transactional producer: its transactional batches' partitions are added to the
+    transaction first (what AddPartitionsToTxn with verifyOnly=false does), then the request is appended
+    as any other, each transactional partition answered with the coordinator's verdict."""
+    wanted: dict[tuple[int, int], list[tuple[str, int]]] = {}
+    for td in topic_data:
+        name = td["name"]
+        for pd in td["partition_data"]:
+            records = pd["records"]
+            if (
+                records is None
+                or is_internal_topic(name)
+                or ctx.replica_manager.get_partition(name, pd["index"]) is None
+            ):
+                continue  # answered by the usual checks
+            try:
+                batches = validate_produce_batches(records)
+            except RecordFormatError:
+                continue
+            if len(batches) == 1 and batches[0].is_transactional and not batches[0].is_control:
+                batch = batches[0]
+                wanted.setdefault((batch.producer_id, batch.producer_epoch), []).append((name, pd["index"]))
+    added: dict[tuple[str, int], ErrorCode] = {}
+    coordinator = getattr(ctx.broker, "transaction_coordinator", None)
+    for (producer_id, producer_epoch), partitions in wanted.items():
+        if coordinator is None or not coordinator.started:
+            code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        else:
+            code = await coordinator.add_partitions(
+                request["transactional_id"], producer_id, producer_epoch, partitions
+            )
+        added.update(dict.fromkeys(partitions, code))
+    result = _append(ctx, request, topic_data, unknown_ids, added)
+    return await result if inspect.isawaitable(result) else result
+
+
+def _append(
+    ctx: RequestContext,
+    request: dict,
+    topic_data: list[dict],
+    unknown_ids: list[dict],
+    added: dict[tuple[str, int], ErrorCode] | None,
+):
     acks = request["acks"]
-    if ctx.version < MIN_IMPLEMENTED:
-        responses = [
-            {
-                "name": td["name"],
-                "partition_responses": [
-                    partition_response(
-                        pd["index"],
-                        ErrorCode.UNSUPPORTED_VERSION,
-                        "Produce v0-2 (message format v0/v1) is not supported",
-                    )
-                    for pd in td["partition_data"]
-                ],
-            }
-            for td in request["topic_data"]
-        ]
-    else:
-        appended = ctx.replica_manager.append_records(
-            request["topic_data"],
-            acks=acks,
-            timeout_ms=request["timeout_ms"],
-            api_version=ctx.version,
-            transactional_id=request.get("transactional_id"),
-            now_ms=int(time.time() * 1000),
-        )
-        if not isinstance(appended, list):
-            return _respond_after(ctx, appended, acks)
-        responses = appended
+    appended = ctx.replica_manager.append_records(
+        topic_data,
+        acks=acks,
+        timeout_ms=request["timeout_ms"],
+        api_version=ctx.version,
+        transactional_id=request.get("transactional_id"),
+        now_ms=int(time.time() * 1000),
+        added_to_transaction=added,
+    )
+    if not isinstance(appended, list):
+        return _respond_after(ctx, appended, acks, topic_data, unknown_ids)
     if acks == 0:
         return None  # acks=0: the client expects no response at all
-    return _response(ctx, responses)
+    return _response(ctx, appended, topic_data, unknown_ids)
 
 
-def _response(ctx: RequestContext, responses: list[dict]) -> dict:
-    response = {"responses": responses, "throttle_time_ms": 0}
+def _response(
+    ctx: RequestContext, responses: list[dict], topic_data: list[dict], unknown_ids: list[dict]
+) -> dict:
+    for resp, td in zip(responses, topic_data, strict=True):
+        resp["topic_id"] = td.get("topic_id", ZERO_UUID)  # v13
+    response = {"responses": responses + unknown_ids, "throttle_time_ms": 0}
     # KIP-951: a partition answered NOT_LEADER_OR_FOLLOWER names its current leader (Produce v10+),
     # and the response carries that broker's endpoint, so the client can retry there before its
     # next Metadata.  Earlier versions have neither field.
@@ -78,8 +155,14 @@ def _response(ctx: RequestContext, responses: list[dict]) -> dict:
     return response
 
 
-async def _respond_after(ctx: RequestContext, appended: Awaitable[list[dict]], acks: int) -> dict | None:
+async def _respond_after(
+    ctx: RequestContext,
+    appended: Awaitable[list[dict]],
+    acks: int,
+    topic_data: list[dict],
+    unknown_ids: list[dict],
+) -> dict | None:
     responses = await appended
     if acks == 0:
         return None
-    return _response(ctx, responses)
+    return _response(ctx, responses, topic_data, unknown_ids)

@@ -12,6 +12,7 @@ from typing import Any
 
 from pybroker.apis import RequestContext, handles
 from pybroker.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
+from pybroker.coordinator.topic_regex import InvalidTopicRegex, compile_topic_regex
 from pybroker.coordinator.transaction.service import marker_writer
 from pybroker.protocol.errors import ErrorCode
 
@@ -96,8 +97,9 @@ async def handle_add_offsets_to_txn(ctx: RequestContext, request: dict) -> dict:
 
 
 # -- EndTxn --------------------------------------------------------------------------------------------------
-# v5 is transaction version 2 (KIP-890 part 2, epoch bump per transaction): not advertised, as Kafka
-# 4.3.1 marks it unstable.
+# v5 is transaction version 2 (KIP-890 part 2): the coordinator bumps the producer epoch at every
+# EndTxn and answers the new id and epoch.  The coordinator does not do that yet, so v5 (and the
+# transaction.version feature that would make clients use it) is not advertised.
 @handles(26, 0, 4)
 async def handle_end_txn(ctx: RequestContext, request: dict) -> dict:
     coordinator = _txn(ctx)
@@ -112,7 +114,9 @@ async def handle_end_txn(ctx: RequestContext, request: dict) -> dict:
 
 
 # -- WriteTxnMarkers -----------------------------------------------------------------------------------------
-@handles(27, 0, 1)
+# v2 (KIP-1228) tells the leader the marker's transaction version, for TV2's stricter epoch check on
+# markers; with TV1 markers only (see EndTxn), v1 is what this coordinator sends.
+@handles(27, 1, 1)
 def handle_write_txn_markers(ctx: RequestContext, request: dict) -> dict:
     write = marker_writer(ctx.broker)
     out = []
@@ -159,7 +163,12 @@ def _commit_response(request: dict, errors: dict[tuple[str, int], ErrorCode]) ->
     }
 
 
-@handles(28, 0, 4)
+# KIP-890 part 2: from v5 the request adds the group's __consumer_offsets partition to the transaction
+# itself (what AddOffsetsToTxn does; Kafka's TransactionSupportedOperation.ADD_PARTITION).
+TXN_OFFSET_COMMIT_ADDS_VERSION = 5
+
+
+@handles(28, 0, 5)
 async def handle_txn_offset_commit(ctx: RequestContext, request: dict) -> dict:
     wanted = [
         (
@@ -177,16 +186,23 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: dict) -> dict:
     if coordinator is None or gc is None:
         return _commit_response(request, {(t, p): ErrorCode.COORDINATOR_NOT_AVAILABLE for t, p, *_ in wanted})
     group_id = request["group_id"]
-    # The __consumer_offsets partition of the group must have been added (AddOffsetsToTxn) first.
     tp = (OFFSETS_TOPIC, gc.partition_for(group_id))
-    check = coordinator.verify_partitions(
-        request["transactional_id"], request["producer_id"], request["producer_epoch"], [tp]
-    )[tp]
-    if check != ErrorCode.NONE:
+    if ctx.version >= TXN_OFFSET_COMMIT_ADDS_VERSION:
+        check = await coordinator.add_partitions(
+            request["transactional_id"], request["producer_id"], request["producer_epoch"], [tp]
+        )
+        if check == ErrorCode.PRODUCER_FENCED:  # as Kafka's AddPartitionsToTxnManager answers it
+            check = ErrorCode.INVALID_PRODUCER_EPOCH
+    else:
+        # The __consumer_offsets partition of the group must have been added (AddOffsetsToTxn) first.
+        check = coordinator.verify_partitions(
+            request["transactional_id"], request["producer_id"], request["producer_epoch"], [tp]
+        )[tp]
         if check == ErrorCode.PRODUCER_FENCED and ctx.version < 2:
             check = ErrorCode.INVALID_PRODUCER_EPOCH
         elif check == ErrorCode.TRANSACTION_ABORTABLE:
             check = ErrorCode.INVALID_TXN_STATE
+    if check != ErrorCode.NONE:
         return _commit_response(request, {(t, p): check for t, p, *_ in wanted})
     b = ctx.broker
     errors, wait = gc.txn_offsets.commit(
@@ -248,18 +264,27 @@ def handle_describe_transactions(ctx: RequestContext, request: dict) -> dict:
     return {"throttle_time_ms": 0, "transaction_states": states}
 
 
-@handles(66, 0, 1)
+def _list_error(code: ErrorCode) -> dict:
+    return {"throttle_time_ms": 0, "error_code": code, "unknown_state_filters": [], "transaction_states": []}
+
+
+@handles(66, 0, 2)
 def handle_list_transactions(ctx: RequestContext, request: dict) -> dict:
     from pybroker.coordinator.transaction.metadata import TransactionState
 
     coordinator = _txn(ctx)
     if coordinator is None:
-        return {
-            "throttle_time_ms": 0,
-            "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
-            "unknown_state_filters": [],
-            "transaction_states": [],
-        }
+        return _list_error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    # v2 (KIP-1152): only transactional ids the whole of which the pattern matches.  Kafka compiles it
+    # with java.util.regex; here it goes through the same linear-time subset as subscription regexes
+    # (a backtracking pattern could stall the event loop), refusing what that subset refuses.
+    pattern = None
+    pattern_text = request.get("transactional_id_pattern") if ctx.version >= 2 else None
+    if pattern_text:
+        try:
+            pattern = compile_topic_regex(pattern_text)
+        except InvalidTopicRegex:
+            return _list_error(ErrorCode.INVALID_REGULAR_EXPRESSION)
     known = {s.kafka_name for s in TransactionState}
     state_filters = set(request["state_filters"])
     pid_filters = set(request["producer_id_filters"])
@@ -274,7 +299,9 @@ def handle_list_transactions(ctx: RequestContext, request: dict) -> dict:
         if md.state == TransactionState.DEAD:
             continue
         # KIP-994: only transactions running longer than the duration.
-        if duration >= 0 and now - md.start_timestamp_ms < duration:
+        if duration >= 0 and now - md.start_timestamp_ms <= duration:
+            continue
+        if pattern is not None and pattern.fullmatch(txn_id) is None:
             continue
         out.append(
             {

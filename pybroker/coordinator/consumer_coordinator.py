@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+CONSUMER_MEMBER_TYPE = 1  # ConsumerGroupDescribe v1 MemberType: -1 unknown, 0 classic, 1 consumer
+
 Entries = list[tuple[bytes, bytes | None]]
 # First version in which the client generates its member id (KIP-1082).
 CLIENT_GENERATED_MEMBER_ID_VERSION = 1
@@ -740,6 +742,7 @@ class ConsumerGroupManager:
 
     # -- views ----------------------------------------------------------------------------------------
     def describe(self, group_id: str, include_ops: bool, ops: int) -> dict[str, Any]:
+        """ConsumerGroupDescribe's entry for one group (v0 and v1: v1 adds each member's type)."""
         group = self.groups.get(group_id)
         if group is None:
             message = (
@@ -782,6 +785,10 @@ class ConsumerGroupManager:
                 "subscribed_topic_regex": m.subscribed_topic_regex,
                 "assignment": described(m.assigned),
                 "target_assignment": described(group.target.get(m.member_id, {})),
+                # ConsumerGroupDescribe v1 (KIP-1099): 0 classic member, 1 consumer member.  Every
+                # member of a pybroker consumer group speaks ConsumerGroupHeartbeat (no online
+                # migration of classic members).
+                "member_type": CONSUMER_MEMBER_TYPE,
             }
             for m in group.members.values()
         ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 
 from pybroker.protocol import messages
+from pybroker.protocol.messages.api_keys import ApiKey
 from pybroker.protocol.schema import MessageSpec
 
 
@@ -37,3 +38,6 @@ CONSUMER_PROTOCOL_SUBSCRIPTION: MessageSpec = _BY_NAME["ConsumerProtocolSubscrip
 CONSUMER_PROTOCOL_ASSIGNMENT: MessageSpec = _BY_NAME["ConsumerProtocolAssignment"]
 
 assert REQUESTS.keys() == RESPONSES.keys(), "every request needs its response"
+assert set(ApiKey) == REQUESTS.keys(), "ApiKey is generated from the same definitions"
+
+__all__ = ["ALL_MESSAGES", "API_NAMES", "REQUESTS", "RESPONSES", "ApiKey"]

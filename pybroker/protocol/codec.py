@@ -15,6 +15,7 @@ when tagged.
 from __future__ import annotations
 
 import logging
+import os
 import struct
 import uuid
 from collections.abc import Callable
@@ -727,6 +728,9 @@ def _build_struct(fields: tuple[FieldSpec, ...], version: int, flexible: bool) -
     write_steps_t = tuple(write_steps)
     absent_t = tuple(absent_checks)
     factories_t = tuple(factories)
+    # Every name the struct declares at any version: anything else is a misspelling, which would
+    # otherwise be written silently as the field's default.
+    known = frozenset(f.name for f in fields) | {UNKNOWN_TAGS}
 
     if flexible:
 
@@ -818,13 +822,38 @@ def _build_struct(fields: tuple[FieldSpec, ...], version: int, flexible: bool) -
     def default_factory() -> dict:
         return {name: factory() for name, factory in factories_t}
 
+    if strict_field_names():
+        unchecked, is_known = write, known.issuperset
+
+        def write(out: list, value: dict) -> None:  # type: ignore[no-redef]
+            if not is_known(value):
+                _refuse_unknown(known, value)
+            unchecked(out, value)
+
     return _StructCodec(read, write, default_factory)
+
+
+def strict_field_names() -> bool:
+    """Whether encoding checks every key of a message dict against its struct's declared names
+    (``PYBROKER_STRICT_CODEC=1``, set for the test suites and the brokers they start).  Off by
+    default: the check costs ~0.25 us per struct, 14% of a Fetch response's encoding; tests are
+    where a handler's misspelt name must fail.  Read when a (struct, version) is first compiled."""
+    return os.environ.get("PYBROKER_STRICT_CODEC") == "1"
 
 
 def _encoded_default(field: FieldSpec, version: int, flexible: bool) -> bytes:
     parts: list = []
     _field_writer(field, version, flexible, True)(parts, _default_value(field))
     return b"".join(parts)
+
+
+class UnknownFieldError(EncodeError):
+    """A message dict names a field its struct does not declare at any version (a misspelling)."""
+
+
+def _refuse_unknown(known: frozenset, value: dict) -> None:
+    names = sorted(str(k) for k in value if k not in known)
+    raise UnknownFieldError(f"unknown field name(s) {', '.join(names)} (declared: {', '.join(sorted(known))})")
 
 
 def _check_absent(fields: tuple[FieldSpec, ...], value: dict, version: int) -> None:

@@ -40,6 +40,19 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NOT_HOSTED = "This server does not host this topic-partition."
+# Produce v12+ adds partitions to the transaction (KIP-890 part 2) rather than only verifying them.
+IMPLICIT_ADD_PARTITIONS_VERSION = 12
+# Coordinator errors a producer would not retry, answered as NOT_ENOUGH_REPLICAS so that it does
+# (Kafka's ReplicaManager.appendRecords after transaction verification).  CONCURRENT_TRANSACTIONS stays
+# itself from Produce v12 (TV2 clients retry it), as in Kafka.
+_RETRIABLE_AS_NOT_ENOUGH_REPLICAS = frozenset(
+    {
+        ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.NOT_COORDINATOR,
+    }
+)
 EMPTY = b""
 
 
@@ -128,11 +141,14 @@ class ReplicaManager:
         api_version: int,
         transactional_id: str | None,
         now_ms: int,
+        added_to_transaction: dict[tuple[str, int], ErrorCode] | None = None,
     ) -> list[dict] | Awaitable[list[dict]]:
         """Append every partition's batch of a Produce request as the leader (Kafka's appendRecords):
         the per-topic ``partition_responses``, at once or, when a batch is walked in a thread or
         acks=-1 must wait for the ISR, through an awaitable.  Each partition succeeds or fails on
-        its own; a failed partition writes nothing."""
+        its own; a failed partition writes nothing.  ``added_to_transaction`` (Produce v12+): the
+        coordinator's answer for each transactional partition the request added to its transaction,
+        used instead of verifying it."""
         responses = []
         waits: list[tuple[dict, Partition, int]] = []
         deferred: list[tuple] = []
@@ -152,7 +168,9 @@ class ReplicaManager:
                 if is_internal_topic(name):  # Kafka's ReplicaManager: "Cannot append to internal topic"
                     parts.append(partition_response(index, ErrorCode.INVALID_TOPIC_EXCEPTION))
                     continue
-                refused, checked = self._check_one(name, index, records, acks, api_version, transactional_id)
+                refused, checked = self._check_one(
+                    name, index, records, acks, api_version, transactional_id, added_to_transaction
+                )
                 if refused is not None:
                     parts.append(refused)
                     self._count_failure(name, refused)
@@ -184,32 +202,54 @@ class ReplicaManager:
         return self._wait_for_acks(responses, waits, timeout_ms)
 
     def _check_transactional(
-        self, transactional_id: str | None, topic: str, index: int, batch: BatchHeader, api_version: int
+        self,
+        transactional_id: str | None,
+        topic: str,
+        index: int,
+        batch: BatchHeader,
+        api_version: int,
+        added: dict[tuple[str, int], ErrorCode] | None = None,
     ) -> tuple[ErrorCode, str] | None:
         """Kafka's checks of a transactional producer's batch: no control batch from a client, and the
-        partition must be in the producer's ongoing transaction (AddPartitionsToTxn first; KIP-890)."""
+        partition must be in the producer's ongoing transaction: added by an earlier AddPartitionsToTxn
+        and verified here (KIP-890 part 1), or, from Produce v12, added by this request (``added``:
+        the coordinator's answers, KIP-890 part 2)."""
         if batch.is_control:
             return ErrorCode.INVALID_RECORD, "Clients are not allowed to write control records"
         if transactional_id is None or not batch.is_transactional:
             return None
-        coordinator = self.transaction_verifier
-        if coordinator is None or not coordinator.started:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the transaction coordinator is not available"
-        code = coordinator.verify_partitions(
-            transactional_id, batch.producer_id, batch.producer_epoch, [(topic, index)]
-        )[(topic, index)]
+        code = added.get((topic, index)) if added is not None else None
+        if code is None:
+            coordinator = self.transaction_verifier
+            if coordinator is None or not coordinator.started:
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the transaction coordinator is not available"
+            code = coordinator.verify_partitions(
+                transactional_id, batch.producer_id, batch.producer_epoch, [(topic, index)]
+            )[(topic, index)]
         if code == ErrorCode.NONE:
             return None
         if code == ErrorCode.PRODUCER_FENCED:
             code = ErrorCode.INVALID_PRODUCER_EPOCH
         elif code == ErrorCode.TRANSACTION_ABORTABLE and api_version < 11:
-            code = (
-                ErrorCode.INVALID_TXN_STATE
-            )  # what Kafka answers Produce v3-10 (v11: TRANSACTION_ABORTABLE)
+            code = ErrorCode.INVALID_TXN_STATE  # what Kafka answers Produce v3-10 (v11: TRANSACTION_ABORTABLE)
+        elif code in _RETRIABLE_AS_NOT_ENOUGH_REPLICAS or (
+            code == ErrorCode.CONCURRENT_TRANSACTIONS and api_version < IMPLICIT_ADD_PARTITIONS_VERSION
+        ):
+            return ErrorCode.NOT_ENOUGH_REPLICAS, (
+                "Unable to verify the partition has been added to the transaction. "
+                f"Underlying error: {code.name}"
+            )
         return code, f"{topic}-{index} is not part of an ongoing transaction of {transactional_id!r}"
 
     def _check_one(
-        self, topic: str, index: int, records, acks: int, version: int, transactional_id: str | None
+        self,
+        topic: str,
+        index: int,
+        records,
+        acks: int,
+        version: int,
+        transactional_id: str | None,
+        added: dict[tuple[str, int], ErrorCode] | None = None,
     ):
         """Checks needing no record walk.  Returns (error response, None) or (None, (partition, header))."""
         try:
@@ -261,7 +301,7 @@ class ReplicaManager:
                 ErrorCode.MESSAGE_TOO_LARGE,
                 f"batch of {header.size} bytes exceeds max.message.bytes {p.log.config.max_message_bytes}",
             ), None
-        refused = self._check_transactional(transactional_id, topic, index, header, version)
+        refused = self._check_transactional(transactional_id, topic, index, header, version, added)
         if refused is not None:
             return partition_response(index, *refused), None
         return None, (p, header)

@@ -152,10 +152,23 @@ def test_encode_parts_keeps_file_slices_separate() -> None:
 
 def test_non_default_value_for_a_missing_field_is_refused() -> None:
     with pytest.raises(codec.UnsupportedFieldError):
-        codec.encode(REQUESTS[0], 2, {"transactional_id": "tx", "topic_data": []})
+        codec.encode(REQUESTS[3], 3, {"topics": None, "allow_auto_topic_creation": False})
     # The default value of a missing field is fine, and so is anything for an ignorable one.
-    codec.encode(REQUESTS[0], 2, {"transactional_id": None, "topic_data": []})
+    codec.encode(REQUESTS[3], 3, {"topics": None, "allow_auto_topic_creation": True})
     assert codec.encode(RESPONSES[18], 0, {"throttle_time_ms": 100}) == codec.encode(RESPONSES[18], 0, {})
+
+
+def test_unknown_field_name_is_refused() -> None:
+    """A misspelt name would otherwise be written as the field's default without a word."""
+    with pytest.raises(codec.UnknownFieldError, match="error_cod"):
+        codec.encode(RESPONSES[18], 3, {"error_cod": 35, "api_keys": []})
+    # Also inside nested structs, and for a name declared only at other versions it is fine.
+    with pytest.raises(codec.UnknownFieldError, match="partiton_index"):
+        codec.encode(
+            RESPONSES[2], 11, {"topics": [{"name": "t", "partitions": [{"partiton_index": 0}]}]}
+        )
+    codec.encode(RESPONSES[0], 13, {"responses": [{"name": "ignored from v13", "partition_responses": []}]})
+    codec.encode(RESPONSES[18], 3, {"_unknown_tags": {9: b"x"}})
 
 
 def test_unsupported_version() -> None:

@@ -34,7 +34,7 @@ def test_regenerating_changes_nothing(spec_dir: Path) -> None:
     assert sorted(rendered) == sorted(on_disk)
     for name, text in rendered.items():
         assert text == on_disk[name], (
-            f"{name} is stale: run python tools/gen_protocol.py ../shared/kafka-protocol"
+            f"{name} is stale: run python tools/gen_protocol.py ../shared/kafka-protocol-4.3.1"
         )
 
 

@@ -13,10 +13,9 @@ CREATE_TOPICS_REQUEST = MessageSpec(
     name='CreateTopicsRequest',
     api_key=19,
     kind='request',
-    valid_versions=V(0, 7),
+    valid_versions=V(2, 7),
     flexible_versions=V(5, None),
-    listeners=('zkBroker', 'broker', 'controller'),
-    deprecated_versions=V(0, 1),
+    listeners=('broker', 'controller'),
     fields=(
         F('topics', 'Topics', '[]CreatableTopic', V(0, None), fields=(
             F('name', 'Name', 'string', V(0, None)),
@@ -40,7 +39,7 @@ CREATE_TOPICS_RESPONSE = MessageSpec(
     name='CreateTopicsResponse',
     api_key=19,
     kind='response',
-    valid_versions=V(0, 7),
+    valid_versions=V(2, 7),
     flexible_versions=V(5, None),
     fields=(
         F('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(2, None), ignorable=True),
@@ -67,10 +66,9 @@ DELETE_TOPICS_REQUEST = MessageSpec(
     name='DeleteTopicsRequest',
     api_key=20,
     kind='request',
-    valid_versions=V(0, 6),
+    valid_versions=V(1, 6),
     flexible_versions=V(4, None),
-    listeners=('zkBroker', 'broker', 'controller'),
-    deprecated_versions=V(0, 0),
+    listeners=('broker', 'controller'),
     fields=(
         F('topics', 'Topics', '[]DeleteTopicState', V(6, None), fields=(
             F('name', 'Name', 'string', V(6, None), nullable_versions=V(6, None), default='null'),
@@ -85,7 +83,7 @@ DELETE_TOPICS_RESPONSE = MessageSpec(
     name='DeleteTopicsResponse',
     api_key=20,
     kind='response',
-    valid_versions=V(0, 6),
+    valid_versions=V(1, 6),
     flexible_versions=V(4, None),
     fields=(
         F('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(1, None), ignorable=True),
@@ -104,7 +102,7 @@ DELETE_RECORDS_REQUEST = MessageSpec(
     kind='request',
     valid_versions=V(0, 2),
     flexible_versions=V(2, None),
-    listeners=('zkBroker', 'broker'),
+    listeners=('broker',),
     fields=(
         F('topics', 'Topics', '[]DeleteRecordsTopic', V(0, None), fields=(
             F('name', 'Name', 'string', V(0, None)),
@@ -140,10 +138,9 @@ DESCRIBE_ACLS_REQUEST = MessageSpec(
     name='DescribeAclsRequest',
     api_key=29,
     kind='request',
-    valid_versions=V(0, 3),
+    valid_versions=V(1, 3),
     flexible_versions=V(2, None),
-    listeners=('zkBroker', 'broker', 'controller'),
-    deprecated_versions=V(0, 0),
+    listeners=('broker', 'controller'),
     fields=(
         F('resource_type_filter', 'ResourceTypeFilter', 'int8', V(0, None)),
         F('resource_name_filter', 'ResourceNameFilter', 'string', V(0, None), nullable_versions=V(0, None)),
@@ -159,7 +156,7 @@ DESCRIBE_ACLS_RESPONSE = MessageSpec(
     name='DescribeAclsResponse',
     api_key=29,
     kind='response',
-    valid_versions=V(0, 3),
+    valid_versions=V(1, 3),
     flexible_versions=V(2, None),
     fields=(
         F('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(0, None)),
@@ -183,10 +180,9 @@ CREATE_ACLS_REQUEST = MessageSpec(
     name='CreateAclsRequest',
     api_key=30,
     kind='request',
-    valid_versions=V(0, 3),
+    valid_versions=V(1, 3),
     flexible_versions=V(2, None),
-    listeners=('zkBroker', 'broker', 'controller'),
-    deprecated_versions=V(0, 0),
+    listeners=('broker', 'controller'),
     fields=(
         F('creations', 'Creations', '[]AclCreation', V(0, None), fields=(
             F('resource_type', 'ResourceType', 'int8', V(0, None)),
@@ -204,7 +200,7 @@ CREATE_ACLS_RESPONSE = MessageSpec(
     name='CreateAclsResponse',
     api_key=30,
     kind='response',
-    valid_versions=V(0, 3),
+    valid_versions=V(1, 3),
     flexible_versions=V(2, None),
     fields=(
         F('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(0, None)),
@@ -219,10 +215,9 @@ DELETE_ACLS_REQUEST = MessageSpec(
     name='DeleteAclsRequest',
     api_key=31,
     kind='request',
-    valid_versions=V(0, 3),
+    valid_versions=V(1, 3),
     flexible_versions=V(2, None),
-    listeners=('zkBroker', 'broker', 'controller'),
-    deprecated_versions=V(0, 0),
+    listeners=('broker', 'controller'),
     fields=(
         F('filters', 'Filters', '[]DeleteAclsFilter', V(0, None), fields=(
             F('resource_type_filter', 'ResourceTypeFilter', 'int8', V(0, None)),
@@ -240,7 +235,7 @@ DELETE_ACLS_RESPONSE = MessageSpec(
     name='DeleteAclsResponse',
     api_key=31,
     kind='response',
-    valid_versions=V(0, 3),
+    valid_versions=V(1, 3),
     flexible_versions=V(2, None),
     fields=(
         F('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(0, None)),
@@ -266,10 +261,9 @@ DESCRIBE_CONFIGS_REQUEST = MessageSpec(
     name='DescribeConfigsRequest',
     api_key=32,
     kind='request',
-    valid_versions=V(0, 4),
+    valid_versions=V(1, 4),
     flexible_versions=V(4, None),
-    listeners=('zkBroker', 'broker', 'controller'),
-    deprecated_versions=V(0, 0),
+    listeners=('broker', 'controller'),
     fields=(
         F('resources', 'Resources', '[]DescribeConfigsResource', V(0, None), fields=(
             F('resource_type', 'ResourceType', 'int8', V(0, None)),
@@ -285,7 +279,7 @@ DESCRIBE_CONFIGS_RESPONSE = MessageSpec(
     name='DescribeConfigsResponse',
     api_key=32,
     kind='response',
-    valid_versions=V(0, 4),
+    valid_versions=V(1, 4),
     flexible_versions=V(4, None),
     fields=(
         F('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(0, None)),
@@ -298,7 +292,6 @@ DESCRIBE_CONFIGS_RESPONSE = MessageSpec(
                 F('name', 'Name', 'string', V(0, None)),
                 F('value', 'Value', 'string', V(0, None), nullable_versions=V(0, None)),
                 F('read_only', 'ReadOnly', 'bool', V(0, None)),
-                F('is_default', 'IsDefault', 'bool', V(0, 0)),
                 F('config_source', 'ConfigSource', 'int8', V(1, None), default='-1', ignorable=True),
                 F('is_sensitive', 'IsSensitive', 'bool', V(0, None)),
                 F('synonyms', 'Synonyms', '[]DescribeConfigsSynonym', V(1, None), ignorable=True, fields=(
@@ -319,7 +312,7 @@ ALTER_CONFIGS_REQUEST = MessageSpec(
     kind='request',
     valid_versions=V(0, 2),
     flexible_versions=V(2, None),
-    listeners=('zkBroker', 'broker', 'controller'),
+    listeners=('broker', 'controller'),
     fields=(
         F('resources', 'Resources', '[]AlterConfigsResource', V(0, None), fields=(
             F('resource_type', 'ResourceType', 'int8', V(0, None)),
@@ -354,10 +347,9 @@ ALTER_REPLICA_LOG_DIRS_REQUEST = MessageSpec(
     name='AlterReplicaLogDirsRequest',
     api_key=34,
     kind='request',
-    valid_versions=V(0, 2),
+    valid_versions=V(1, 2),
     flexible_versions=V(2, None),
-    listeners=('zkBroker', 'broker'),
-    deprecated_versions=V(0, 0),
+    listeners=('broker',),
     fields=(
         F('dirs', 'Dirs', '[]AlterReplicaLogDir', V(0, None), fields=(
             F('path', 'Path', 'string', V(0, None)),
@@ -373,7 +365,7 @@ ALTER_REPLICA_LOG_DIRS_RESPONSE = MessageSpec(
     name='AlterReplicaLogDirsResponse',
     api_key=34,
     kind='response',
-    valid_versions=V(0, 2),
+    valid_versions=V(1, 2),
     flexible_versions=V(2, None),
     fields=(
         F('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(0, None)),
@@ -391,10 +383,9 @@ DESCRIBE_LOG_DIRS_REQUEST = MessageSpec(
     name='DescribeLogDirsRequest',
     api_key=35,
     kind='request',
-    valid_versions=V(0, 4),
+    valid_versions=V(1, 5),
     flexible_versions=V(2, None),
-    listeners=('zkBroker', 'broker'),
-    deprecated_versions=V(0, 0),
+    listeners=('broker',),
     fields=(
         F('topics', 'Topics', '[]DescribableLogDirTopic', V(0, None), nullable_versions=V(0, None), fields=(
             F('topic', 'Topic', 'string', V(0, None)),
@@ -407,7 +398,7 @@ DESCRIBE_LOG_DIRS_RESPONSE = MessageSpec(
     name='DescribeLogDirsResponse',
     api_key=35,
     kind='response',
-    valid_versions=V(0, 4),
+    valid_versions=V(1, 5),
     flexible_versions=V(2, None),
     fields=(
         F('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(0, None)),
@@ -426,6 +417,7 @@ DESCRIBE_LOG_DIRS_RESPONSE = MessageSpec(
             )),
             F('total_bytes', 'TotalBytes', 'int64', V(4, None), default='-1', ignorable=True),
             F('usable_bytes', 'UsableBytes', 'int64', V(4, None), default='-1', ignorable=True),
+            F('is_cordoned', 'IsCordoned', 'bool', V(5, None), default='false', ignorable=True),
         )),
     ),
 )
@@ -436,7 +428,7 @@ CREATE_PARTITIONS_REQUEST = MessageSpec(
     kind='request',
     valid_versions=V(0, 3),
     flexible_versions=V(2, None),
-    listeners=('zkBroker', 'broker', 'controller'),
+    listeners=('broker', 'controller'),
     fields=(
         F('topics', 'Topics', '[]CreatePartitionsTopic', V(0, None), fields=(
             F('name', 'Name', 'string', V(0, None)),
@@ -472,7 +464,7 @@ ELECT_LEADERS_REQUEST = MessageSpec(
     kind='request',
     valid_versions=V(0, 2),
     flexible_versions=V(2, None),
-    listeners=('zkBroker', 'broker', 'controller'),
+    listeners=('broker', 'controller'),
     fields=(
         F('election_type', 'ElectionType', 'int8', V(1, None)),
         F('topic_partitions', 'TopicPartitions', '[]TopicPartitions', V(0, None), nullable_versions=V(0, None), fields=(
@@ -509,7 +501,7 @@ INCREMENTAL_ALTER_CONFIGS_REQUEST = MessageSpec(
     kind='request',
     valid_versions=V(0, 1),
     flexible_versions=V(1, None),
-    listeners=('zkBroker', 'broker', 'controller'),
+    listeners=('broker', 'controller'),
     fields=(
         F('resources', 'Resources', '[]AlterConfigsResource', V(0, None), fields=(
             F('resource_type', 'ResourceType', 'int8', V(0, None)),
@@ -547,7 +539,7 @@ DESCRIBE_CLIENT_QUOTAS_REQUEST = MessageSpec(
     kind='request',
     valid_versions=V(0, 1),
     flexible_versions=V(1, None),
-    listeners=('zkBroker', 'broker'),
+    listeners=('broker',),
     fields=(
         F('components', 'Components', '[]ComponentData', V(0, None), fields=(
             F('entity_type', 'EntityType', 'string', V(0, None)),
@@ -587,7 +579,7 @@ ALTER_CLIENT_QUOTAS_REQUEST = MessageSpec(
     kind='request',
     valid_versions=V(0, 1),
     flexible_versions=V(1, None),
-    listeners=('zkBroker', 'broker', 'controller'),
+    listeners=('broker', 'controller'),
     fields=(
         F('entries', 'Entries', '[]EntryData', V(0, None), fields=(
             F('entity', 'Entity', '[]EntityData', V(0, None), fields=(
@@ -629,7 +621,7 @@ DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST = MessageSpec(
     kind='request',
     valid_versions=V(0, 0),
     flexible_versions=V(0, None),
-    listeners=('zkBroker', 'broker', 'controller'),
+    listeners=('broker', 'controller'),
     fields=(
         F('users', 'Users', '[]UserName', V(0, None), nullable_versions=V(0, None), fields=(
             F('name', 'Name', 'string', V(0, None)),
@@ -665,7 +657,7 @@ ALTER_USER_SCRAM_CREDENTIALS_REQUEST = MessageSpec(
     kind='request',
     valid_versions=V(0, 0),
     flexible_versions=V(0, None),
-    listeners=('zkBroker', 'broker', 'controller'),
+    listeners=('broker', 'controller'),
     fields=(
         F('deletions', 'Deletions', '[]ScramCredentialDeletion', V(0, None), fields=(
             F('name', 'Name', 'string', V(0, None)),
@@ -765,7 +757,7 @@ UPDATE_FEATURES_REQUEST = MessageSpec(
     kind='request',
     valid_versions=V(0, 2),
     flexible_versions=V(0, None),
-    listeners=('zkBroker', 'broker', 'controller'),
+    listeners=('broker', 'controller'),
     fields=(
         F('timeout_ms', 'timeoutMs', 'int32', V(0, None), default='60000'),
         F('feature_updates', 'FeatureUpdates', '[]FeatureUpdateKey', V(0, None), fields=(
@@ -800,12 +792,13 @@ DESCRIBE_CLUSTER_REQUEST = MessageSpec(
     name='DescribeClusterRequest',
     api_key=60,
     kind='request',
-    valid_versions=V(0, 1),
+    valid_versions=V(0, 2),
     flexible_versions=V(0, None),
-    listeners=('zkBroker', 'broker', 'controller'),
+    listeners=('broker', 'controller'),
     fields=(
         F('include_cluster_authorized_operations', 'IncludeClusterAuthorizedOperations', 'bool', V(0, None)),
         F('endpoint_type', 'EndpointType', 'int8', V(1, None), default='1'),
+        F('include_fenced_brokers', 'IncludeFencedBrokers', 'bool', V(2, None)),
     ),
 )
 
@@ -813,7 +806,7 @@ DESCRIBE_CLUSTER_RESPONSE = MessageSpec(
     name='DescribeClusterResponse',
     api_key=60,
     kind='response',
-    valid_versions=V(0, 1),
+    valid_versions=V(0, 2),
     flexible_versions=V(0, None),
     fields=(
         F('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(0, None)),
@@ -827,6 +820,7 @@ DESCRIBE_CLUSTER_RESPONSE = MessageSpec(
             F('host', 'Host', 'string', V(0, None)),
             F('port', 'Port', 'int32', V(0, None)),
             F('rack', 'Rack', 'string', V(0, None), nullable_versions=V(0, None), default='null'),
+            F('is_fenced', 'IsFenced', 'bool', V(2, None)),
         )),
         F('cluster_authorized_operations', 'ClusterAuthorizedOperations', 'int32', V(0, None), default='-2147483648'),
     ),
@@ -838,7 +832,7 @@ DESCRIBE_PRODUCERS_REQUEST = MessageSpec(
     kind='request',
     valid_versions=V(0, 0),
     flexible_versions=V(0, None),
-    listeners=('zkBroker', 'broker'),
+    listeners=('broker',),
     fields=(
         F('topics', 'Topics', '[]TopicRequest', V(0, None), fields=(
             F('name', 'Name', 'string', V(0, None)),
@@ -905,7 +899,7 @@ DESCRIBE_TRANSACTIONS_REQUEST = MessageSpec(
     kind='request',
     valid_versions=V(0, 0),
     flexible_versions=V(0, None),
-    listeners=('zkBroker', 'broker'),
+    listeners=('broker',),
     fields=(
         F('transactional_ids', 'TransactionalIds', '[]string', V(0, None)),
     ),
@@ -939,13 +933,14 @@ LIST_TRANSACTIONS_REQUEST = MessageSpec(
     name='ListTransactionsRequest',
     api_key=66,
     kind='request',
-    valid_versions=V(0, 1),
+    valid_versions=V(0, 2),
     flexible_versions=V(0, None),
-    listeners=('zkBroker', 'broker'),
+    listeners=('broker',),
     fields=(
         F('state_filters', 'StateFilters', '[]string', V(0, None)),
         F('producer_id_filters', 'ProducerIdFilters', '[]int64', V(0, None)),
         F('duration_filter', 'DurationFilter', 'int64', V(1, None), default='-1'),
+        F('transactional_id_pattern', 'TransactionalIdPattern', 'string', V(2, None), nullable_versions=V(2, None), default='null'),
     ),
 )
 
@@ -953,7 +948,7 @@ LIST_TRANSACTIONS_RESPONSE = MessageSpec(
     name='ListTransactionsResponse',
     api_key=66,
     kind='response',
-    valid_versions=V(0, 1),
+    valid_versions=V(0, 2),
     flexible_versions=V(0, None),
     fields=(
         F('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(0, None)),
@@ -967,28 +962,30 @@ LIST_TRANSACTIONS_RESPONSE = MessageSpec(
     ),
 )
 
-LIST_CLIENT_METRICS_RESOURCES_REQUEST = MessageSpec(
-    name='ListClientMetricsResourcesRequest',
+LIST_CONFIG_RESOURCES_REQUEST = MessageSpec(
+    name='ListConfigResourcesRequest',
     api_key=74,
     kind='request',
-    valid_versions=V(0, 0),
+    valid_versions=V(0, 1),
     flexible_versions=V(0, None),
     listeners=('broker',),
     fields=(
+        F('resource_types', 'ResourceTypes', '[]int8', V(1, None)),
     ),
 )
 
-LIST_CLIENT_METRICS_RESOURCES_RESPONSE = MessageSpec(
-    name='ListClientMetricsResourcesResponse',
+LIST_CONFIG_RESOURCES_RESPONSE = MessageSpec(
+    name='ListConfigResourcesResponse',
     api_key=74,
     kind='response',
-    valid_versions=V(0, 0),
+    valid_versions=V(0, 1),
     flexible_versions=V(0, None),
     fields=(
         F('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(0, None)),
         F('error_code', 'ErrorCode', 'int16', V(0, None)),
-        F('client_metrics_resources', 'ClientMetricsResources', '[]ClientMetricsResource', V(0, None), fields=(
-            F('name', 'Name', 'string', V(0, None)),
+        F('config_resources', 'ConfigResources', '[]ConfigResource', V(0, None), fields=(
+            F('resource_name', 'ResourceName', 'string', V(0, None)),
+            F('resource_type', 'ResourceType', 'int8', V(1, None), default='16', ignorable=True),
         )),
     ),
 )
@@ -1049,7 +1046,7 @@ ADD_RAFT_VOTER_REQUEST = MessageSpec(
     name='AddRaftVoterRequest',
     api_key=80,
     kind='request',
-    valid_versions=V(0, 0),
+    valid_versions=V(0, 1),
     flexible_versions=V(0, None),
     listeners=('controller', 'broker'),
     fields=(
@@ -1062,6 +1059,7 @@ ADD_RAFT_VOTER_REQUEST = MessageSpec(
             F('host', 'Host', 'string', V(0, None)),
             F('port', 'Port', 'uint16', V(0, None)),
         )),
+        F('ack_when_committed', 'AckWhenCommitted', 'bool', V(1, None), default='true'),
     ),
 )
 
@@ -1069,7 +1067,7 @@ ADD_RAFT_VOTER_RESPONSE = MessageSpec(
     name='AddRaftVoterResponse',
     api_key=80,
     kind='response',
-    valid_versions=V(0, 0),
+    valid_versions=V(0, 1),
     flexible_versions=V(0, None),
     fields=(
         F('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(0, None)),
@@ -1105,4 +1103,4 @@ REMOVE_RAFT_VOTER_RESPONSE = MessageSpec(
     ),
 )
 
-MESSAGES = (CREATE_TOPICS_REQUEST, CREATE_TOPICS_RESPONSE, DELETE_TOPICS_REQUEST, DELETE_TOPICS_RESPONSE, DELETE_RECORDS_REQUEST, DELETE_RECORDS_RESPONSE, DESCRIBE_ACLS_REQUEST, DESCRIBE_ACLS_RESPONSE, CREATE_ACLS_REQUEST, CREATE_ACLS_RESPONSE, DELETE_ACLS_REQUEST, DELETE_ACLS_RESPONSE, DESCRIBE_CONFIGS_REQUEST, DESCRIBE_CONFIGS_RESPONSE, ALTER_CONFIGS_REQUEST, ALTER_CONFIGS_RESPONSE, ALTER_REPLICA_LOG_DIRS_REQUEST, ALTER_REPLICA_LOG_DIRS_RESPONSE, DESCRIBE_LOG_DIRS_REQUEST, DESCRIBE_LOG_DIRS_RESPONSE, CREATE_PARTITIONS_REQUEST, CREATE_PARTITIONS_RESPONSE, ELECT_LEADERS_REQUEST, ELECT_LEADERS_RESPONSE, INCREMENTAL_ALTER_CONFIGS_REQUEST, INCREMENTAL_ALTER_CONFIGS_RESPONSE, DESCRIBE_CLIENT_QUOTAS_REQUEST, DESCRIBE_CLIENT_QUOTAS_RESPONSE, ALTER_CLIENT_QUOTAS_REQUEST, ALTER_CLIENT_QUOTAS_RESPONSE, DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST, DESCRIBE_USER_SCRAM_CREDENTIALS_RESPONSE, ALTER_USER_SCRAM_CREDENTIALS_REQUEST, ALTER_USER_SCRAM_CREDENTIALS_RESPONSE, DESCRIBE_QUORUM_REQUEST, DESCRIBE_QUORUM_RESPONSE, UPDATE_FEATURES_REQUEST, UPDATE_FEATURES_RESPONSE, DESCRIBE_CLUSTER_REQUEST, DESCRIBE_CLUSTER_RESPONSE, DESCRIBE_PRODUCERS_REQUEST, DESCRIBE_PRODUCERS_RESPONSE, UNREGISTER_BROKER_REQUEST, UNREGISTER_BROKER_RESPONSE, DESCRIBE_TRANSACTIONS_REQUEST, DESCRIBE_TRANSACTIONS_RESPONSE, LIST_TRANSACTIONS_REQUEST, LIST_TRANSACTIONS_RESPONSE, LIST_CLIENT_METRICS_RESOURCES_REQUEST, LIST_CLIENT_METRICS_RESOURCES_RESPONSE, DESCRIBE_TOPIC_PARTITIONS_REQUEST, DESCRIBE_TOPIC_PARTITIONS_RESPONSE, ADD_RAFT_VOTER_REQUEST, ADD_RAFT_VOTER_RESPONSE, REMOVE_RAFT_VOTER_REQUEST, REMOVE_RAFT_VOTER_RESPONSE,)
+MESSAGES = (CREATE_TOPICS_REQUEST, CREATE_TOPICS_RESPONSE, DELETE_TOPICS_REQUEST, DELETE_TOPICS_RESPONSE, DELETE_RECORDS_REQUEST, DELETE_RECORDS_RESPONSE, DESCRIBE_ACLS_REQUEST, DESCRIBE_ACLS_RESPONSE, CREATE_ACLS_REQUEST, CREATE_ACLS_RESPONSE, DELETE_ACLS_REQUEST, DELETE_ACLS_RESPONSE, DESCRIBE_CONFIGS_REQUEST, DESCRIBE_CONFIGS_RESPONSE, ALTER_CONFIGS_REQUEST, ALTER_CONFIGS_RESPONSE, ALTER_REPLICA_LOG_DIRS_REQUEST, ALTER_REPLICA_LOG_DIRS_RESPONSE, DESCRIBE_LOG_DIRS_REQUEST, DESCRIBE_LOG_DIRS_RESPONSE, CREATE_PARTITIONS_REQUEST, CREATE_PARTITIONS_RESPONSE, ELECT_LEADERS_REQUEST, ELECT_LEADERS_RESPONSE, INCREMENTAL_ALTER_CONFIGS_REQUEST, INCREMENTAL_ALTER_CONFIGS_RESPONSE, DESCRIBE_CLIENT_QUOTAS_REQUEST, DESCRIBE_CLIENT_QUOTAS_RESPONSE, ALTER_CLIENT_QUOTAS_REQUEST, ALTER_CLIENT_QUOTAS_RESPONSE, DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST, DESCRIBE_USER_SCRAM_CREDENTIALS_RESPONSE, ALTER_USER_SCRAM_CREDENTIALS_REQUEST, ALTER_USER_SCRAM_CREDENTIALS_RESPONSE, DESCRIBE_QUORUM_REQUEST, DESCRIBE_QUORUM_RESPONSE, UPDATE_FEATURES_REQUEST, UPDATE_FEATURES_RESPONSE, DESCRIBE_CLUSTER_REQUEST, DESCRIBE_CLUSTER_RESPONSE, DESCRIBE_PRODUCERS_REQUEST, DESCRIBE_PRODUCERS_RESPONSE, UNREGISTER_BROKER_REQUEST, UNREGISTER_BROKER_RESPONSE, DESCRIBE_TRANSACTIONS_REQUEST, DESCRIBE_TRANSACTIONS_RESPONSE, LIST_TRANSACTIONS_REQUEST, LIST_TRANSACTIONS_RESPONSE, LIST_CONFIG_RESOURCES_REQUEST, LIST_CONFIG_RESOURCES_RESPONSE, DESCRIBE_TOPIC_PARTITIONS_REQUEST, DESCRIBE_TOPIC_PARTITIONS_RESPONSE, ADD_RAFT_VOTER_REQUEST, ADD_RAFT_VOTER_RESPONSE, REMOVE_RAFT_VOTER_REQUEST, REMOVE_RAFT_VOTER_RESPONSE,)

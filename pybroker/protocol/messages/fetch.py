@@ -13,10 +13,9 @@ FETCH_REQUEST = MessageSpec(
     name='FetchRequest',
     api_key=1,
     kind='request',
-    valid_versions=V(0, 17),
+    valid_versions=V(4, 18),
     flexible_versions=V(12, None),
-    listeners=('zkBroker', 'broker', 'controller'),
-    deprecated_versions=V(0, 3),
+    listeners=('broker', 'controller'),
     fields=(
         F('cluster_id', 'ClusterId', 'string', V(12, None), nullable_versions=V(12, None), tagged_versions=V(12, None), tag=0, default='null', ignorable=True),
         F('replica_id', 'ReplicaId', 'int32', V(0, 14), default='-1'),
@@ -41,6 +40,7 @@ FETCH_REQUEST = MessageSpec(
                 F('log_start_offset', 'LogStartOffset', 'int64', V(5, None), default='-1', ignorable=True),
                 F('partition_max_bytes', 'PartitionMaxBytes', 'int32', V(0, None)),
                 F('replica_directory_id', 'ReplicaDirectoryId', 'uuid', V(17, None), tagged_versions=V(17, None), tag=0, ignorable=True),
+                F('high_watermark', 'HighWatermark', 'int64', V(18, None), tagged_versions=V(18, None), tag=1, default='9223372036854775807', ignorable=True),
             )),
         )),
         F('forgotten_topics_data', 'ForgottenTopicsData', '[]ForgottenTopic', V(7, None), fields=(
@@ -56,7 +56,7 @@ FETCH_RESPONSE = MessageSpec(
     name='FetchResponse',
     api_key=1,
     kind='response',
-    valid_versions=V(0, 17),
+    valid_versions=V(4, 18),
     flexible_versions=V(12, None),
     fields=(
         F('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(1, None), ignorable=True),
@@ -104,10 +104,9 @@ SHARE_FETCH_REQUEST = MessageSpec(
     name='ShareFetchRequest',
     api_key=78,
     kind='request',
-    valid_versions=V(0, 0),
+    valid_versions=V(1, 2),
     flexible_versions=V(0, None),
     listeners=('broker',),
-    latest_version_unstable=True,
     fields=(
         F('group_id', 'GroupId', 'string', V(0, None), nullable_versions=V(0, None), default='null'),
         F('member_id', 'MemberId', 'string', V(0, None), nullable_versions=V(0, None)),
@@ -115,11 +114,15 @@ SHARE_FETCH_REQUEST = MessageSpec(
         F('max_wait_ms', 'MaxWaitMs', 'int32', V(0, None)),
         F('min_bytes', 'MinBytes', 'int32', V(0, None)),
         F('max_bytes', 'MaxBytes', 'int32', V(0, None), default='0x7fffffff'),
+        F('max_records', 'MaxRecords', 'int32', V(1, None)),
+        F('batch_size', 'BatchSize', 'int32', V(1, None)),
+        F('share_acquire_mode', 'ShareAcquireMode', 'int8', V(2, None), default='0', ignorable=True),
+        F('is_renew_ack', 'IsRenewAck', 'bool', V(2, None), default='false'),
         F('topics', 'Topics', '[]FetchTopic', V(0, None), fields=(
             F('topic_id', 'TopicId', 'uuid', V(0, None)),
             F('partitions', 'Partitions', '[]FetchPartition', V(0, None), fields=(
                 F('partition_index', 'PartitionIndex', 'int32', V(0, None)),
-                F('partition_max_bytes', 'PartitionMaxBytes', 'int32', V(0, None)),
+                F('partition_max_bytes', 'PartitionMaxBytes', 'int32', V(0, 0)),
                 F('acknowledgement_batches', 'AcknowledgementBatches', '[]AcknowledgementBatch', V(0, None), fields=(
                     F('first_offset', 'FirstOffset', 'int64', V(0, None)),
                     F('last_offset', 'LastOffset', 'int64', V(0, None)),
@@ -138,12 +141,13 @@ SHARE_FETCH_RESPONSE = MessageSpec(
     name='ShareFetchResponse',
     api_key=78,
     kind='response',
-    valid_versions=V(0, 0),
+    valid_versions=V(1, 2),
     flexible_versions=V(0, None),
     fields=(
         F('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(0, None)),
         F('error_code', 'ErrorCode', 'int16', V(0, None)),
         F('error_message', 'ErrorMessage', 'string', V(0, None), nullable_versions=V(0, None), default='null'),
+        F('acquisition_lock_timeout_ms', 'AcquisitionLockTimeoutMs', 'int32', V(1, None)),
         F('responses', 'Responses', '[]ShareFetchableTopicResponse', V(0, None), fields=(
             F('topic_id', 'TopicId', 'uuid', V(0, None)),
             F('partitions', 'Partitions', '[]PartitionData', V(0, None), fields=(
@@ -156,7 +160,7 @@ SHARE_FETCH_RESPONSE = MessageSpec(
                     F('leader_id', 'LeaderId', 'int32', V(0, None)),
                     F('leader_epoch', 'LeaderEpoch', 'int32', V(0, None)),
                 )),
-                F('records', 'Records', 'records', V(0, None), nullable_versions=V(0, None)),
+                F('records', 'Records', 'records', V(0, None), nullable_versions=V(0, 0)),
                 F('acquired_records', 'AcquiredRecords', '[]AcquiredRecords', V(0, None), fields=(
                     F('first_offset', 'FirstOffset', 'int64', V(0, None)),
                     F('last_offset', 'LastOffset', 'int64', V(0, None)),
@@ -177,14 +181,14 @@ SHARE_ACKNOWLEDGE_REQUEST = MessageSpec(
     name='ShareAcknowledgeRequest',
     api_key=79,
     kind='request',
-    valid_versions=V(0, 0),
+    valid_versions=V(1, 2),
     flexible_versions=V(0, None),
     listeners=('broker',),
-    latest_version_unstable=True,
     fields=(
         F('group_id', 'GroupId', 'string', V(0, None), nullable_versions=V(0, None), default='null'),
         F('member_id', 'MemberId', 'string', V(0, None), nullable_versions=V(0, None)),
         F('share_session_epoch', 'ShareSessionEpoch', 'int32', V(0, None)),
+        F('is_renew_ack', 'IsRenewAck', 'bool', V(2, None), default='false'),
         F('topics', 'Topics', '[]AcknowledgeTopic', V(0, None), fields=(
             F('topic_id', 'TopicId', 'uuid', V(0, None)),
             F('partitions', 'Partitions', '[]AcknowledgePartition', V(0, None), fields=(
@@ -203,14 +207,15 @@ SHARE_ACKNOWLEDGE_RESPONSE = MessageSpec(
     name='ShareAcknowledgeResponse',
     api_key=79,
     kind='response',
-    valid_versions=V(0, 0),
+    valid_versions=V(1, 2),
     flexible_versions=V(0, None),
     fields=(
-        F('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(0, None), ignorable=True),
-        F('error_code', 'ErrorCode', 'int16', V(0, None), ignorable=True),
+        F('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(0, None)),
+        F('error_code', 'ErrorCode', 'int16', V(0, None)),
         F('error_message', 'ErrorMessage', 'string', V(0, None), nullable_versions=V(0, None), default='null'),
+        F('acquisition_lock_timeout_ms', 'AcquisitionLockTimeoutMs', 'int32', V(2, None), ignorable=True),
         F('responses', 'Responses', '[]ShareAcknowledgeTopicResponse', V(0, None), fields=(
-            F('topic_id', 'TopicId', 'uuid', V(0, None), ignorable=True),
+            F('topic_id', 'TopicId', 'uuid', V(0, None)),
             F('partitions', 'Partitions', '[]PartitionData', V(0, None), fields=(
                 F('partition_index', 'PartitionIndex', 'int32', V(0, None)),
                 F('error_code', 'ErrorCode', 'int16', V(0, None)),

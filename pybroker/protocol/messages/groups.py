@@ -46,10 +46,9 @@ OFFSET_COMMIT_REQUEST = MessageSpec(
     name='OffsetCommitRequest',
     api_key=8,
     kind='request',
-    valid_versions=V(0, 9),
+    valid_versions=V(2, 10),
     flexible_versions=V(8, None),
-    listeners=('zkBroker', 'broker'),
-    deprecated_versions=V(0, 1),
+    listeners=('broker',),
     fields=(
         F('group_id', 'GroupId', 'string', V(0, None)),
         F('generation_id_or_member_epoch', 'GenerationIdOrMemberEpoch', 'int32', V(1, None), default='-1', ignorable=True),
@@ -57,12 +56,12 @@ OFFSET_COMMIT_REQUEST = MessageSpec(
         F('group_instance_id', 'GroupInstanceId', 'string', V(7, None), nullable_versions=V(7, None), default='null'),
         F('retention_time_ms', 'RetentionTimeMs', 'int64', V(2, 4), default='-1', ignorable=True),
         F('topics', 'Topics', '[]OffsetCommitRequestTopic', V(0, None), fields=(
-            F('name', 'Name', 'string', V(0, None)),
+            F('name', 'Name', 'string', V(0, 9), ignorable=True),
+            F('topic_id', 'TopicId', 'uuid', V(10, None), ignorable=True),
             F('partitions', 'Partitions', '[]OffsetCommitRequestPartition', V(0, None), fields=(
                 F('partition_index', 'PartitionIndex', 'int32', V(0, None)),
                 F('committed_offset', 'CommittedOffset', 'int64', V(0, None)),
                 F('committed_leader_epoch', 'CommittedLeaderEpoch', 'int32', V(6, None), default='-1', ignorable=True),
-                F('commit_timestamp', 'CommitTimestamp', 'int64', V(1, 1), default='-1'),
                 F('committed_metadata', 'CommittedMetadata', 'string', V(0, None), nullable_versions=V(0, None)),
             )),
         )),
@@ -73,12 +72,13 @@ OFFSET_COMMIT_RESPONSE = MessageSpec(
     name='OffsetCommitResponse',
     api_key=8,
     kind='response',
-    valid_versions=V(0, 9),
+    valid_versions=V(2, 10),
     flexible_versions=V(8, None),
     fields=(
         F('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(3, None), ignorable=True),
         F('topics', 'Topics', '[]OffsetCommitResponseTopic', V(0, None), fields=(
-            F('name', 'Name', 'string', V(0, None)),
+            F('name', 'Name', 'string', V(0, 9), ignorable=True),
+            F('topic_id', 'TopicId', 'uuid', V(10, None), ignorable=True),
             F('partitions', 'Partitions', '[]OffsetCommitResponsePartition', V(0, None), fields=(
                 F('partition_index', 'PartitionIndex', 'int32', V(0, None)),
                 F('error_code', 'ErrorCode', 'int16', V(0, None)),
@@ -91,10 +91,9 @@ OFFSET_FETCH_REQUEST = MessageSpec(
     name='OffsetFetchRequest',
     api_key=9,
     kind='request',
-    valid_versions=V(0, 9),
+    valid_versions=V(1, 10),
     flexible_versions=V(6, None),
-    listeners=('zkBroker', 'broker'),
-    deprecated_versions=V(0, 0),
+    listeners=('broker',),
     fields=(
         F('group_id', 'GroupId', 'string', V(0, 7)),
         F('topics', 'Topics', '[]OffsetFetchRequestTopic', V(0, 7), nullable_versions=V(2, 7), fields=(
@@ -106,7 +105,8 @@ OFFSET_FETCH_REQUEST = MessageSpec(
             F('member_id', 'MemberId', 'string', V(9, None), nullable_versions=V(9, None), default='null', ignorable=True),
             F('member_epoch', 'MemberEpoch', 'int32', V(9, None), default='-1', ignorable=True),
             F('topics', 'Topics', '[]OffsetFetchRequestTopics', V(8, None), nullable_versions=V(8, None), fields=(
-                F('name', 'Name', 'string', V(8, None)),
+                F('name', 'Name', 'string', V(8, 9), ignorable=True),
+                F('topic_id', 'TopicId', 'uuid', V(10, None), ignorable=True),
                 F('partition_indexes', 'PartitionIndexes', '[]int32', V(8, None)),
             )),
         )),
@@ -118,7 +118,7 @@ OFFSET_FETCH_RESPONSE = MessageSpec(
     name='OffsetFetchResponse',
     api_key=9,
     kind='response',
-    valid_versions=V(0, 9),
+    valid_versions=V(1, 10),
     flexible_versions=V(6, None),
     fields=(
         F('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(3, None), ignorable=True),
@@ -136,7 +136,8 @@ OFFSET_FETCH_RESPONSE = MessageSpec(
         F('groups', 'Groups', '[]OffsetFetchResponseGroup', V(8, None), fields=(
             F('group_id', 'GroupId', 'string', V(8, None)),
             F('topics', 'Topics', '[]OffsetFetchResponseTopics', V(8, None), fields=(
-                F('name', 'Name', 'string', V(8, None)),
+                F('name', 'Name', 'string', V(8, 9), ignorable=True),
+                F('topic_id', 'TopicId', 'uuid', V(10, None), ignorable=True),
                 F('partitions', 'Partitions', '[]OffsetFetchResponsePartitions', V(8, None), fields=(
                     F('partition_index', 'PartitionIndex', 'int32', V(8, None)),
                     F('committed_offset', 'CommittedOffset', 'int64', V(8, None)),
@@ -156,8 +157,7 @@ FIND_COORDINATOR_REQUEST = MessageSpec(
     kind='request',
     valid_versions=V(0, 6),
     flexible_versions=V(3, None),
-    listeners=('zkBroker', 'broker'),
-    deprecated_versions=V(0, 0),
+    listeners=('broker',),
     fields=(
         F('key', 'Key', 'string', V(0, 3)),
         F('key_type', 'KeyType', 'int8', V(1, None), default='0'),
@@ -195,8 +195,7 @@ JOIN_GROUP_REQUEST = MessageSpec(
     kind='request',
     valid_versions=V(0, 9),
     flexible_versions=V(6, None),
-    listeners=('zkBroker', 'broker'),
-    deprecated_versions=V(0, 1),
+    listeners=('broker',),
     fields=(
         F('group_id', 'GroupId', 'string', V(0, None)),
         F('session_timeout_ms', 'SessionTimeoutMs', 'int32', V(0, None)),
@@ -241,7 +240,7 @@ HEARTBEAT_REQUEST = MessageSpec(
     kind='request',
     valid_versions=V(0, 4),
     flexible_versions=V(4, None),
-    listeners=('zkBroker', 'broker'),
+    listeners=('broker',),
     fields=(
         F('group_id', 'GroupId', 'string', V(0, None)),
         F('generation_id', 'GenerationId', 'int32', V(0, None)),
@@ -268,7 +267,7 @@ LEAVE_GROUP_REQUEST = MessageSpec(
     kind='request',
     valid_versions=V(0, 5),
     flexible_versions=V(4, None),
-    listeners=('zkBroker', 'broker'),
+    listeners=('broker',),
     fields=(
         F('group_id', 'GroupId', 'string', V(0, None)),
         F('member_id', 'MemberId', 'string', V(0, 2)),
@@ -303,7 +302,7 @@ SYNC_GROUP_REQUEST = MessageSpec(
     kind='request',
     valid_versions=V(0, 5),
     flexible_versions=V(4, None),
-    listeners=('zkBroker', 'broker'),
+    listeners=('broker',),
     fields=(
         F('group_id', 'GroupId', 'string', V(0, None)),
         F('generation_id', 'GenerationId', 'int32', V(0, None)),
@@ -337,9 +336,9 @@ DESCRIBE_GROUPS_REQUEST = MessageSpec(
     name='DescribeGroupsRequest',
     api_key=15,
     kind='request',
-    valid_versions=V(0, 5),
+    valid_versions=V(0, 6),
     flexible_versions=V(5, None),
-    listeners=('zkBroker', 'broker'),
+    listeners=('broker',),
     fields=(
         F('groups', 'Groups', '[]string', V(0, None)),
         F('include_authorized_operations', 'IncludeAuthorizedOperations', 'bool', V(3, None)),
@@ -350,12 +349,13 @@ DESCRIBE_GROUPS_RESPONSE = MessageSpec(
     name='DescribeGroupsResponse',
     api_key=15,
     kind='response',
-    valid_versions=V(0, 5),
+    valid_versions=V(0, 6),
     flexible_versions=V(5, None),
     fields=(
         F('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(1, None), ignorable=True),
         F('groups', 'Groups', '[]DescribedGroup', V(0, None), fields=(
             F('error_code', 'ErrorCode', 'int16', V(0, None)),
+            F('error_message', 'ErrorMessage', 'string', V(6, None), nullable_versions=V(6, None), default='null'),
             F('group_id', 'GroupId', 'string', V(0, None)),
             F('group_state', 'GroupState', 'string', V(0, None)),
             F('protocol_type', 'ProtocolType', 'string', V(0, None)),
@@ -379,7 +379,7 @@ LIST_GROUPS_REQUEST = MessageSpec(
     kind='request',
     valid_versions=V(0, 5),
     flexible_versions=V(3, None),
-    listeners=('zkBroker', 'broker'),
+    listeners=('broker',),
     fields=(
         F('states_filter', 'StatesFilter', '[]string', V(4, None)),
         F('types_filter', 'TypesFilter', '[]string', V(5, None)),
@@ -410,8 +410,7 @@ DELETE_GROUPS_REQUEST = MessageSpec(
     kind='request',
     valid_versions=V(0, 2),
     flexible_versions=V(2, None),
-    listeners=('zkBroker', 'broker'),
-    deprecated_versions=V(0, 0),
+    listeners=('broker',),
     fields=(
         F('groups_names', 'GroupsNames', '[]string', V(0, None)),
     ),
@@ -438,7 +437,7 @@ OFFSET_DELETE_REQUEST = MessageSpec(
     kind='request',
     valid_versions=V(0, 0),
     flexible_versions=NO_VERSIONS,
-    listeners=('zkBroker', 'broker'),
+    listeners=('broker',),
     fields=(
         F('group_id', 'GroupId', 'string', V(0, None)),
         F('topics', 'Topics', '[]OffsetDeleteRequestTopic', V(0, None), fields=(
@@ -475,8 +474,7 @@ CONSUMER_GROUP_HEARTBEAT_REQUEST = MessageSpec(
     kind='request',
     valid_versions=V(0, 1),
     flexible_versions=V(0, None),
-    listeners=('zkBroker', 'broker'),
-    latest_version_unstable=True,
+    listeners=('broker',),
     fields=(
         F('group_id', 'GroupId', 'string', V(0, None)),
         F('member_id', 'MemberId', 'string', V(0, None)),
@@ -520,9 +518,9 @@ CONSUMER_GROUP_DESCRIBE_REQUEST = MessageSpec(
     name='ConsumerGroupDescribeRequest',
     api_key=69,
     kind='request',
-    valid_versions=V(0, 0),
+    valid_versions=V(0, 1),
     flexible_versions=V(0, None),
-    listeners=('zkBroker', 'broker'),
+    listeners=('broker',),
     fields=(
         F('group_ids', 'GroupIds', '[]string', V(0, None)),
         F('include_authorized_operations', 'IncludeAuthorizedOperations', 'bool', V(0, None)),
@@ -533,7 +531,7 @@ CONSUMER_GROUP_DESCRIBE_RESPONSE = MessageSpec(
     name='ConsumerGroupDescribeResponse',
     api_key=69,
     kind='response',
-    valid_versions=V(0, 0),
+    valid_versions=V(0, 1),
     flexible_versions=V(0, None),
     fields=(
         F('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(0, None)),
@@ -568,6 +566,7 @@ CONSUMER_GROUP_DESCRIBE_RESPONSE = MessageSpec(
                         F('partitions', 'Partitions', '[]int32', V(0, None)),
                     )),
                 )),
+                F('member_type', 'MemberType', 'int8', V(1, None), default='-1', ignorable=True),
             )),
             F('authorized_operations', 'AuthorizedOperations', 'int32', V(0, None), default='-2147483648'),
         )),
@@ -578,10 +577,9 @@ SHARE_GROUP_HEARTBEAT_REQUEST = MessageSpec(
     name='ShareGroupHeartbeatRequest',
     api_key=76,
     kind='request',
-    valid_versions=V(0, 0),
+    valid_versions=V(1, 1),
     flexible_versions=V(0, None),
     listeners=('broker',),
-    latest_version_unstable=True,
     fields=(
         F('group_id', 'GroupId', 'string', V(0, None)),
         F('member_id', 'MemberId', 'string', V(0, None)),
@@ -595,7 +593,7 @@ SHARE_GROUP_HEARTBEAT_RESPONSE = MessageSpec(
     name='ShareGroupHeartbeatResponse',
     api_key=76,
     kind='response',
-    valid_versions=V(0, 0),
+    valid_versions=V(1, 1),
     flexible_versions=V(0, None),
     fields=(
         F('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(0, None)),
@@ -617,10 +615,9 @@ SHARE_GROUP_DESCRIBE_REQUEST = MessageSpec(
     name='ShareGroupDescribeRequest',
     api_key=77,
     kind='request',
-    valid_versions=V(0, 0),
+    valid_versions=V(1, 1),
     flexible_versions=V(0, None),
     listeners=('broker',),
-    latest_version_unstable=True,
     fields=(
         F('group_ids', 'GroupIds', '[]string', V(0, None)),
         F('include_authorized_operations', 'IncludeAuthorizedOperations', 'bool', V(0, None)),
@@ -631,7 +628,7 @@ SHARE_GROUP_DESCRIBE_RESPONSE = MessageSpec(
     name='ShareGroupDescribeResponse',
     api_key=77,
     kind='response',
-    valid_versions=V(0, 0),
+    valid_versions=V(1, 1),
     flexible_versions=V(0, None),
     fields=(
         F('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(0, None)),
@@ -663,4 +660,372 @@ SHARE_GROUP_DESCRIBE_RESPONSE = MessageSpec(
     ),
 )
 
-MESSAGES = (CONSUMER_PROTOCOL_ASSIGNMENT, CONSUMER_PROTOCOL_SUBSCRIPTION, OFFSET_COMMIT_REQUEST, OFFSET_COMMIT_RESPONSE, OFFSET_FETCH_REQUEST, OFFSET_FETCH_RESPONSE, FIND_COORDINATOR_REQUEST, FIND_COORDINATOR_RESPONSE, JOIN_GROUP_REQUEST, JOIN_GROUP_RESPONSE, HEARTBEAT_REQUEST, HEARTBEAT_RESPONSE, LEAVE_GROUP_REQUEST, LEAVE_GROUP_RESPONSE, SYNC_GROUP_REQUEST, SYNC_GROUP_RESPONSE, DESCRIBE_GROUPS_REQUEST, DESCRIBE_GROUPS_RESPONSE, LIST_GROUPS_REQUEST, LIST_GROUPS_RESPONSE, DELETE_GROUPS_REQUEST, DELETE_GROUPS_RESPONSE, OFFSET_DELETE_REQUEST, OFFSET_DELETE_RESPONSE, CONSUMER_GROUP_HEARTBEAT_REQUEST, CONSUMER_GROUP_HEARTBEAT_RESPONSE, CONSUMER_GROUP_DESCRIBE_REQUEST, CONSUMER_GROUP_DESCRIBE_RESPONSE, SHARE_GROUP_HEARTBEAT_REQUEST, SHARE_GROUP_HEARTBEAT_RESPONSE, SHARE_GROUP_DESCRIBE_REQUEST, SHARE_GROUP_DESCRIBE_RESPONSE,)
+STREAMS_GROUP_HEARTBEAT_REQUEST = MessageSpec(
+    name='StreamsGroupHeartbeatRequest',
+    api_key=88,
+    kind='request',
+    valid_versions=V(0, 0),
+    flexible_versions=V(0, None),
+    listeners=('broker',),
+    fields=(
+        F('group_id', 'GroupId', 'string', V(0, None)),
+        F('member_id', 'MemberId', 'string', V(0, None)),
+        F('member_epoch', 'MemberEpoch', 'int32', V(0, None)),
+        F('endpoint_information_epoch', 'EndpointInformationEpoch', 'int32', V(0, None)),
+        F('instance_id', 'InstanceId', 'string', V(0, None), nullable_versions=V(0, None), default='null'),
+        F('rack_id', 'RackId', 'string', V(0, None), nullable_versions=V(0, None), default='null'),
+        F('rebalance_timeout_ms', 'RebalanceTimeoutMs', 'int32', V(0, None), default='-1'),
+        F('topology', 'Topology', 'Topology', V(0, None), nullable_versions=V(0, None), default='null', fields=(
+            F('epoch', 'Epoch', 'int32', V(0, None)),
+            F('subtopologies', 'Subtopologies', '[]Subtopology', V(0, None), fields=(
+                F('subtopology_id', 'SubtopologyId', 'string', V(0, None)),
+                F('source_topics', 'SourceTopics', '[]string', V(0, None)),
+                F('source_topic_regex', 'SourceTopicRegex', '[]string', V(0, None)),
+                F('state_changelog_topics', 'StateChangelogTopics', '[]TopicInfo', V(0, None), fields=(
+                    F('name', 'Name', 'string', V(0, None)),
+                    F('partitions', 'Partitions', 'int32', V(0, None)),
+                    F('replication_factor', 'ReplicationFactor', 'int16', V(0, None)),
+                    F('topic_configs', 'TopicConfigs', '[]KeyValue', V(0, None), fields=(
+                        F('key', 'Key', 'string', V(0, None)),
+                        F('value', 'Value', 'string', V(0, None)),
+                    )),
+                )),
+                F('repartition_sink_topics', 'RepartitionSinkTopics', '[]string', V(0, None)),
+                F('repartition_source_topics', 'RepartitionSourceTopics', '[]TopicInfo', V(0, None), fields=(
+                    F('name', 'Name', 'string', V(0, None)),
+                    F('partitions', 'Partitions', 'int32', V(0, None)),
+                    F('replication_factor', 'ReplicationFactor', 'int16', V(0, None)),
+                    F('topic_configs', 'TopicConfigs', '[]KeyValue', V(0, None), fields=(
+                        F('key', 'Key', 'string', V(0, None)),
+                        F('value', 'Value', 'string', V(0, None)),
+                    )),
+                )),
+                F('copartition_groups', 'CopartitionGroups', '[]CopartitionGroup', V(0, None), fields=(
+                    F('source_topics', 'SourceTopics', '[]int16', V(0, None)),
+                    F('source_topic_regex', 'SourceTopicRegex', '[]int16', V(0, None)),
+                    F('repartition_source_topics', 'RepartitionSourceTopics', '[]int16', V(0, None)),
+                )),
+            )),
+        )),
+        F('active_tasks', 'ActiveTasks', '[]TaskIds', V(0, None), nullable_versions=V(0, None), default='null', fields=(
+            F('subtopology_id', 'SubtopologyId', 'string', V(0, None)),
+            F('partitions', 'Partitions', '[]int32', V(0, None)),
+        )),
+        F('standby_tasks', 'StandbyTasks', '[]TaskIds', V(0, None), nullable_versions=V(0, None), default='null', fields=(
+            F('subtopology_id', 'SubtopologyId', 'string', V(0, None)),
+            F('partitions', 'Partitions', '[]int32', V(0, None)),
+        )),
+        F('warmup_tasks', 'WarmupTasks', '[]TaskIds', V(0, None), nullable_versions=V(0, None), default='null', fields=(
+            F('subtopology_id', 'SubtopologyId', 'string', V(0, None)),
+            F('partitions', 'Partitions', '[]int32', V(0, None)),
+        )),
+        F('process_id', 'ProcessId', 'string', V(0, None), nullable_versions=V(0, None), default='null'),
+        F('user_endpoint', 'UserEndpoint', 'Endpoint', V(0, None), nullable_versions=V(0, None), default='null', fields=(
+            F('host', 'Host', 'string', V(0, None)),
+            F('port', 'Port', 'uint16', V(0, None)),
+        )),
+        F('client_tags', 'ClientTags', '[]KeyValue', V(0, None), nullable_versions=V(0, None), default='null', fields=(
+            F('key', 'Key', 'string', V(0, None)),
+            F('value', 'Value', 'string', V(0, None)),
+        )),
+        F('task_offsets', 'TaskOffsets', '[]TaskOffset', V(0, None), nullable_versions=V(0, None), default='null', fields=(
+            F('subtopology_id', 'SubtopologyId', 'string', V(0, None)),
+            F('partition', 'Partition', 'int32', V(0, None)),
+            F('offset', 'Offset', 'int64', V(0, None)),
+        )),
+        F('task_end_offsets', 'TaskEndOffsets', '[]TaskOffset', V(0, None), nullable_versions=V(0, None), default='null', fields=(
+            F('subtopology_id', 'SubtopologyId', 'string', V(0, None)),
+            F('partition', 'Partition', 'int32', V(0, None)),
+            F('offset', 'Offset', 'int64', V(0, None)),
+        )),
+        F('shutdown_application', 'ShutdownApplication', 'bool', V(0, None), default='false'),
+    ),
+)
+
+STREAMS_GROUP_HEARTBEAT_RESPONSE = MessageSpec(
+    name='StreamsGroupHeartbeatResponse',
+    api_key=88,
+    kind='response',
+    valid_versions=V(0, 0),
+    flexible_versions=V(0, None),
+    fields=(
+        F('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(0, None)),
+        F('error_code', 'ErrorCode', 'int16', V(0, None)),
+        F('error_message', 'ErrorMessage', 'string', V(0, None), nullable_versions=V(0, None), default='null'),
+        F('member_id', 'MemberId', 'string', V(0, None)),
+        F('member_epoch', 'MemberEpoch', 'int32', V(0, None)),
+        F('heartbeat_interval_ms', 'HeartbeatIntervalMs', 'int32', V(0, None)),
+        F('acceptable_recovery_lag', 'AcceptableRecoveryLag', 'int32', V(0, None)),
+        F('task_offset_interval_ms', 'TaskOffsetIntervalMs', 'int32', V(0, None)),
+        F('status', 'Status', '[]Status', V(0, None), nullable_versions=V(0, None), fields=(
+            F('status_code', 'StatusCode', 'int8', V(0, None)),
+            F('status_detail', 'StatusDetail', 'string', V(0, None)),
+        )),
+        F('active_tasks', 'ActiveTasks', '[]TaskIds', V(0, None), nullable_versions=V(0, None), default='null', fields=(
+            F('subtopology_id', 'SubtopologyId', 'string', V(0, None)),
+            F('partitions', 'Partitions', '[]int32', V(0, None)),
+        )),
+        F('standby_tasks', 'StandbyTasks', '[]TaskIds', V(0, None), nullable_versions=V(0, None), default='null', fields=(
+            F('subtopology_id', 'SubtopologyId', 'string', V(0, None)),
+            F('partitions', 'Partitions', '[]int32', V(0, None)),
+        )),
+        F('warmup_tasks', 'WarmupTasks', '[]TaskIds', V(0, None), nullable_versions=V(0, None), default='null', fields=(
+            F('subtopology_id', 'SubtopologyId', 'string', V(0, None)),
+            F('partitions', 'Partitions', '[]int32', V(0, None)),
+        )),
+        F('endpoint_information_epoch', 'EndpointInformationEpoch', 'int32', V(0, None)),
+        F('partitions_by_user_endpoint', 'PartitionsByUserEndpoint', '[]EndpointToPartitions', V(0, None), nullable_versions=V(0, None), default='null', fields=(
+            F('user_endpoint', 'UserEndpoint', 'Endpoint', V(0, None), fields=(
+                F('host', 'Host', 'string', V(0, None)),
+                F('port', 'Port', 'uint16', V(0, None)),
+            )),
+            F('active_partitions', 'ActivePartitions', '[]TopicPartition', V(0, None), fields=(
+                F('topic', 'Topic', 'string', V(0, None)),
+                F('partitions', 'Partitions', '[]int32', V(0, None)),
+            )),
+            F('standby_partitions', 'StandbyPartitions', '[]TopicPartition', V(0, None), fields=(
+                F('topic', 'Topic', 'string', V(0, None)),
+                F('partitions', 'Partitions', '[]int32', V(0, None)),
+            )),
+        )),
+    ),
+)
+
+STREAMS_GROUP_DESCRIBE_REQUEST = MessageSpec(
+    name='StreamsGroupDescribeRequest',
+    api_key=89,
+    kind='request',
+    valid_versions=V(0, 0),
+    flexible_versions=V(0, None),
+    listeners=('broker',),
+    fields=(
+        F('group_ids', 'GroupIds', '[]string', V(0, None)),
+        F('include_authorized_operations', 'IncludeAuthorizedOperations', 'bool', V(0, None)),
+    ),
+)
+
+STREAMS_GROUP_DESCRIBE_RESPONSE = MessageSpec(
+    name='StreamsGroupDescribeResponse',
+    api_key=89,
+    kind='response',
+    valid_versions=V(0, 0),
+    flexible_versions=V(0, None),
+    fields=(
+        F('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(0, None)),
+        F('groups', 'Groups', '[]DescribedGroup', V(0, None), fields=(
+            F('error_code', 'ErrorCode', 'int16', V(0, None)),
+            F('error_message', 'ErrorMessage', 'string', V(0, None), nullable_versions=V(0, None), default='null'),
+            F('group_id', 'GroupId', 'string', V(0, None)),
+            F('group_state', 'GroupState', 'string', V(0, None)),
+            F('group_epoch', 'GroupEpoch', 'int32', V(0, None)),
+            F('assignment_epoch', 'AssignmentEpoch', 'int32', V(0, None)),
+            F('topology', 'Topology', 'Topology', V(0, None), nullable_versions=V(0, None), default='null', fields=(
+                F('epoch', 'Epoch', 'int32', V(0, None)),
+                F('subtopologies', 'Subtopologies', '[]Subtopology', V(0, None), nullable_versions=V(0, None), default='null', fields=(
+                    F('subtopology_id', 'SubtopologyId', 'string', V(0, None)),
+                    F('source_topics', 'SourceTopics', '[]string', V(0, None)),
+                    F('repartition_sink_topics', 'RepartitionSinkTopics', '[]string', V(0, None)),
+                    F('state_changelog_topics', 'StateChangelogTopics', '[]TopicInfo', V(0, None), fields=(
+                        F('name', 'Name', 'string', V(0, None)),
+                        F('partitions', 'Partitions', 'int32', V(0, None)),
+                        F('replication_factor', 'ReplicationFactor', 'int16', V(0, None)),
+                        F('topic_configs', 'TopicConfigs', '[]KeyValue', V(0, None), fields=(
+                            F('key', 'Key', 'string', V(0, None)),
+                            F('value', 'Value', 'string', V(0, None)),
+                        )),
+                    )),
+                    F('repartition_source_topics', 'RepartitionSourceTopics', '[]TopicInfo', V(0, None), fields=(
+                        F('name', 'Name', 'string', V(0, None)),
+                        F('partitions', 'Partitions', 'int32', V(0, None)),
+                        F('replication_factor', 'ReplicationFactor', 'int16', V(0, None)),
+                        F('topic_configs', 'TopicConfigs', '[]KeyValue', V(0, None), fields=(
+                            F('key', 'Key', 'string', V(0, None)),
+                            F('value', 'Value', 'string', V(0, None)),
+                        )),
+                    )),
+                )),
+            )),
+            F('members', 'Members', '[]Member', V(0, None), fields=(
+                F('member_id', 'MemberId', 'string', V(0, None)),
+                F('member_epoch', 'MemberEpoch', 'int32', V(0, None)),
+                F('instance_id', 'InstanceId', 'string', V(0, None), nullable_versions=V(0, None), default='null'),
+                F('rack_id', 'RackId', 'string', V(0, None), nullable_versions=V(0, None), default='null'),
+                F('client_id', 'ClientId', 'string', V(0, None)),
+                F('client_host', 'ClientHost', 'string', V(0, None)),
+                F('topology_epoch', 'TopologyEpoch', 'int32', V(0, None)),
+                F('process_id', 'ProcessId', 'string', V(0, None)),
+                F('user_endpoint', 'UserEndpoint', 'Endpoint', V(0, None), nullable_versions=V(0, None), default='null', fields=(
+                    F('host', 'Host', 'string', V(0, None)),
+                    F('port', 'Port', 'uint16', V(0, None)),
+                )),
+                F('client_tags', 'ClientTags', '[]KeyValue', V(0, None), fields=(
+                    F('key', 'Key', 'string', V(0, None)),
+                    F('value', 'Value', 'string', V(0, None)),
+                )),
+                F('task_offsets', 'TaskOffsets', '[]TaskOffset', V(0, None), fields=(
+                    F('subtopology_id', 'SubtopologyId', 'string', V(0, None)),
+                    F('partition', 'Partition', 'int32', V(0, None)),
+                    F('offset', 'Offset', 'int64', V(0, None)),
+                )),
+                F('task_end_offsets', 'TaskEndOffsets', '[]TaskOffset', V(0, None), fields=(
+                    F('subtopology_id', 'SubtopologyId', 'string', V(0, None)),
+                    F('partition', 'Partition', 'int32', V(0, None)),
+                    F('offset', 'Offset', 'int64', V(0, None)),
+                )),
+                F('assignment', 'Assignment', 'Assignment', V(0, None), fields=(
+                    F('active_tasks', 'ActiveTasks', '[]TaskIds', V(0, None), fields=(
+                        F('subtopology_id', 'SubtopologyId', 'string', V(0, None)),
+                        F('partitions', 'Partitions', '[]int32', V(0, None)),
+                    )),
+                    F('standby_tasks', 'StandbyTasks', '[]TaskIds', V(0, None), fields=(
+                        F('subtopology_id', 'SubtopologyId', 'string', V(0, None)),
+                        F('partitions', 'Partitions', '[]int32', V(0, None)),
+                    )),
+                    F('warmup_tasks', 'WarmupTasks', '[]TaskIds', V(0, None), fields=(
+                        F('subtopology_id', 'SubtopologyId', 'string', V(0, None)),
+                        F('partitions', 'Partitions', '[]int32', V(0, None)),
+                    )),
+                )),
+                F('target_assignment', 'TargetAssignment', 'Assignment', V(0, None), fields=(
+                    F('active_tasks', 'ActiveTasks', '[]TaskIds', V(0, None), fields=(
+                        F('subtopology_id', 'SubtopologyId', 'string', V(0, None)),
+                        F('partitions', 'Partitions', '[]int32', V(0, None)),
+                    )),
+                    F('standby_tasks', 'StandbyTasks', '[]TaskIds', V(0, None), fields=(
+                        F('subtopology_id', 'SubtopologyId', 'string', V(0, None)),
+                        F('partitions', 'Partitions', '[]int32', V(0, None)),
+                    )),
+                    F('warmup_tasks', 'WarmupTasks', '[]TaskIds', V(0, None), fields=(
+                        F('subtopology_id', 'SubtopologyId', 'string', V(0, None)),
+                        F('partitions', 'Partitions', '[]int32', V(0, None)),
+                    )),
+                )),
+                F('is_classic', 'IsClassic', 'bool', V(0, None)),
+            )),
+            F('authorized_operations', 'AuthorizedOperations', 'int32', V(0, None), default='-2147483648'),
+        )),
+    ),
+)
+
+DESCRIBE_SHARE_GROUP_OFFSETS_REQUEST = MessageSpec(
+    name='DescribeShareGroupOffsetsRequest',
+    api_key=90,
+    kind='request',
+    valid_versions=V(0, 1),
+    flexible_versions=V(0, None),
+    listeners=('broker',),
+    fields=(
+        F('groups', 'Groups', '[]DescribeShareGroupOffsetsRequestGroup', V(0, None), fields=(
+            F('group_id', 'GroupId', 'string', V(0, None)),
+            F('topics', 'Topics', '[]DescribeShareGroupOffsetsRequestTopic', V(0, None), nullable_versions=V(0, None), fields=(
+                F('topic_name', 'TopicName', 'string', V(0, None)),
+                F('partitions', 'Partitions', '[]int32', V(0, None)),
+            )),
+        )),
+    ),
+)
+
+DESCRIBE_SHARE_GROUP_OFFSETS_RESPONSE = MessageSpec(
+    name='DescribeShareGroupOffsetsResponse',
+    api_key=90,
+    kind='response',
+    valid_versions=V(0, 1),
+    flexible_versions=V(0, None),
+    fields=(
+        F('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(0, None)),
+        F('groups', 'Groups', '[]DescribeShareGroupOffsetsResponseGroup', V(0, None), fields=(
+            F('group_id', 'GroupId', 'string', V(0, None)),
+            F('topics', 'Topics', '[]DescribeShareGroupOffsetsResponseTopic', V(0, None), fields=(
+                F('topic_name', 'TopicName', 'string', V(0, None)),
+                F('topic_id', 'TopicId', 'uuid', V(0, None)),
+                F('partitions', 'Partitions', '[]DescribeShareGroupOffsetsResponsePartition', V(0, None), fields=(
+                    F('partition_index', 'PartitionIndex', 'int32', V(0, None)),
+                    F('start_offset', 'StartOffset', 'int64', V(0, None)),
+                    F('leader_epoch', 'LeaderEpoch', 'int32', V(0, None)),
+                    F('lag', 'Lag', 'int64', V(1, None), default='-1', ignorable=True),
+                    F('error_code', 'ErrorCode', 'int16', V(0, None)),
+                    F('error_message', 'ErrorMessage', 'string', V(0, None), nullable_versions=V(0, None), default='null'),
+                )),
+            )),
+            F('error_code', 'ErrorCode', 'int16', V(0, None)),
+            F('error_message', 'ErrorMessage', 'string', V(0, None), nullable_versions=V(0, None), default='null'),
+        )),
+    ),
+)
+
+ALTER_SHARE_GROUP_OFFSETS_REQUEST = MessageSpec(
+    name='AlterShareGroupOffsetsRequest',
+    api_key=91,
+    kind='request',
+    valid_versions=V(0, 0),
+    flexible_versions=V(0, None),
+    listeners=('broker',),
+    fields=(
+        F('group_id', 'GroupId', 'string', V(0, None)),
+        F('topics', 'Topics', '[]AlterShareGroupOffsetsRequestTopic', V(0, None), fields=(
+            F('topic_name', 'TopicName', 'string', V(0, None)),
+            F('partitions', 'Partitions', '[]AlterShareGroupOffsetsRequestPartition', V(0, None), fields=(
+                F('partition_index', 'PartitionIndex', 'int32', V(0, None)),
+                F('start_offset', 'StartOffset', 'int64', V(0, None)),
+            )),
+        )),
+    ),
+)
+
+ALTER_SHARE_GROUP_OFFSETS_RESPONSE = MessageSpec(
+    name='AlterShareGroupOffsetsResponse',
+    api_key=91,
+    kind='response',
+    valid_versions=V(0, 0),
+    flexible_versions=V(0, None),
+    fields=(
+        F('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(0, None)),
+        F('error_code', 'ErrorCode', 'int16', V(0, None)),
+        F('error_message', 'ErrorMessage', 'string', V(0, None), nullable_versions=V(0, None), default='null'),
+        F('responses', 'Responses', '[]AlterShareGroupOffsetsResponseTopic', V(0, None), fields=(
+            F('topic_name', 'TopicName', 'string', V(0, None)),
+            F('topic_id', 'TopicId', 'uuid', V(0, None)),
+            F('partitions', 'Partitions', '[]AlterShareGroupOffsetsResponsePartition', V(0, None), fields=(
+                F('partition_index', 'PartitionIndex', 'int32', V(0, None)),
+                F('error_code', 'ErrorCode', 'int16', V(0, None)),
+                F('error_message', 'ErrorMessage', 'string', V(0, None), nullable_versions=V(0, None), default='null'),
+            )),
+        )),
+    ),
+)
+
+DELETE_SHARE_GROUP_OFFSETS_REQUEST = MessageSpec(
+    name='DeleteShareGroupOffsetsRequest',
+    api_key=92,
+    kind='request',
+    valid_versions=V(0, 0),
+    flexible_versions=V(0, None),
+    listeners=('broker',),
+    fields=(
+        F('group_id', 'GroupId', 'string', V(0, None)),
+        F('topics', 'Topics', '[]DeleteShareGroupOffsetsRequestTopic', V(0, None), fields=(
+            F('topic_name', 'TopicName', 'string', V(0, None)),
+        )),
+    ),
+)
+
+DELETE_SHARE_GROUP_OFFSETS_RESPONSE = MessageSpec(
+    name='DeleteShareGroupOffsetsResponse',
+    api_key=92,
+    kind='response',
+    valid_versions=V(0, 0),
+    flexible_versions=V(0, None),
+    fields=(
+        F('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(0, None)),
+        F('error_code', 'ErrorCode', 'int16', V(0, None)),
+        F('error_message', 'ErrorMessage', 'string', V(0, None), nullable_versions=V(0, None), default='null'),
+        F('responses', 'Responses', '[]DeleteShareGroupOffsetsResponseTopic', V(0, None), fields=(
+            F('topic_name', 'TopicName', 'string', V(0, None)),
+            F('topic_id', 'TopicId', 'uuid', V(0, None)),
+            F('error_code', 'ErrorCode', 'int16', V(0, None)),
+            F('error_message', 'ErrorMessage', 'string', V(0, None), nullable_versions=V(0, None), default='null'),
+        )),
+    ),
+)
+
+MESSAGES = (CONSUMER_PROTOCOL_ASSIGNMENT, CONSUMER_PROTOCOL_SUBSCRIPTION, OFFSET_COMMIT_REQUEST, OFFSET_COMMIT_RESPONSE, OFFSET_FETCH_REQUEST, OFFSET_FETCH_RESPONSE, FIND_COORDINATOR_REQUEST, FIND_COORDINATOR_RESPONSE, JOIN_GROUP_REQUEST, JOIN_GROUP_RESPONSE, HEARTBEAT_REQUEST, HEARTBEAT_RESPONSE, LEAVE_GROUP_REQUEST, LEAVE_GROUP_RESPONSE, SYNC_GROUP_REQUEST, SYNC_GROUP_RESPONSE, DESCRIBE_GROUPS_REQUEST, DESCRIBE_GROUPS_RESPONSE, LIST_GROUPS_REQUEST, LIST_GROUPS_RESPONSE, DELETE_GROUPS_REQUEST, DELETE_GROUPS_RESPONSE, OFFSET_DELETE_REQUEST, OFFSET_DELETE_RESPONSE, CONSUMER_GROUP_HEARTBEAT_REQUEST, CONSUMER_GROUP_HEARTBEAT_RESPONSE, CONSUMER_GROUP_DESCRIBE_REQUEST, CONSUMER_GROUP_DESCRIBE_RESPONSE, SHARE_GROUP_HEARTBEAT_REQUEST, SHARE_GROUP_HEARTBEAT_RESPONSE, SHARE_GROUP_DESCRIBE_REQUEST, SHARE_GROUP_DESCRIBE_RESPONSE, STREAMS_GROUP_HEARTBEAT_REQUEST, STREAMS_GROUP_HEARTBEAT_RESPONSE, STREAMS_GROUP_DESCRIBE_REQUEST, STREAMS_GROUP_DESCRIBE_RESPONSE, DESCRIBE_SHARE_GROUP_OFFSETS_REQUEST, DESCRIBE_SHARE_GROUP_OFFSETS_RESPONSE, ALTER_SHARE_GROUP_OFFSETS_REQUEST, ALTER_SHARE_GROUP_OFFSETS_RESPONSE, DELETE_SHARE_GROUP_OFFSETS_REQUEST, DELETE_SHARE_GROUP_OFFSETS_RESPONSE,)

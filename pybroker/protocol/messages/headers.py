@@ -13,13 +13,13 @@ REQUEST_HEADER = MessageSpec(
     name='RequestHeader',
     api_key=None,
     kind='header',
-    valid_versions=V(0, 2),
+    valid_versions=V(1, 2),
     flexible_versions=V(2, None),
     fields=(
         F('request_api_key', 'RequestApiKey', 'int16', V(0, None)),
         F('request_api_version', 'RequestApiVersion', 'int16', V(0, None)),
         F('correlation_id', 'CorrelationId', 'int32', V(0, None)),
-        F('client_id', 'ClientId', 'string', V(1, None), nullable_versions=V(1, None), flexible_versions=NO_VERSIONS, ignorable=True),
+        F('client_id', 'ClientId', 'string', V(1, None), nullable_versions=V(1, None), flexible_versions=NO_VERSIONS),
     ),
 )
 

@@ -13,10 +13,9 @@ METADATA_REQUEST = MessageSpec(
     name='MetadataRequest',
     api_key=3,
     kind='request',
-    valid_versions=V(0, 12),
+    valid_versions=V(0, 13),
     flexible_versions=V(9, None),
-    listeners=('zkBroker', 'broker'),
-    deprecated_versions=V(0, 3),
+    listeners=('broker',),
     fields=(
         F('topics', 'Topics', '[]MetadataRequestTopic', V(0, None), nullable_versions=V(1, None), fields=(
             F('topic_id', 'TopicId', 'uuid', V(10, None), ignorable=True),
@@ -32,7 +31,7 @@ METADATA_RESPONSE = MessageSpec(
     name='MetadataResponse',
     api_key=3,
     kind='response',
-    valid_versions=V(0, 12),
+    valid_versions=V(0, 13),
     flexible_versions=V(9, None),
     fields=(
         F('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(3, None), ignorable=True),
@@ -61,6 +60,7 @@ METADATA_RESPONSE = MessageSpec(
             F('topic_authorized_operations', 'TopicAuthorizedOperations', 'int32', V(8, None), default='-2147483648'),
         )),
         F('cluster_authorized_operations', 'ClusterAuthorizedOperations', 'int32', V(8, 10), default='-2147483648'),
+        F('error_code', 'ErrorCode', 'int16', V(13, None), ignorable=True),
     ),
 )
 

@@ -13,10 +13,9 @@ LIST_OFFSETS_REQUEST = MessageSpec(
     name='ListOffsetsRequest',
     api_key=2,
     kind='request',
-    valid_versions=V(0, 10),
+    valid_versions=V(1, 11),
     flexible_versions=V(6, None),
-    listeners=('zkBroker', 'broker'),
-    deprecated_versions=V(0, 0),
+    listeners=('broker',),
     fields=(
         F('replica_id', 'ReplicaId', 'int32', V(0, None)),
         F('isolation_level', 'IsolationLevel', 'int8', V(2, None)),
@@ -26,7 +25,6 @@ LIST_OFFSETS_REQUEST = MessageSpec(
                 F('partition_index', 'PartitionIndex', 'int32', V(0, None)),
                 F('current_leader_epoch', 'CurrentLeaderEpoch', 'int32', V(4, None), default='-1', ignorable=True),
                 F('timestamp', 'Timestamp', 'int64', V(0, None)),
-                F('max_num_offsets', 'MaxNumOffsets', 'int32', V(0, 0), default='1'),
             )),
         )),
         F('timeout_ms', 'TimeoutMs', 'int32', V(10, None), ignorable=True),
@@ -37,7 +35,7 @@ LIST_OFFSETS_RESPONSE = MessageSpec(
     name='ListOffsetsResponse',
     api_key=2,
     kind='response',
-    valid_versions=V(0, 10),
+    valid_versions=V(1, 11),
     flexible_versions=V(6, None),
     fields=(
         F('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(2, None), ignorable=True),
@@ -46,7 +44,6 @@ LIST_OFFSETS_RESPONSE = MessageSpec(
             F('partitions', 'Partitions', '[]ListOffsetsPartitionResponse', V(0, None), fields=(
                 F('partition_index', 'PartitionIndex', 'int32', V(0, None)),
                 F('error_code', 'ErrorCode', 'int16', V(0, None)),
-                F('old_style_offsets', 'OldStyleOffsets', '[]int64', V(0, 0)),
                 F('timestamp', 'Timestamp', 'int64', V(1, None), default='-1'),
                 F('offset', 'Offset', 'int64', V(1, None), default='-1'),
                 F('leader_epoch', 'LeaderEpoch', 'int32', V(4, None), default='-1'),
@@ -59,10 +56,9 @@ OFFSET_FOR_LEADER_EPOCH_REQUEST = MessageSpec(
     name='OffsetForLeaderEpochRequest',
     api_key=23,
     kind='request',
-    valid_versions=V(0, 4),
+    valid_versions=V(2, 4),
     flexible_versions=V(4, None),
-    listeners=('zkBroker', 'broker'),
-    deprecated_versions=V(0, 1),
+    listeners=('broker',),
     fields=(
         F('replica_id', 'ReplicaId', 'int32', V(3, None), default='-2', ignorable=True),
         F('topics', 'Topics', '[]OffsetForLeaderTopic', V(0, None), fields=(
@@ -80,7 +76,7 @@ OFFSET_FOR_LEADER_EPOCH_RESPONSE = MessageSpec(
     name='OffsetForLeaderEpochResponse',
     api_key=23,
     kind='response',
-    valid_versions=V(0, 4),
+    valid_versions=V(2, 4),
     flexible_versions=V(4, None),
     fields=(
         F('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(2, None), ignorable=True),

@@ -15,8 +15,7 @@ SASL_HANDSHAKE_REQUEST = MessageSpec(
     kind='request',
     valid_versions=V(0, 1),
     flexible_versions=NO_VERSIONS,
-    listeners=('zkBroker', 'broker', 'controller'),
-    deprecated_versions=V(0, 0),
+    listeners=('broker', 'controller'),
     fields=(
         F('mechanism', 'Mechanism', 'string', V(0, None)),
     ),
@@ -40,7 +39,7 @@ SASL_AUTHENTICATE_REQUEST = MessageSpec(
     kind='request',
     valid_versions=V(0, 2),
     flexible_versions=V(2, None),
-    listeners=('zkBroker', 'broker', 'controller'),
+    listeners=('broker', 'controller'),
     fields=(
         F('auth_bytes', 'AuthBytes', 'bytes', V(0, None)),
     ),
@@ -64,10 +63,9 @@ CREATE_DELEGATION_TOKEN_REQUEST = MessageSpec(
     name='CreateDelegationTokenRequest',
     api_key=38,
     kind='request',
-    valid_versions=V(0, 3),
+    valid_versions=V(1, 3),
     flexible_versions=V(2, None),
-    listeners=('zkBroker', 'broker', 'controller'),
-    deprecated_versions=V(0, 0),
+    listeners=('broker', 'controller'),
     fields=(
         F('owner_principal_type', 'OwnerPrincipalType', 'string', V(3, None), nullable_versions=V(3, None)),
         F('owner_principal_name', 'OwnerPrincipalName', 'string', V(3, None), nullable_versions=V(3, None)),
@@ -83,7 +81,7 @@ CREATE_DELEGATION_TOKEN_RESPONSE = MessageSpec(
     name='CreateDelegationTokenResponse',
     api_key=38,
     kind='response',
-    valid_versions=V(0, 3),
+    valid_versions=V(1, 3),
     flexible_versions=V(2, None),
     fields=(
         F('error_code', 'ErrorCode', 'int16', V(0, None)),
@@ -104,10 +102,9 @@ RENEW_DELEGATION_TOKEN_REQUEST = MessageSpec(
     name='RenewDelegationTokenRequest',
     api_key=39,
     kind='request',
-    valid_versions=V(0, 2),
+    valid_versions=V(1, 2),
     flexible_versions=V(2, None),
-    listeners=('zkBroker', 'broker', 'controller'),
-    deprecated_versions=V(0, 0),
+    listeners=('broker', 'controller'),
     fields=(
         F('hmac', 'Hmac', 'bytes', V(0, None)),
         F('renew_period_ms', 'RenewPeriodMs', 'int64', V(0, None)),
@@ -118,7 +115,7 @@ RENEW_DELEGATION_TOKEN_RESPONSE = MessageSpec(
     name='RenewDelegationTokenResponse',
     api_key=39,
     kind='response',
-    valid_versions=V(0, 2),
+    valid_versions=V(1, 2),
     flexible_versions=V(2, None),
     fields=(
         F('error_code', 'ErrorCode', 'int16', V(0, None)),
@@ -131,10 +128,9 @@ EXPIRE_DELEGATION_TOKEN_REQUEST = MessageSpec(
     name='ExpireDelegationTokenRequest',
     api_key=40,
     kind='request',
-    valid_versions=V(0, 2),
+    valid_versions=V(1, 2),
     flexible_versions=V(2, None),
-    listeners=('zkBroker', 'broker', 'controller'),
-    deprecated_versions=V(0, 0),
+    listeners=('broker', 'controller'),
     fields=(
         F('hmac', 'Hmac', 'bytes', V(0, None)),
         F('expiry_time_period_ms', 'ExpiryTimePeriodMs', 'int64', V(0, None)),
@@ -145,7 +141,7 @@ EXPIRE_DELEGATION_TOKEN_RESPONSE = MessageSpec(
     name='ExpireDelegationTokenResponse',
     api_key=40,
     kind='response',
-    valid_versions=V(0, 2),
+    valid_versions=V(1, 2),
     flexible_versions=V(2, None),
     fields=(
         F('error_code', 'ErrorCode', 'int16', V(0, None)),
@@ -158,10 +154,9 @@ DESCRIBE_DELEGATION_TOKEN_REQUEST = MessageSpec(
     name='DescribeDelegationTokenRequest',
     api_key=41,
     kind='request',
-    valid_versions=V(0, 3),
+    valid_versions=V(1, 3),
     flexible_versions=V(2, None),
-    listeners=('zkBroker', 'broker', 'controller'),
-    deprecated_versions=V(0, 0),
+    listeners=('broker', 'controller'),
     fields=(
         F('owners', 'Owners', '[]DescribeDelegationTokenOwner', V(0, None), nullable_versions=V(0, None), fields=(
             F('principal_type', 'PrincipalType', 'string', V(0, None)),
@@ -174,7 +169,7 @@ DESCRIBE_DELEGATION_TOKEN_RESPONSE = MessageSpec(
     name='DescribeDelegationTokenResponse',
     api_key=41,
     kind='response',
-    valid_versions=V(0, 3),
+    valid_versions=V(1, 3),
     flexible_versions=V(2, None),
     fields=(
         F('error_code', 'ErrorCode', 'int16', V(0, None)),
@@ -201,11 +196,12 @@ ALTER_PARTITION_REASSIGNMENTS_REQUEST = MessageSpec(
     name='AlterPartitionReassignmentsRequest',
     api_key=45,
     kind='request',
-    valid_versions=V(0, 0),
+    valid_versions=V(0, 1),
     flexible_versions=V(0, None),
-    listeners=('broker', 'controller', 'zkBroker'),
+    listeners=('broker', 'controller'),
     fields=(
         F('timeout_ms', 'TimeoutMs', 'int32', V(0, None), default='60000'),
+        F('allow_replication_factor_change', 'AllowReplicationFactorChange', 'bool', V(1, None), default='true'),
         F('topics', 'Topics', '[]ReassignableTopic', V(0, None), fields=(
             F('name', 'Name', 'string', V(0, None)),
             F('partitions', 'Partitions', '[]ReassignablePartition', V(0, None), fields=(
@@ -220,10 +216,11 @@ ALTER_PARTITION_REASSIGNMENTS_RESPONSE = MessageSpec(
     name='AlterPartitionReassignmentsResponse',
     api_key=45,
     kind='response',
-    valid_versions=V(0, 0),
+    valid_versions=V(0, 1),
     flexible_versions=V(0, None),
     fields=(
         F('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(0, None)),
+        F('allow_replication_factor_change', 'AllowReplicationFactorChange', 'bool', V(1, None), default='true', ignorable=True),
         F('error_code', 'ErrorCode', 'int16', V(0, None)),
         F('error_message', 'ErrorMessage', 'string', V(0, None), nullable_versions=V(0, None)),
         F('responses', 'Responses', '[]ReassignableTopicResponse', V(0, None), fields=(
@@ -243,7 +240,7 @@ LIST_PARTITION_REASSIGNMENTS_REQUEST = MessageSpec(
     kind='request',
     valid_versions=V(0, 0),
     flexible_versions=V(0, None),
-    listeners=('broker', 'controller', 'zkBroker'),
+    listeners=('broker', 'controller'),
     fields=(
         F('timeout_ms', 'TimeoutMs', 'int32', V(0, None), default='60000'),
         F('topics', 'Topics', '[]ListPartitionReassignmentsTopics', V(0, None), nullable_versions=V(0, None), default='null', fields=(
@@ -341,7 +338,6 @@ INITIALIZE_SHARE_GROUP_STATE_REQUEST = MessageSpec(
     valid_versions=V(0, 0),
     flexible_versions=V(0, None),
     listeners=('broker',),
-    latest_version_unstable=True,
     fields=(
         F('group_id', 'GroupId', 'string', V(0, None)),
         F('topics', 'Topics', '[]InitializeStateData', V(0, None), fields=(
@@ -380,7 +376,6 @@ READ_SHARE_GROUP_STATE_REQUEST = MessageSpec(
     valid_versions=V(0, 0),
     flexible_versions=V(0, None),
     listeners=('broker',),
-    latest_version_unstable=True,
     fields=(
         F('group_id', 'GroupId', 'string', V(0, None)),
         F('topics', 'Topics', '[]ReadStateData', V(0, None), fields=(
@@ -423,10 +418,9 @@ WRITE_SHARE_GROUP_STATE_REQUEST = MessageSpec(
     name='WriteShareGroupStateRequest',
     api_key=85,
     kind='request',
-    valid_versions=V(0, 0),
+    valid_versions=V(0, 1),
     flexible_versions=V(0, None),
     listeners=('broker',),
-    latest_version_unstable=True,
     fields=(
         F('group_id', 'GroupId', 'string', V(0, None)),
         F('topics', 'Topics', '[]WriteStateData', V(0, None), fields=(
@@ -436,6 +430,7 @@ WRITE_SHARE_GROUP_STATE_REQUEST = MessageSpec(
                 F('state_epoch', 'StateEpoch', 'int32', V(0, None)),
                 F('leader_epoch', 'LeaderEpoch', 'int32', V(0, None)),
                 F('start_offset', 'StartOffset', 'int64', V(0, None)),
+                F('delivery_complete_count', 'DeliveryCompleteCount', 'int32', V(1, None), default='-1', ignorable=True),
                 F('state_batches', 'StateBatches', '[]StateBatch', V(0, None), fields=(
                     F('first_offset', 'FirstOffset', 'int64', V(0, None)),
                     F('last_offset', 'LastOffset', 'int64', V(0, None)),
@@ -451,7 +446,7 @@ WRITE_SHARE_GROUP_STATE_RESPONSE = MessageSpec(
     name='WriteShareGroupStateResponse',
     api_key=85,
     kind='response',
-    valid_versions=V(0, 0),
+    valid_versions=V(0, 1),
     flexible_versions=V(0, None),
     fields=(
         F('results', 'Results', '[]WriteStateResult', V(0, None), fields=(
@@ -472,7 +467,6 @@ DELETE_SHARE_GROUP_STATE_REQUEST = MessageSpec(
     valid_versions=V(0, 0),
     flexible_versions=V(0, None),
     listeners=('broker',),
-    latest_version_unstable=True,
     fields=(
         F('group_id', 'GroupId', 'string', V(0, None)),
         F('topics', 'Topics', '[]DeleteStateData', V(0, None), fields=(
@@ -506,10 +500,9 @@ READ_SHARE_GROUP_STATE_SUMMARY_REQUEST = MessageSpec(
     name='ReadShareGroupStateSummaryRequest',
     api_key=87,
     kind='request',
-    valid_versions=V(0, 0),
+    valid_versions=V(0, 1),
     flexible_versions=V(0, None),
     listeners=('broker',),
-    latest_version_unstable=True,
     fields=(
         F('group_id', 'GroupId', 'string', V(0, None)),
         F('topics', 'Topics', '[]ReadStateSummaryData', V(0, None), fields=(
@@ -526,7 +519,7 @@ READ_SHARE_GROUP_STATE_SUMMARY_RESPONSE = MessageSpec(
     name='ReadShareGroupStateSummaryResponse',
     api_key=87,
     kind='response',
-    valid_versions=V(0, 0),
+    valid_versions=V(0, 1),
     flexible_versions=V(0, None),
     fields=(
         F('results', 'Results', '[]ReadStateSummaryResult', V(0, None), fields=(
@@ -536,7 +529,9 @@ READ_SHARE_GROUP_STATE_SUMMARY_RESPONSE = MessageSpec(
                 F('error_code', 'ErrorCode', 'int16', V(0, None)),
                 F('error_message', 'ErrorMessage', 'string', V(0, None), nullable_versions=V(0, None), default='null'),
                 F('state_epoch', 'StateEpoch', 'int32', V(0, None)),
+                F('leader_epoch', 'LeaderEpoch', 'int32', V(0, None)),
                 F('start_offset', 'StartOffset', 'int64', V(0, None)),
+                F('delivery_complete_count', 'DeliveryCompleteCount', 'int32', V(1, None), default='-1', ignorable=True),
             )),
         )),
     ),

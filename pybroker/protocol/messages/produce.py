@@ -13,16 +13,16 @@ PRODUCE_REQUEST = MessageSpec(
     name='ProduceRequest',
     api_key=0,
     kind='request',
-    valid_versions=V(0, 11),
+    valid_versions=V(3, 13),
     flexible_versions=V(9, None),
-    listeners=('zkBroker', 'broker'),
-    deprecated_versions=V(0, 6),
+    listeners=('broker',),
     fields=(
         F('transactional_id', 'TransactionalId', 'string', V(3, None), nullable_versions=V(3, None), default='null'),
         F('acks', 'Acks', 'int16', V(0, None)),
         F('timeout_ms', 'TimeoutMs', 'int32', V(0, None)),
         F('topic_data', 'TopicData', '[]TopicProduceData', V(0, None), fields=(
-            F('name', 'Name', 'string', V(0, None)),
+            F('name', 'Name', 'string', V(0, 12), ignorable=True),
+            F('topic_id', 'TopicId', 'uuid', V(13, None), ignorable=True),
             F('partition_data', 'PartitionData', '[]PartitionProduceData', V(0, None), fields=(
                 F('index', 'Index', 'int32', V(0, None)),
                 F('records', 'Records', 'records', V(0, None), nullable_versions=V(0, None)),
@@ -35,11 +35,12 @@ PRODUCE_RESPONSE = MessageSpec(
     name='ProduceResponse',
     api_key=0,
     kind='response',
-    valid_versions=V(0, 11),
+    valid_versions=V(3, 13),
     flexible_versions=V(9, None),
     fields=(
         F('responses', 'Responses', '[]TopicProduceResponse', V(0, None), fields=(
-            F('name', 'Name', 'string', V(0, None)),
+            F('name', 'Name', 'string', V(0, 12), ignorable=True),
+            F('topic_id', 'TopicId', 'uuid', V(13, None), ignorable=True),
             F('partition_responses', 'PartitionResponses', '[]PartitionProduceResponse', V(0, None), fields=(
                 F('index', 'Index', 'int32', V(0, None)),
                 F('error_code', 'ErrorCode', 'int16', V(0, None)),

@@ -13,14 +13,17 @@ INIT_PRODUCER_ID_REQUEST = MessageSpec(
     name='InitProducerIdRequest',
     api_key=22,
     kind='request',
-    valid_versions=V(0, 5),
+    valid_versions=V(0, 6),
     flexible_versions=V(2, None),
-    listeners=('zkBroker', 'broker'),
+    listeners=('broker',),
+    latest_version_unstable=True,
     fields=(
         F('transactional_id', 'TransactionalId', 'string', V(0, None), nullable_versions=V(0, None)),
         F('transaction_timeout_ms', 'TransactionTimeoutMs', 'int32', V(0, None)),
         F('producer_id', 'ProducerId', 'int64', V(3, None), default='-1'),
         F('producer_epoch', 'ProducerEpoch', 'int16', V(3, None), default='-1'),
+        F('enable2_pc', 'Enable2Pc', 'bool', V(6, None), default='false'),
+        F('keep_prepared_txn', 'KeepPreparedTxn', 'bool', V(6, None), default='false'),
     ),
 )
 
@@ -28,13 +31,15 @@ INIT_PRODUCER_ID_RESPONSE = MessageSpec(
     name='InitProducerIdResponse',
     api_key=22,
     kind='response',
-    valid_versions=V(0, 5),
+    valid_versions=V(0, 6),
     flexible_versions=V(2, None),
     fields=(
         F('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(0, None), ignorable=True),
         F('error_code', 'ErrorCode', 'int16', V(0, None)),
         F('producer_id', 'ProducerId', 'int64', V(0, None), default='-1'),
         F('producer_epoch', 'ProducerEpoch', 'int16', V(0, None)),
+        F('ongoing_txn_producer_id', 'OngoingTxnProducerId', 'int64', V(6, None), default='-1'),
+        F('ongoing_txn_producer_epoch', 'OngoingTxnProducerEpoch', 'int16', V(6, None), default='-1'),
     ),
 )
 
@@ -44,7 +49,7 @@ ADD_PARTITIONS_TO_TXN_REQUEST = MessageSpec(
     kind='request',
     valid_versions=V(0, 5),
     flexible_versions=V(3, None),
-    listeners=('zkBroker', 'broker'),
+    listeners=('broker',),
     fields=(
         F('transactions', 'Transactions', '[]AddPartitionsToTxnTransaction', V(4, None), fields=(
             F('transactional_id', 'TransactionalId', 'string', V(4, None)),
@@ -101,7 +106,7 @@ ADD_OFFSETS_TO_TXN_REQUEST = MessageSpec(
     kind='request',
     valid_versions=V(0, 4),
     flexible_versions=V(3, None),
-    listeners=('zkBroker', 'broker'),
+    listeners=('broker',),
     fields=(
         F('transactional_id', 'TransactionalId', 'string', V(0, None)),
         F('producer_id', 'ProducerId', 'int64', V(0, None)),
@@ -128,8 +133,7 @@ END_TXN_REQUEST = MessageSpec(
     kind='request',
     valid_versions=V(0, 5),
     flexible_versions=V(3, None),
-    listeners=('zkBroker', 'broker'),
-    latest_version_unstable=True,
+    listeners=('broker',),
     fields=(
         F('transactional_id', 'TransactionalId', 'string', V(0, None)),
         F('producer_id', 'ProducerId', 'int64', V(0, None)),
@@ -156,9 +160,9 @@ WRITE_TXN_MARKERS_REQUEST = MessageSpec(
     name='WriteTxnMarkersRequest',
     api_key=27,
     kind='request',
-    valid_versions=V(0, 1),
+    valid_versions=V(1, 2),
     flexible_versions=V(1, None),
-    listeners=('zkBroker', 'broker'),
+    listeners=('broker',),
     fields=(
         F('markers', 'Markers', '[]WritableTxnMarker', V(0, None), fields=(
             F('producer_id', 'ProducerId', 'int64', V(0, None)),
@@ -169,6 +173,7 @@ WRITE_TXN_MARKERS_REQUEST = MessageSpec(
                 F('partition_indexes', 'PartitionIndexes', '[]int32', V(0, None)),
             )),
             F('coordinator_epoch', 'CoordinatorEpoch', 'int32', V(0, None)),
+            F('transaction_version', 'TransactionVersion', 'int8', V(2, None), default='0', ignorable=True),
         )),
     ),
 )
@@ -177,7 +182,7 @@ WRITE_TXN_MARKERS_RESPONSE = MessageSpec(
     name='WriteTxnMarkersResponse',
     api_key=27,
     kind='response',
-    valid_versions=V(0, 1),
+    valid_versions=V(1, 2),
     flexible_versions=V(1, None),
     fields=(
         F('markers', 'Markers', '[]WritableTxnMarkerResult', V(0, None), fields=(
@@ -197,9 +202,9 @@ TXN_OFFSET_COMMIT_REQUEST = MessageSpec(
     name='TxnOffsetCommitRequest',
     api_key=28,
     kind='request',
-    valid_versions=V(0, 4),
+    valid_versions=V(0, 5),
     flexible_versions=V(3, None),
-    listeners=('zkBroker', 'broker'),
+    listeners=('broker',),
     fields=(
         F('transactional_id', 'TransactionalId', 'string', V(0, None)),
         F('group_id', 'GroupId', 'string', V(0, None)),
@@ -224,7 +229,7 @@ TXN_OFFSET_COMMIT_RESPONSE = MessageSpec(
     name='TxnOffsetCommitResponse',
     api_key=28,
     kind='response',
-    valid_versions=V(0, 4),
+    valid_versions=V(0, 5),
     flexible_versions=V(3, None),
     fields=(
         F('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(0, None)),

@@ -1,0 +1,226 @@
+"""A local pybroker cluster: one ZooKeeper plus N ``python -m pybroker serve`` brokers on loopback.
+
+The same interface as ``compat_tests.reference.kafka_cluster.ApacheKafkaCluster`` (start/stop,
+``bootstrap``, ``node_ids``, kill/terminate/freeze/thaw/restart by node id, isolate/heal through the
+fault proxies, ``active_controller``), so the compat suite (``--broker pybroker-cluster``) and the failure
+harness (``python -m tools.chaos --cluster pybroker``) run against either unchanged.
+
+Each broker gets ``zookeeper.connect``, ``broker.id``, its own ``log.dirs`` and a PLAINTEXT listener on
+127.0.0.1; with ``proxied=True`` its ``advertised.listeners`` is a fault-proxy port in front of it, and
+ZooKeeper sits behind a proxy too, so ``isolate(node)`` also cuts the broker's ZooKeeper session.
+
+What waits on cluster mode (issue 11): ZooKeeper comes from ``pybroker.controller.zookeeper_server``
+(branch h/zk), and ``active_controller`` reads the ``/controller`` and ``/controller_epoch`` znodes
+Kafka's ZooKeeper mode defines, through kazoo.  Until both exist, ``start()`` raises
+``ClusterModeUnavailable`` naming what is missing: never a silent single broker.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from compat_tests.brokers import PyBroker, free_port
+from compat_tests.reference.fault_proxy import FaultProxies, Route
+from compat_tests.reference.kafka_probe import ProbeError, broker_ids
+
+logger = logging.getLogger(__name__)
+
+ZOOKEEPER_NODE = 0  # the fault proxies' owner id of ZooKeeper's route
+
+# The cluster defaults of the issue-11 harness, Kafka's key names (the same as the Kafka reference's).
+CLUSTER_SETTINGS: dict[str, str] = {
+    "default.replication.factor": "3",
+    "min.insync.replicas": "2",
+    "offsets.topic.replication.factor": "3",
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2",
+}
+
+
+class ClusterModeUnavailable(RuntimeError):
+    """This checkout has no cluster mode yet (no ZooKeeper launcher, or brokers refuse zookeeper.connect)."""
+
+
+class PyBrokerCluster:
+    kind = "pybroker-cluster"
+
+    def __init__(
+        self,
+        workdir: Path,
+        nodes: int = 3,
+        overrides: dict[str, str] | None = None,
+        proxied: bool = False,
+    ) -> None:
+        self.workdir = Path(workdir)
+        self.size = nodes
+        self.overrides = dict(overrides or {})
+        self.proxied = proxied
+        self.nodes: dict[int, PyBroker] = {}
+        self.advertised: dict[int, int] = {}
+        self.zookeeper: Any = None
+        self.proxies: FaultProxies | None = None
+        self.bootstrap = ""
+        self.frozen: set[int] = set()
+
+    def _zookeeper(self) -> Any:
+        try:
+            from pybroker.controller.zookeeper_server import ZooKeeperServer  # type: ignore[import-not-found]
+        except ImportError as error:
+            raise ClusterModeUnavailable(
+                "pybroker cluster mode is not in this checkout: pybroker.controller.zookeeper_server is "
+                f"missing ({error})"
+            ) from error
+        return ZooKeeperServer(self.workdir / "zookeeper", free_port())
+
+    def start(self, timeout_s: float = 120) -> str:
+        if self.nodes:
+            raise RuntimeError("already started")
+        self.zookeeper = self._zookeeper()
+        self.zookeeper.start()
+        zk_port = self.zookeeper.port
+        routes = []
+        real = {node_id: free_port() for node_id in range(1, self.size + 1)}
+        for node_id, port in real.items():
+            self.advertised[node_id] = free_port() if self.proxied else port
+            routes.append(Route(node_id, self.advertised[node_id], port))
+        if self.proxied:
+            zk_proxy = free_port()
+            routes.append(Route(ZOOKEEPER_NODE, zk_proxy, zk_port))
+            self.proxies = FaultProxies(routes)
+            self.proxies.start()
+            zk_port = zk_proxy
+        for node_id, port in real.items():
+            settings = {
+                "zookeeper.connect": f"127.0.0.1:{zk_port}",
+                "broker.id": str(node_id),
+                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.advertised[node_id]}",
+                **CLUSTER_SETTINGS,
+                **self.overrides,
+            }
+            self.nodes[node_id] = PyBroker(self.workdir / f"broker{node_id}", port=port, overrides=settings)
+        try:
+            for node_id in self.nodes:
+                self.restart(node_id, timeout_s)
+            self.wait_all_serving(timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        self.bootstrap = ",".join(f"127.0.0.1:{self.advertised[n]}" for n in sorted(self.nodes))
+        return self.bootstrap
+
+    def wait_all_serving(self, timeout_s: float = 120) -> None:
+        deadline = time.monotonic() + timeout_s
+        want = set(self.nodes)
+        while time.monotonic() < deadline:
+            try:
+                if all(broker_ids("127.0.0.1", b.port) >= want for b in self.nodes.values()):
+                    return
+            except (OSError, ProbeError, ValueError):
+                pass
+            time.sleep(0.3)  # poll interval of the readiness check
+        raise ClusterModeUnavailable(
+            f"the pybroker brokers never all listed {sorted(want)} in Metadata within {timeout_s}s: "
+            "cluster mode (broker registration in ZooKeeper) is missing or broken"
+        )
+
+    def _update_proxy_pids(self) -> None:
+        if self.proxies is not None:
+            pids = {n: b.pid for n, b in self.nodes.items() if b.pid and b.process and b.process.poll() is None}
+            if self.zookeeper is not None and self.zookeeper.pid:
+                pids[ZOOKEEPER_NODE] = self.zookeeper.pid
+            self.proxies.set_pids(pids)
+
+    # ---- the fault interface (as ApacheKafkaCluster) ----------------------------------------------
+    def node_ids(self) -> list[int]:
+        return sorted(self.nodes)
+
+    def pid(self, node_id: int) -> int:
+        pid = self.nodes[node_id].pid
+        if pid is None:
+            raise RuntimeError(f"broker {node_id} is not running")
+        return pid
+
+    def is_running(self, node_id: int) -> bool:
+        process = self.nodes[node_id].process
+        return process is not None and process.poll() is None
+
+    def kill(self, node_id: int) -> None:
+        self.frozen.discard(node_id)
+        self.nodes[node_id].kill9()
+
+    def terminate(self, node_id: int) -> None:
+        self.thaw(node_id)
+        self.nodes[node_id].stop()
+
+    def freeze(self, node_id: int) -> None:
+        os.kill(self.pid(node_id), signal.SIGSTOP)
+        self.frozen.add(node_id)
+
+    def is_frozen(self, node_id: int) -> bool:
+        return node_id in self.frozen
+
+    def observer_port(self, node_id: int) -> int:
+        """The node's real client port, past its fault proxy: where a harness observes it from."""
+        return self.nodes[node_id].port
+
+    def thaw(self, node_id: int) -> None:
+        if node_id in self.frozen and self.is_running(node_id):
+            os.kill(self.pid(node_id), signal.SIGCONT)
+        self.frozen.discard(node_id)
+
+    def restart(self, node_id: int, timeout_s: float = 120) -> None:
+        self.nodes[node_id].start(timeout_s)
+        self._update_proxy_pids()
+
+    def isolate(self, node_id: int) -> None:
+        if self.proxies is None:
+            raise RuntimeError("network cuts need the cluster started with proxied=True")
+        self.proxies.isolate(node_id)
+
+    def heal(self, node_id: int) -> None:
+        if self.proxies is None:
+            raise RuntimeError("network cuts need the cluster started with proxied=True")
+        self.proxies.heal(node_id)
+
+    def active_controller(self) -> tuple[int, int]:
+        """(broker id, controller epoch) from the /controller and /controller_epoch znodes."""
+        from kazoo.client import KazooClient  # type: ignore[import-not-found]
+
+        client = KazooClient(hosts=self.zookeeper.connect_string, timeout=5)
+        client.start(timeout=10)
+        try:
+            controller, _ = client.get("/controller")
+            epoch, _ = client.get("/controller_epoch")
+            return int(json.loads(controller)["brokerid"]), int(epoch)
+        finally:
+            client.stop()
+            client.close()
+
+    def stop(self) -> None:
+        for node_id in self.nodes:
+            self.thaw(node_id)
+            if self.is_running(node_id):
+                self.nodes[node_id].process.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
+        for broker in self.nodes.values():
+            broker.stop()
+        if self.zookeeper is not None:
+            self.zookeeper.stop()
+        if self.proxies is not None:
+            self.proxies.stop()
+            self.proxies = None
+
+    def __enter__(self) -> PyBrokerCluster:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
