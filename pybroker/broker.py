@@ -281,6 +281,8 @@ class Broker:
 
     async def stop(self) -> None:
         log.info("shutting down")
+        if self.cluster is not None and self.started:
+            await self.cluster.controlled_shutdown()  # still serving while leadership moves away
         for acceptor in self.acceptors:
             acceptor.close()
         for conn in list(self.connections):

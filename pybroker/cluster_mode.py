@@ -202,6 +202,35 @@ class ClusterMode:
             )
         )
 
+    async def controlled_shutdown(self, timeout_s: float = 15.0) -> None:
+        """``controlled.shutdown.enable``: before this broker stops serving, the controller moves its
+        leadership to other ISR members (Kafka's controlledShutdown).  The active controller is asked
+        directly; another broker writes a request znode the controller watches (Kafka 4's protocol has
+        no ControlledShutdown API to send, and advertising one would change what ApiVersions answers).
+        Waits, bounded, until this broker leads no partition that has another replica."""
+        m = self.membership
+        if m is None or not self.config.get("controlled.shutdown.enable"):
+            return
+        t0 = time.monotonic()
+        try:
+            if m.controller.is_active:
+                await m.controller.controlled_shutdown(self.node_id, m.broker_epoch)
+            else:
+                await self._zk(m.zk.request_controlled_shutdown, self.node_id, m.broker_epoch)
+        except Exception as e:  # noqa: BLE001 - the broker stops anyway; the controller sees the session go
+            log.warning("controlled shutdown request failed: %s", e)
+            return
+
+        def leads_nothing() -> bool:
+            return not any(
+                s.leader == self.node_id and len(s.replicas) > 1 and len(s.isr) > 1
+                for s in self.publisher.states.values()
+            )
+
+        moved = await self._wait_until(leads_nothing, int(timeout_s * 1000))
+        log.info("controlled shutdown: %s after %.1fs", "leadership moved" if moved else "gave up waiting",
+                 time.monotonic() - t0)
+
     async def stop(self) -> None:
         for t in self._tasks:
             t.cancel()

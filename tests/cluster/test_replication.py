@@ -161,3 +161,23 @@ def test_not_enough_replicas_when_two_of_three_are_down(cluster: Cluster) -> Non
         for n in down:
             cluster.brokers[n].start(timeout_s=60)
     wait_for(lambda: full_isr(cluster, leader, "min-isr"), timeout_s=40, what="the ISR restored")
+
+
+@pytest.mark.parametrize("controller", [False, True], ids=["follower-broker", "controller-broker"])
+def test_controlled_shutdown_moves_leadership_before_exit(cluster: Cluster, controller: bool) -> None:
+    topic = f"controlled-{int(controller)}"
+    create_topic(cluster, topic, partitions=6)
+    wait_for(lambda: full_isr(cluster, 1, topic), what="full ISR")
+    md = cluster.metadata(1, topic)
+    victim = md.controller_id if controller else next(n for n in cluster.brokers if n != md.controller_id)
+    led = [p.partition for p in md.topics[topic].partitions.values() if p.leader == victim]
+    assert led, "the victim leads some partitions"
+    broker = cluster.brokers[victim]
+    assert broker.stop() == 0  # SIGTERM; exits 0
+    log = broker.log_path.read_text()
+    assert "controlled shutdown: leadership moved" in log
+    others = [n for n in cluster.brokers if n != victim]
+    t = cluster.metadata(others[0], topic).topics[topic]
+    assert all(p.leader in others for p in t.partitions.values())
+    broker.start(timeout_s=60)
+    wait_for(lambda: full_isr(cluster, victim, topic), timeout_s=40, what="the broker back in the ISR")
