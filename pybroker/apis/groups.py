@@ -60,6 +60,13 @@ def _find_one(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
     b = ctx.broker
     coordinator = _coordinator(ctx)
     txn = getattr(b, "transaction_coordinator", None)
+    node_id = b.node_id
+    if getattr(b, "cluster", None) is not None:
+        # Cluster mode, for now: __consumer_offsets is not replicated; every group is coordinated by the
+        # controller broker (one place all members agree on), and transactions are refused.
+        node_id = ctx.metadata_image().controller_id
+        if key_type == KEY_TYPE_TRANSACTION or node_id not in ctx.metadata_image().brokers:
+            coordinator = txn = None
     if key_type == KEY_TYPE_GROUP and coordinator is not None:
         coordinator.ensure_offsets_topic()  # as Kafka's FindCoordinator, should it have been deleted
     if (key_type == KEY_TYPE_GROUP and coordinator is not None) or (
@@ -67,7 +74,7 @@ def _find_one(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
     ):
         # This broker coordinates every group and transaction (it leads every internal partition);
         # the client is told its endpoint on the listener it came in on, as Kafka does.
-        node = ctx.metadata_image().brokers[b.node_id]
+        node = ctx.metadata_image().brokers[node_id]
         host, port = node.endpoint(ctx.security.listener_name) or (node.host, node.port)
         return {
             "key": key,

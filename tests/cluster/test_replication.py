@@ -181,3 +181,34 @@ def test_controlled_shutdown_moves_leadership_before_exit(cluster: Cluster, cont
     assert all(p.leader in others for p in t.partitions.values())
     broker.start(timeout_s=60)
     wait_for(lambda: full_isr(cluster, victim, topic), timeout_s=40, what="the broker back in the ISR")
+
+
+def test_group_members_on_different_brokers_share_one_coordinator(cluster: Cluster) -> None:
+    """Each consumer bootstraps from a different broker; they still form one group (one coordinator:
+    for now the controller broker) and split the partitions, and a commit is read back."""
+    create_topic(cluster, "grouped")
+    nodes = list(cluster.brokers.values())
+    consumers = [
+        Consumer({"bootstrap.servers": nodes[i].bootstrap, "group.id": "split", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False, "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+        for i in range(2)
+    ]
+    try:
+        for c in consumers:
+            c.subscribe(["grouped"])
+
+        def split() -> bool:
+            for c in consumers:
+                c.poll(0.2)
+            a = [{tp.partition for tp in c.assignment()} for c in consumers]
+            return bool(a[0]) and bool(a[1]) and not (a[0] & a[1]) and a[0] | a[1] == {0, 1, 2}
+
+        wait_for(split, timeout_s=60, what="two members splitting three partitions")
+        first = consumers[0]
+        tp = sorted(first.assignment(), key=lambda t: t.partition)[0]
+        first.commit(offsets=[TopicPartition("grouped", tp.partition, 7)], asynchronous=False)
+        got = consumers[1].committed([TopicPartition("grouped", tp.partition)], timeout=10)
+        assert got[0].offset == 7
+    finally:
+        for c in consumers:
+            c.close()
