@@ -28,7 +28,6 @@ from pybroker.topic_config import (
     MS_PER_HOUR,
     MS_PER_MINUTE,
     TOPIC_CONFIGS,
-    AllOf,
     ConfigEntry,
     ConfigError,
     ConfigKey,
@@ -476,8 +475,9 @@ _BROKER_CONFIG_LIST = [
     _key("group.consumer.max.size", _T.INT, 2147483647, at_least(1), _M,
          "The largest number of members a consumer group may have."),
     # transactions and idempotence
-    _key("transaction.state.log.replication.factor", _T.SHORT, 1, AllOf((at_least(1), SINGLE_NODE)), _H,
-         "The replication factor of the __transaction_state topic (Kafka default 3; a single node has 1)."),
+    _key("transaction.state.log.replication.factor", _T.SHORT, 1, at_least(1), _H,
+         "The replication factor of the __transaction_state topic (Kafka default 3; a single node has 1; "
+         "above 1 only in cluster mode)."),
     _key("transaction.state.log.num.partitions", _T.INT, 50, at_least(1), _H,
          "The number of partitions of the __transaction_state topic."),
     _key("transaction.state.log.min.isr", _T.INT, 1, at_least(1), _H,
@@ -1150,7 +1150,11 @@ def _resolve(explicit: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str
     _check_consumer_group_timeouts(values)
     if values["zookeeper.connect"] is None:
         # A single broker has one replica of everything; more needs a cluster (zookeeper.connect).
-        for key in ("default.replication.factor", "offsets.topic.replication.factor"):
+        for key in (
+            "default.replication.factor",
+            "offsets.topic.replication.factor",
+            "transaction.state.log.replication.factor",
+        ):
             if values[key] != 1:
                 raise ConfigError(
                     key,
