@@ -2,7 +2,8 @@
 
 Where each tool's main class lives in 4.3.1:
 - org.apache.kafka:kafka-tools — TopicCommand, ConsumerGroupCommand, ConsoleProducer, ConsoleConsumer,
-  GetOffsetShell, DeleteRecordsCommand, LogDirsCommand, DumpLogSegments (resolved by bench/java/pom.xml);
+  GetOffsetShell, DeleteRecordsCommand, LogDirsCommand, DumpLogSegments, AclCommand (resolved by
+  bench/java/pom.xml);
 - org.apache.kafka:kafka_2.13 (the broker's core jar) — kafka.admin.ConfigCommand (resolved with the
   reference broker, compat_tests/reference/pom.xml).
 The shell scripts of a Kafka distribution (kafka-topics.sh, ...) are one-line wrappers around these.
@@ -23,6 +24,7 @@ TOOLS: dict[str, tuple[str, str]] = {
     "kafka-delete-records": ("tools", "org.apache.kafka.tools.DeleteRecordsCommand"),
     "kafka-log-dirs": ("tools", "org.apache.kafka.tools.LogDirsCommand"),
     "kafka-dump-log": ("tools", "org.apache.kafka.tools.DumpLogSegments"),
+    "kafka-acls": ("tools", "org.apache.kafka.tools.AclCommand"),
     "kafka-configs": ("core", "kafka.admin.ConfigCommand"),
 }
 JVM_OPTIONS = [

@@ -35,6 +35,7 @@ from pybroker.protocol.errors import ErrorCode, KafkaError
 from pybroker.protocol.memory_pool import MemoryPool
 from pybroker.replication.partition import Partition
 from pybroker.replication.replica_manager import ReplicaManager
+from pybroker.security.authorizer import Authorizer, authorizer_from_config
 from pybroker.security.context import SASL_SSL, uses_sasl, uses_ssl
 from pybroker.security.sasl_config import build_listener_config
 from pybroker.security.scram import ScramCredential, ScramMechanism
@@ -158,6 +159,7 @@ class Broker:
         self.memory_pool = MemoryPool(config.queued_max_request_bytes, self.memory_waiters.schedule_wake)
         self.memory_waiters.pool = self.memory_pool
         self.metadata = MetadataStore(self.log_dirs[0])
+        self.authorizer: Authorizer | None = None  # set at start when authorizer.class.name is set
         self.log_manager: LogManager | None = None
         self.cluster_id = ""
         self.host, self.port = config.listener_host_port()
@@ -230,6 +232,7 @@ class Broker:
         self.metadata_publisher.set_cluster_id(self.cluster_id)
         self.metadata.load()
         self.metadata.ensure_reserve()
+        self.authorizer = authorizer_from_config(self.config, self.metadata)
         self._load_dynamic_configs()
         t0 = time.monotonic()
         # One LogConfig per topic, not per partition (computing it is most of a partition's cost).

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from pybroker.security.authorizer import AUTHORIZER_CLASS_NAMES, parse_super_users
 from pybroker.topic_config import (
     COMPRESSION_TYPE_VALIDATOR,
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -220,6 +221,19 @@ class HttpListener:
         if m is None or int(m["port"]) > 65535:
             return None
         return m["host"].strip("[]"), int(m["port"])
+
+
+class SuperUsers:
+    """``super.users``: principals ``Type:name`` separated by ``;`` (StandardAuthorizer's parse)."""
+
+    def __call__(self, key: str, value: Any) -> None:
+        try:
+            parse_super_users(value)
+        except ValueError as e:
+            raise ConfigError(key, f"Invalid value {value} for configuration {key}: {e}", value) from None
+
+    def describe(self) -> str:
+        return "principals Type:name separated by ';'"
 
 
 # fmt: off
@@ -494,6 +508,14 @@ _BROKER_CONFIG_LIST = [
          "How long producer state of an idle producer id is kept."),
     _key("producer.id.expiration.check.interval.ms", _T.INT, 600000, at_least(1), _L,
          "How often producer ids idle for longer than producer.id.expiration.ms are removed."),
+    # authorization (pybroker.security.authorizer): Kafka's StandardAuthorizer semantics
+    _key("authorizer.class.name", _T.STRING, "", OneOf(AUTHORIZER_CLASS_NAMES), _L,
+         "The authorizer: org.apache.kafka.metadata.authorizer.StandardAuthorizer (or "
+         "kafka.security.authorizer.AclAuthorizer) switches ACL checks on; empty: every client may do everything."),
+    _key("super.users", _T.STRING, None, SuperUsers(), _L,
+         "Principals (Type:name, separated by ';') the authorizer allows everything, whatever the ACLs."),
+    _key("allow.everyone.if.no.acl.found", _T.BOOLEAN, False, None, _L,
+         "With an authorizer: allow an operation on a resource no ACL applies to (default: deny)."),
     # pybroker's own HTTP endpoints (not Kafka keys): off unless a listener is given
     _key("metrics.listener", _T.STRING, "", HttpListener(), _M,
          "pybroker: serve Prometheus metrics at http://host:port/metrics, e.g. http://127.0.0.1:9644 "
@@ -553,9 +575,6 @@ UNUSED_KAFKA_KEYS: dict[str, str] = {
     "ssl.engine.factory.class": _PYTHON_TLS,
     "ssl.allow.dn.changes": "pybroker does not reconfigure key stores at runtime",
     "ssl.allow.san.changes": "pybroker does not reconfigure key stores at runtime",
-    "authorizer.class.name": "pybroker has no authorizer: every client may do everything",
-    "super.users": "pybroker has no authorizer: every client may do everything",
-    "allow.everyone.if.no.acl.found": "pybroker has no authorizer: every client may do everything",
     "log.cleaner.dedupe.buffer.size": "pybroker's compactor sizes its own map",
     "log.cleaner.io.buffer.size": "pybroker's compactor sizes its own buffers",
     "remote.log.storage.system.enable": "pybroker does not implement tiered storage",

@@ -24,7 +24,7 @@ from collections import deque
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
-from pybroker.apis import REGISTRY, RequestContext
+from pybroker.apis import REGISTRY, CloseConnection, RequestContext
 from pybroker.protocol import codec
 from pybroker.protocol.api import RESPONSES
 from pybroker.protocol.errors import ErrorCode
@@ -44,10 +44,6 @@ API_VERSIONS = 18
 SENDFILE_MIN_BYTES = 64 * 1024  # below this a pread copy is cheaper than a sendfile call
 # PYBROKER_SENDFILE=0 serves every slice by pread, for benchmarking the two paths against each other.
 USE_SENDFILE = os.environ.get("PYBROKER_SENDFILE", "1") != "0"
-
-
-class CloseConnection(Exception):
-    """The request cannot be answered in Kafka's protocol: log it and close the connection."""
 
 
 def _part_size(part: Any) -> int:

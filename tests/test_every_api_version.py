@@ -18,6 +18,8 @@ BODIES = {
     0: {"acks": 1, "timeout_ms": 1000, "topic_data": []},  # acks=0 gets no response by design
     1: {"max_wait_ms": 0, "min_bytes": 0, "topics": []},
     18: {"client_software_name": "pybroker-tests", "client_software_version": "1.0"},
+    # DescribeAcls: an UNKNOWN (0) filter element is unparseable for Kafka (connection closed); ANY is 1.
+    29: {"resource_type_filter": 1, "pattern_type_filter": 1, "operation": 1, "permission_type": 1},
 }
 
 

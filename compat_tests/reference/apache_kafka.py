@@ -86,6 +86,10 @@ CONSTRAINED = JvmProfile(
 )
 JVM_PROFILES = {profile.name: profile for profile in (STOCK, CONSTRAINED)}
 
+# The broker's own principal when it runs with an authorizer (ApacheKafka(authorizer=True)).
+INTERNAL_USER, INTERNAL_PASSWORD = "broker", "broker-secret"
+INTERNAL_PRINCIPAL = f"User:{INTERNAL_USER}"
+
 # Always added: keep logging alive while Kafka's own shutdown hook runs, so it shows in kafka.out.
 COMMON_JVM_OPTIONS = ("-Dlog4j2.shutdownHookEnabled=false",)
 
@@ -130,6 +134,7 @@ class ApacheKafka:
         jvm: JvmProfile = CONSTRAINED,
         command_prefix: Sequence[str] = (),
         extra_listeners: dict[str, tuple[str, int]] | None = None,
+        authorizer: bool = False,
     ):
         self.workdir = Path(workdir)
         self.requested_port = port
@@ -141,6 +146,11 @@ class ApacheKafka:
         self.command_prefix = list(command_prefix)  # e.g. ["taskset", "-c", "0"]: the broker only
         self.port: int | None = None
         self.controller_port: int | None = None
+        # With an authorizer, the broker's own traffic (controller channel, inter-broker requests such
+        # as WriteTxnMarkers) needs a principal of its own: it goes over SASL_PLAINTEXT listeners as
+        # INTERNAL_PRINCIPAL, a super user, and clients keep the PLAINTEXT listener (User:ANONYMOUS).
+        self.authorizer = authorizer
+        self.internal_port: int | None = None
         self.bootstrap: str = ""
         self._process: subprocess.Popen[bytes] | None = None
         self.cluster_id: str | None = None  # the nodes of one cluster share it (kafka_cluster.py)
@@ -176,6 +186,9 @@ class ApacheKafka:
             self.controller_port = free_port()
             while self.controller_port == self.port:
                 self.controller_port = free_port()
+            self.internal_port = free_port()
+            while self.internal_port in (self.port, self.controller_port):
+                self.internal_port = free_port()
             config = self._write_config()
             self._format(classpath, config)
             self._launch(classpath, config)
@@ -234,11 +247,36 @@ class ApacheKafka:
             "listener.security.protocol.map": f"PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT{protocols}",
             "log.dirs": str(self.data_dir),
             **DEFAULT_SETTINGS,
+            **(self._authorizer_settings(extra, protocols) if self.authorizer else {}),
             **self.overrides,
         }
         config = self.workdir / "server.properties"
         config.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
         return config
+
+    def _authorizer_settings(self, extra: str, protocols: str) -> dict[str, str]:
+        jaas = (
+            "org.apache.kafka.common.security.plain.PlainLoginModule required "
+            f'username="{INTERNAL_USER}" password="{INTERNAL_PASSWORD}" user_{INTERNAL_USER}="{INTERNAL_PASSWORD}";'
+        )
+        return {
+            "listeners": (
+                f"PLAINTEXT://127.0.0.1:{self.port},INTERNAL://127.0.0.1:{self.internal_port},"
+                f"CONTROLLER://127.0.0.1:{self.controller_port}{extra}"
+            ),
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port},INTERNAL://127.0.0.1:{self.internal_port}{extra}",
+            "listener.security.protocol.map": (
+                f"PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT{protocols}"
+            ),
+            "inter.broker.listener.name": "INTERNAL",
+            "sasl.enabled.mechanisms": "PLAIN",
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
+            "sasl.mechanism.controller.protocol": "PLAIN",
+            "listener.name.internal.plain.sasl.jaas.config": jaas,
+            "listener.name.controller.plain.sasl.jaas.config": jaas,
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": INTERNAL_PRINCIPAL,
+        }
 
     def _java(self, classpath: str, main_class: str, *args: str, jvm: JvmProfile | None = None) -> list[str]:
         jvm = jvm or self.jvm

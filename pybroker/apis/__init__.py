@@ -61,6 +61,16 @@ class RequestContext:
     def metadata_image(self):
         return self.broker.metadata_image()
 
+    @property
+    def client_host(self) -> str:
+        """The client's address as ACL hosts name it (no port)."""
+        return self.security.client_host
+
+
+class CloseConnection(Exception):
+    """The request cannot be answered in Kafka's protocol (as Kafka, which fails to parse it): the
+    server logs the reason and closes the connection."""
+
 
 @dataclass(frozen=True, slots=True)
 class ApiHandler:
@@ -88,6 +98,7 @@ def handles(api_key: int, min_version: int, max_version: int, *, advertised_min:
 def load_all() -> dict[int, ApiHandler]:
     """Import every handler module so it registers itself."""
     from pybroker.apis import (  # noqa: F401
+        acls,
         admin,
         api_versions,
         configs,

@@ -7,7 +7,7 @@ at once, so the timeouts in the requests never expire.
 from __future__ import annotations
 
 from pybroker import config as broker_config
-from pybroker.apis import RequestContext, handles
+from pybroker.apis import RequestContext, auth, handles
 from pybroker.broker import check_creation_limits, new_topic_records
 from pybroker.protocol.errors import ErrorCode, KafkaError
 from pybroker.storage.errors import OffsetOutOfRangeError
@@ -87,6 +87,19 @@ async def handle_create_topics(ctx: RequestContext, request: dict) -> dict:
             checked.append(_validate_new_topic(ctx, t))
         except KafkaError as e:
             checked.append(e)
+    # Kafka's controller: Create on the cluster, else on each topic; the configs of a created topic
+    # are answered only with DescribeConfigs on it.
+    names = [t["name"] for t in request["topics"]]
+    unauthorized = (
+        frozenset() if auth.authorize_cluster(ctx, auth.CREATE, log_denied=False) else auth.denied(ctx, auth.CREATE, auth.TOPIC, names)
+    )
+    hidden_configs = auth.denied(ctx, auth.DESCRIBE_CONFIGS, auth.TOPIC, names, log_denied=False)
+    checked = [
+        KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+        if t["name"] in unauthorized and not (isinstance(c, KafkaError) and c.code == ErrorCode.INVALID_REQUEST)
+        else c
+        for t, c in zip(request["topics"], checked, strict=True)
+    ]
     refusal: KafkaError | None = None
     try:
         check_creation_limits(
@@ -131,7 +144,10 @@ async def handle_create_topics(ctx: RequestContext, request: dict) -> dict:
             out["replication_factor"] = rf
             if rec is not None:
                 out["topic_id"] = rec.topic_id
-            if ctx.version >= 5:
+            if ctx.version >= 5 and name in hidden_configs:
+                out["topic_config_error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                out["configs"] = []
+            elif ctx.version >= 5:
                 out["configs"] = [
                     {
                         "name": e.name,
@@ -147,7 +163,7 @@ async def handle_create_topics(ctx: RequestContext, request: dict) -> dict:
         except KafkaError as e:
             out.update(error_code=e.code, error_message=e.message)
         results.append(out)
-    return {"throttle_time_ms": 0, "topics": results}
+    return {"throttle_time_ms": 0, "topics": auth.unauthorized_last(results, unauthorized, "name")}
 
 
 @handles(20, 1, 6)
@@ -157,6 +173,11 @@ async def handle_delete_topics(ctx: RequestContext, request: dict) -> dict:
         wanted = [(t.get("name"), t.get("topic_id")) for t in request["topics"]]
     else:
         wanted = [(n, None) for n in request["topic_names"]]
+    # Kafka's controller: Delete on the cluster, else Delete (and Describe, to learn a name) per topic.
+    all_allowed = auth.authorize_cluster(ctx, auth.DELETE, log_denied=False)
+    named = [n if n is not None else getattr(b.metadata.topics_by_id.get(t), "name", None) for n, t in wanted]
+    undescribable = frozenset() if all_allowed else auth.denied(ctx, auth.DESCRIBE, auth.TOPIC, named)
+    undeletable = frozenset() if all_allowed else auth.denied(ctx, auth.DELETE, auth.TOPIC, named)
     responses = []
     for name, tid in wanted:
         out: dict = {"name": name, "error_code": ErrorCode.NONE, "error_message": None}
@@ -169,9 +190,19 @@ async def handle_delete_topics(ctx: RequestContext, request: dict) -> dict:
                 )
                 responses.append(out)
                 continue
+            if rec.name in undeletable:
+                # The name only to a principal that may describe the topic.
+                shown = None if rec.name in undescribable else rec.name
+                out.update(name=shown, topic_id=tid, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                responses.append(out)
+                continue
             name = rec.name
             out["name"] = name
             by_id = tid
+        elif name in undescribable or (name in undeletable and b.topic(name) is not None):
+            out["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            responses.append(out)
+            continue
         rec = b.topic(name)
         if rec is not None:
             out["topic_id"] = rec.topic_id
@@ -187,8 +218,13 @@ async def handle_delete_topics(ctx: RequestContext, request: dict) -> dict:
 async def handle_create_partitions(ctx: RequestContext, request: dict) -> dict:
     b = ctx.broker
     results = []
+    unauthorized = auth.denied(ctx, auth.ALTER, auth.TOPIC, (t["name"] for t in request["topics"]))
     for t in request["topics"]:
         out = {"name": t["name"], "error_code": ErrorCode.NONE, "error_message": None}
+        if t["name"] in unauthorized:
+            out["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            results.append(out)
+            continue
         try:
             assignments = t.get("assignments")
             live = set(ctx.metadata_image().brokers) or {b.node_id}
@@ -208,12 +244,13 @@ async def handle_create_partitions(ctx: RequestContext, request: dict) -> dict:
         except KafkaError as e:
             out.update(error_code=e.code, error_message=e.message)
         results.append(out)
-    return {"throttle_time_ms": 0, "results": results}
+    return {"throttle_time_ms": 0, "results": auth.unauthorized_last(results, unauthorized, "name")}
 
 
 @handles(21, 0, 2)
 def handle_delete_records(ctx: RequestContext, request: dict) -> dict:
     rm = ctx.replica_manager
+    unauthorized = auth.denied(ctx, auth.DELETE, auth.TOPIC, (t["name"] for t in request["topics"]))
     topics = []
     for t in request["topics"]:
         parts = []
@@ -221,6 +258,8 @@ def handle_delete_records(ctx: RequestContext, request: dict) -> dict:
             idx = rp["partition_index"]
             out = {"partition_index": idx, "low_watermark": -1, "error_code": ErrorCode.NONE}
             try:
+                if t["name"] in unauthorized:
+                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 p = rm.get_partition_or_error(t["name"], idx)
             except KafkaError as e:
                 out["error_code"] = e.code

@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 
 from pybroker import config as broker_config
-from pybroker.apis import RequestContext, broker_loggers, handles
-from pybroker.protocol.errors import ErrorCode, KafkaError
+from pybroker.apis import RequestContext, auth, broker_loggers, handles
+from pybroker.protocol.errors import DEFAULT_MESSAGES, ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +67,7 @@ def handle_describe_configs(ctx: RequestContext, request: dict) -> dict:
     include_synonyms = request.get("include_synonyms", False)
     include_docs = request.get("include_documentation", False)
     results = []
+    refused = []  # Kafka answers the resources it refused after the others
     for r in request["resources"]:
         rtype, rname, keys = r["resource_type"], r["resource_name"], r["configuration_keys"]
         out = {
@@ -76,6 +77,11 @@ def handle_describe_configs(ctx: RequestContext, request: dict) -> dict:
             "resource_name": rname,
             "configs": [],
         }
+        denial = _config_denial(ctx, auth.DESCRIBE_CONFIGS, rtype, rname)
+        if denial is not None:
+            out.update(error_code=denial, error_message=DEFAULT_MESSAGES[denial])
+            refused.append(out)
+            continue
         if rtype == TOPIC:
             rec = b.topic(rname)
             if rec is None:
@@ -114,7 +120,17 @@ def handle_describe_configs(ctx: RequestContext, request: dict) -> dict:
             entries = [e for e in entries if e.name in wanted]
         out["configs"] = [_entry(e, ctx.version, include_synonyms, include_docs) for e in entries]
         results.append(out)
-    return {"throttle_time_ms": 0, "results": results}
+    return {"throttle_time_ms": 0, "results": results + refused}
+
+
+def _config_denial(ctx: RequestContext, op, rtype: int, name: str) -> ErrorCode | None:
+    """Kafka's ConfigHelper / ControllerApis checks: DescribeConfigs or AlterConfigs on the topic, on the
+    cluster for the broker and its loggers; the error names the resource type refused."""
+    if rtype == TOPIC:
+        return None if auth.authorize(ctx, op, auth.TOPIC, name) else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    if rtype in (BROKER, BROKER_LOGGER):
+        return None if auth.authorize_cluster(ctx, op) else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    return None
 
 
 def _apply_topic_configs(
@@ -141,7 +157,10 @@ def _alter(ctx: RequestContext, request: dict, incremental: bool) -> dict:
     for r in request["resources"]:
         rtype, rname = r["resource_type"], r["resource_name"]
         code, message = ErrorCode.NONE, None
-        if rtype == TOPIC:
+        denial = _config_denial(ctx, auth.ALTER_CONFIGS, rtype, rname)
+        if denial is not None:
+            code, message = denial, DEFAULT_MESSAGES[denial]
+        elif rtype == TOPIC:
             rec = b.topic(rname)
             if rec is None:
                 code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{rname}' does not exist."

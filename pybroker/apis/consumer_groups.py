@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pybroker.apis import RequestContext, handles
-from pybroker.apis.groups import GROUP_AUTHORIZED_OPERATIONS, _after, _client_host, _client_id, _coordinator
+from pybroker.apis import RequestContext, auth, handles
+from pybroker.apis.groups import _after, _client_host, _client_id, _coordinator
 from pybroker.coordinator.consumer_coordinator import HeartbeatRequest
 from pybroker.coordinator.consumer_records import assignment_from_wire
 from pybroker.protocol.errors import ErrorCode
@@ -23,10 +23,18 @@ AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 @handles(CONSUMER_GROUP_HEARTBEAT, 0, 1)
 def handle_consumer_group_heartbeat(ctx: RequestContext, request: dict):  # noqa: ANN201
     coordinator = _coordinator(ctx)
-    if coordinator is None:
+    # Kafka: Read on the group, then Describe on every topic subscribed to by name.
+    refused = None
+    if not auth.authorize(ctx, auth.READ, auth.GROUP, request["group_id"]):
+        refused = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    elif request.get("subscribed_topic_names") and auth.denied(
+        ctx, auth.DESCRIBE, auth.TOPIC, request["subscribed_topic_names"]
+    ):
+        refused = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    if coordinator is None or refused is not None:
         return {
             "throttle_time_ms": 0,
-            "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE if refused is None else refused,
             "error_message": None,
             "member_id": None,
             "member_epoch": 0,
@@ -59,7 +67,11 @@ def handle_consumer_group_describe(ctx: RequestContext, request: dict) -> dict[s
     coordinator = _coordinator(ctx)
     include_ops = bool(request.get("include_authorized_operations"))
     groups = []
+    refused = []  # Kafka answers the groups it refused first
     for group_id in request["group_ids"]:
+        if not auth.authorize(ctx, auth.DESCRIBE, auth.GROUP, group_id):
+            refused.append(_group_error(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED, None))
+            continue
         if coordinator is None:
             groups.append(
                 {
@@ -75,5 +87,43 @@ def handle_consumer_group_describe(ctx: RequestContext, request: dict) -> dict[s
                 }
             )
         else:
-            groups.append(coordinator.consumer.describe(group_id, include_ops, GROUP_AUTHORIZED_OPERATIONS))
-    return {"throttle_time_ms": 0, "groups": groups}
+            described = coordinator.consumer.describe(
+                group_id, include_ops, auth.authorized_operations(ctx, auth.GROUP, group_id)
+            )
+            if described["error_code"] == ErrorCode.NONE and _assigned_topics_hidden(ctx, described):
+                described = _group_error(
+                    group_id,
+                    ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    "The group has described topic(s) that the client is not authorized to describe.",
+                )
+            groups.append(described)
+    return {"throttle_time_ms": 0, "groups": refused + groups}
+
+
+def _assigned_topics_hidden(ctx: RequestContext, described: dict[str, Any]) -> bool:
+    """Kafka refuses to describe a group whose members' (target) assignments name a topic the
+    principal may not describe."""
+    if not auth.enabled(ctx):
+        return False
+    names = {
+        tp.get("topic_name")
+        for m in described.get("members", ())
+        for assignment in (m.get("assignment"), m.get("target_assignment"))
+        if assignment
+        for tp in assignment.get("topic_partitions", ())
+    }
+    return bool(auth.denied(ctx, auth.DESCRIBE, auth.TOPIC, names, log_denied=False))
+
+
+def _group_error(group_id: str, code: ErrorCode, message: str | None) -> dict[str, Any]:
+    return {
+        "error_code": code,
+        "error_message": message,
+        "group_id": group_id,
+        "group_state": "",
+        "group_epoch": 0,
+        "assignment_epoch": 0,
+        "assignor_name": "",
+        "members": [],
+        "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+    }

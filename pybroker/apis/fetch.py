@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable
 
-from pybroker.apis import RequestContext, handles
+from pybroker.apis import RequestContext, auth, handles
 from pybroker.apis.fetch_session import (
     FINAL_EPOCH,
     INVALID_SESSION_ID,
@@ -60,22 +60,34 @@ def _requested(request: dict, by_id: bool) -> tuple[list[FetchItem], list[Partit
 
 
 def _resolve(
-    ctx: RequestContext, items: list[FetchItem], by_id: bool
+    ctx: RequestContext, items: list[FetchItem], by_id: bool, follower: bool = False
 ) -> tuple[list[dict], list[FetchPartitionStatus]]:
-    """A response entry per item (errors for unknown partitions) and the partitions to read."""
+    """A response entry per item (errors for unknown or unauthorized partitions) and the partitions to read."""
     rm = ctx.replica_manager
     image = ctx.metadata_image() if by_id else None
     entries: list[dict] = []
     wanted: list[FetchPartitionStatus] = []
     missing = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    names: list[str | None] = []
     for item in items:
-        topic, idx = item.key
         if image is not None:
-            t = image.topics_by_id.get(topic)
-            if t is None:
-                entries.append(_partition_resp(idx, missing))
-                continue
-            topic = t.name
+            t = image.topics_by_id.get(item.key[0])
+            names.append(t.name if t is not None else None)
+        else:
+            names.append(item.key[0])
+    # Kafka: a follower needs ClusterAction on the cluster, a consumer Read on each topic.
+    if follower:
+        unauthorized = frozenset() if auth.authorize_cluster(ctx, auth.CLUSTER_ACTION) else frozenset(names)
+    else:
+        unauthorized = auth.denied(ctx, auth.READ, auth.TOPIC, names)
+    for item, topic in zip(items, names, strict=True):
+        idx = item.key[1]
+        if topic is None:
+            entries.append(_partition_resp(idx, missing))
+            continue
+        if topic in unauthorized:
+            entries.append(_partition_resp(idx, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            continue
         try:
             p = rm.get_partition_or_error(topic, idx)
         except KafkaError as e:
@@ -144,7 +156,7 @@ def handle_fetch(ctx: RequestContext, request: dict):
     except SessionError as e:
         return _session_error(e)
     read_committed = request.get("isolation_level", 0) == READ_COMMITTED
-    entries, wanted = _resolve(ctx, fctx.items, by_id)
+    entries, wanted = _resolve(ctx, fctx.items, by_id, replica_id >= 0)
     waiting = ctx.replica_manager.fetch_messages(
         wanted,
         max_bytes=request.get("max_bytes", 0x7FFFFFFF),

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from pybroker.apis import RequestContext, handles
+from pybroker.apis import RequestContext, auth, handles
 from pybroker.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -36,8 +36,6 @@ OFFSET_DELETE = 47
 
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
-# Without an authorizer every operation is allowed: READ(3), DELETE(6), DESCRIBE(8) for groups.
-GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
@@ -58,6 +56,14 @@ def _client_id(ctx: RequestContext) -> str:
 # -- FindCoordinator ----------------------------------------------------------------------------------
 def _find_one(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
     b = ctx.broker
+    # Kafka: Describe on the group, or on the transactional id, before anything else.
+    refused = None
+    if key_type == KEY_TYPE_GROUP and not auth.authorize(ctx, auth.DESCRIBE, auth.GROUP, key):
+        refused = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    elif key_type == KEY_TYPE_TRANSACTION and not auth.authorize(ctx, auth.DESCRIBE, auth.TRANSACTIONAL_ID, key):
+        refused = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    if refused is not None:
+        return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": refused, "error_message": None}
     coordinator = _coordinator(ctx)
     txn = getattr(b, "transaction_coordinator", None)
     node_id = b.node_id
@@ -101,6 +107,8 @@ def handle_find_coordinator(ctx: RequestContext, request: dict) -> dict:
         }
     one = _find_one(ctx, request["key"], key_type)
     one.pop("key")
+    if one["error_code"] in (ErrorCode.GROUP_AUTHORIZATION_FAILED, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED):
+        one["error_message"] = auth.default_message(one["error_code"])
     if ctx.version == 0:
         one.pop("error_message")
     return {"throttle_time_ms": 0, **one}
@@ -125,17 +133,18 @@ async def _held(fut: Awaitable[dict[str, Any]], shape) -> dict[str, Any]:  # noq
 def handle_join_group(ctx: RequestContext, request: dict):  # noqa: ANN201
     coordinator = _coordinator(ctx)
     version = ctx.version
-    if coordinator is None:
+    denied = not auth.authorize(ctx, auth.READ, auth.GROUP, request["group_id"])
+    if coordinator is None or denied:
         return _join_response(
             version,
             {
-                "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED if denied else ErrorCode.COORDINATOR_NOT_AVAILABLE,
                 "generation_id": -1,
                 "protocol_type": None,
                 "protocol_name": None,
                 "leader": "",
                 "skip_assignment": False,
-                "member_id": request["member_id"],
+                "member_id": "" if denied else request["member_id"],
                 "members": [],
             },
         )
@@ -172,11 +181,12 @@ def _sync_response(version: int, result: dict[str, Any]) -> dict[str, Any]:
 def handle_sync_group(ctx: RequestContext, request: dict):  # noqa: ANN201
     coordinator = _coordinator(ctx)
     version = ctx.version
-    if coordinator is None:
+    denied = not auth.authorize(ctx, auth.READ, auth.GROUP, request["group_id"])
+    if coordinator is None or denied:
         return _sync_response(
             version,
             {
-                "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED if denied else ErrorCode.COORDINATOR_NOT_AVAILABLE,
                 "protocol_type": None,
                 "protocol_name": None,
                 "assignment": b"",
@@ -199,6 +209,8 @@ def handle_sync_group(ctx: RequestContext, request: dict):  # noqa: ANN201
 @handles(HEARTBEAT, 0, 4)
 def handle_heartbeat(ctx: RequestContext, request: dict) -> dict:
     coordinator = _coordinator(ctx)
+    if not auth.authorize(ctx, auth.READ, auth.GROUP, request["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     if coordinator is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
     error = coordinator.heartbeat(
@@ -218,6 +230,8 @@ def handle_leave_group(ctx: RequestContext, request: dict) -> dict:
         leaving = [(m["member_id"], m.get("group_instance_id")) for m in request["members"]]
     else:
         leaving = [(request["member_id"], None)]
+    if not auth.authorize(ctx, auth.READ, auth.GROUP, request["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "members": []}
     if coordinator is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "members": []}
     top, results = coordinator.leave_group(request["group_id"], leaving)
@@ -248,7 +262,21 @@ def handle_describe_groups(ctx: RequestContext, request: dict) -> dict:
     coordinator = _coordinator(ctx)
     include_ops = ctx.version >= 3 and request.get("include_authorized_operations", False)
     groups = []
+    refused = []  # Kafka answers the groups it refused first
     for group_id in request["groups"]:
+        if not auth.authorize(ctx, auth.DESCRIBE, auth.GROUP, group_id):
+            refused.append(
+                {
+                    "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                    "group_id": group_id,
+                    "group_state": "",
+                    "protocol_type": "",
+                    "protocol_data": "",
+                    "members": [],
+                    "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+                }
+            )
+            continue
         if coordinator is None:
             described = {
                 "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
@@ -270,10 +298,12 @@ def handle_describe_groups(ctx: RequestContext, request: dict) -> dict:
                     else f"Group {group_id} not found."
                 )
         described["authorized_operations"] = (
-            GROUP_AUTHORIZED_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED
+            auth.authorized_operations(ctx, auth.GROUP, group_id)
+            if include_ops and described["error_code"] == ErrorCode.NONE
+            else AUTHORIZED_OPERATIONS_OMITTED
         )
         groups.append(described)
-    return {"throttle_time_ms": 0, "groups": groups}
+    return {"throttle_time_ms": 0, "groups": refused + groups}
 
 
 @handles(LIST_GROUPS, 0, 5)
@@ -285,24 +315,30 @@ def handle_list_groups(ctx: RequestContext, request: dict) -> dict:
         request.get("states_filter") if ctx.version >= 4 else None,
         request.get("types_filter") if ctx.version >= 5 else None,
     )
+    # Describe on the cluster lists every group; otherwise only the groups the principal may describe.
+    if not auth.authorize_cluster(ctx, auth.DESCRIBE, log_denied=False):
+        hidden = auth.denied(ctx, auth.DESCRIBE, auth.GROUP, (g["group_id"] for g in groups), log_denied=False)
+        groups = [g for g in groups if g["group_id"] not in hidden]
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "groups": groups}
 
 
 @handles(DELETE_GROUPS, 0, 2)
 def handle_delete_groups(ctx: RequestContext, request: dict):  # noqa: ANN201
     coordinator = _coordinator(ctx)
+    names = list(dict.fromkeys(request["groups_names"]))
+    unauthorized = auth.denied(ctx, auth.DELETE, auth.GROUP, names)
+    refused = [{"group_id": g, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED} for g in names if g in unauthorized]
+    allowed = [g for g in request["groups_names"] if g not in unauthorized]
     if coordinator is None:
         return {
             "throttle_time_ms": 0,
-            "results": [
-                {"group_id": g, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
-                for g in request["groups_names"]
-            ],
+            "results": [{"group_id": g, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE} for g in allowed]
+            + refused,
         }
-    results, wait = coordinator.delete_groups(request["groups_names"])
+    results, wait = coordinator.delete_groups(allowed) if allowed else ([], None)
     response = {
         "throttle_time_ms": 0,
-        "results": [{"group_id": g, "error_code": e} for g, e in results],
+        "results": [{"group_id": g, "error_code": e} for g, e in results] + refused,
     }
     return response if wait is None else _after(wait, response)
 
@@ -356,9 +392,18 @@ def handle_offset_commit(ctx: RequestContext, request: dict):  # noqa: ANN201
         if version < TOPIC_IDS_VERSION or t["name"]
         for p in t["partitions"]
     ]
+    if not auth.authorize(ctx, auth.READ, auth.GROUP, request["group_id"]):
+        refusal = {(t, p): ErrorCode.GROUP_AUTHORIZATION_FAILED for t, p, *_ in wanted}
+        return _commit_response(request, refusal | dict.fromkeys(unknown_ids, ErrorCode.GROUP_AUTHORIZATION_FAILED))
+    # Read on each topic: the partitions of the others are answered TOPIC_AUTHORIZATION_FAILED.
+    unauthorized = auth.denied(ctx, auth.READ, auth.TOPIC, (t["name"] for t in request["topics"]))
+    refused = {(t, p): ErrorCode.TOPIC_AUTHORIZATION_FAILED for t, p, *_ in wanted if t in unauthorized}
+    wanted = [w for w in wanted if w[0] not in unauthorized]
     if coordinator is None:
         errors = {(t, p): ErrorCode.COORDINATOR_NOT_AVAILABLE for t, p, *_ in wanted}
-        return _commit_response(request, errors | unknown_ids)
+        return _commit_response(request, errors | unknown_ids | refused)
+    if not wanted and refused:
+        return _commit_response(request, refused | unknown_ids)
     b = ctx.broker
     errors, wait = coordinator.commit_offsets(
         group_id=request["group_id"],
@@ -370,7 +415,7 @@ def handle_offset_commit(ctx: RequestContext, request: dict):  # noqa: ANN201
         topic_exists=lambda topic, partition: b.partition(topic, partition) is not None,
         api_version=version,
     )
-    response = _commit_response(request, errors | unknown_ids)
+    response = _commit_response(request, errors | unknown_ids | refused)
     return response if wait is None else _after(wait, response)
 
 
@@ -413,6 +458,7 @@ def _fetched_partition(index: int, om: Any) -> dict[str, Any]:
 
 
 def _fetch_group(
+    ctx: RequestContext,
     coordinator: GroupCoordinator | None,
     group_id: str,
     topics: list[dict] | None,
@@ -424,9 +470,34 @@ def _fetch_group(
 ) -> tuple[ErrorCode, list[dict[str, Any]]]:
     """by_id (v10): the id of a topic name; the answer's topics carry it."""
     wanted = None if topics is None else [(t["name"], list(t["partition_indexes"])) for t in topics]
+    # Offsets of topics the principal may not describe are not shown (asked for: TOPIC_AUTHORIZATION_FAILED).
+    refused = []
+    if wanted is not None:
+        unauthorized = auth.denied(ctx, auth.DESCRIBE, auth.TOPIC, (name for name, _ in wanted))
+        refused = [
+            {
+                "name": name,
+                "partitions": [
+                    {
+                        "partition_index": i,
+                        "committed_offset": -1,
+                        "committed_leader_epoch": -1,
+                        "metadata": "",
+                        "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    }
+                    for i in parts
+                ],
+            }
+            for name, parts in wanted
+            if name in unauthorized
+        ]
+        wanted = [w for w in wanted if w[0] not in unauthorized]
     if coordinator is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
     error, found = coordinator.fetch_offsets(group_id, wanted, member_id, member_epoch)
+    if wanted is None:
+        hidden = auth.denied(ctx, auth.DESCRIBE, auth.TOPIC, (name for name, _ in found), log_denied=False)
+        found = [f for f in found if f[0] not in hidden]
     out = []
     for name, parts in found:
         if by_id is not None:
@@ -446,7 +517,13 @@ def _fetch_group(
         if by_id is not None:
             topic["topic_id"] = topic_id
         out.append(topic)
-    return error, out
+    for t in refused:
+        if version < 5:
+            for p in t["partitions"]:
+                p.pop("committed_leader_epoch")
+        if by_id is not None:
+            t["topic_id"] = by_id(t["name"])
+    return error, out + refused
 
 
 @handles(OFFSET_FETCH, 1, 10)
@@ -457,6 +534,11 @@ def handle_offset_fetch(ctx: RequestContext, request: dict) -> dict:
         groups = []
         by_id = None
         for g in request["groups"]:
+            if not auth.authorize(ctx, auth.DESCRIBE, auth.GROUP, g["group_id"]):
+                groups.append(
+                    {"group_id": g["group_id"], "topics": [], "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
+                )
+                continue
             unknown: list[dict[str, Any]] = []
             topics = g["topics"]
             if version >= TOPIC_IDS_VERSION:
@@ -483,6 +565,7 @@ def handle_offset_fetch(ctx: RequestContext, request: dict) -> dict:
                     ]
                     topics = [t for t in topics if t["name"]]
             error, found = _fetch_group(
+                ctx,
                 coordinator,
                 g["group_id"],
                 topics,
@@ -497,13 +580,17 @@ def handle_offset_fetch(ctx: RequestContext, request: dict) -> dict:
                 found += unknown
             groups.append({"group_id": g["group_id"], "topics": found, "error_code": error})
         return {"throttle_time_ms": 0, "groups": groups}
-    error, topics = _fetch_group(
-        coordinator,
-        request["group_id"],
-        request["topics"],
-        version,
-        require_stable=version >= 7 and request.get("require_stable", False),
-    )
+    if not auth.authorize(ctx, auth.DESCRIBE, auth.GROUP, request["group_id"]):
+        error, topics = ErrorCode.GROUP_AUTHORIZATION_FAILED, []
+    else:
+        error, topics = _fetch_group(
+            ctx,
+            coordinator,
+            request["group_id"],
+            request["topics"],
+            version,
+            require_stable=version >= 7 and request.get("require_stable", False),
+        )
     if version < 2 and error != ErrorCode.NONE:
         # v0/v1 have no top-level error: report it on every partition asked for.
         topics = [
@@ -526,9 +613,13 @@ def handle_offset_fetch(ctx: RequestContext, request: dict) -> dict:
 def handle_offset_delete(ctx: RequestContext, request: dict):  # noqa: ANN201
     coordinator = _coordinator(ctx)
     wanted = [(t["name"], p["partition_index"]) for t in request["topics"] for p in t["partitions"]]
+    if not auth.authorize(ctx, auth.DELETE, auth.GROUP, request["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "topics": []}
     if coordinator is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "topics": []}
-    error, errors, wait = coordinator.delete_offsets(request["group_id"], wanted)
+    unauthorized = auth.denied(ctx, auth.READ, auth.TOPIC, (t["name"] for t in request["topics"]))
+    error, errors, wait = coordinator.delete_offsets(request["group_id"], [w for w in wanted if w[0] not in unauthorized])
+    errors = {**errors, **{w: ErrorCode.TOPIC_AUTHORIZATION_FAILED for w in wanted if w[0] in unauthorized}}
     topics = []
     if error == ErrorCode.NONE:
         topics = [

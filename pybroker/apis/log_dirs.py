@@ -12,7 +12,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from pybroker.apis import RequestContext, handles
+from pybroker.apis import RequestContext, auth, handles
 from pybroker.protocol.errors import ErrorCode
 
 DESCRIBE_LOG_DIRS = 35
@@ -23,6 +23,8 @@ DESCRIBE_LOG_DIRS = 35
 @handles(DESCRIBE_LOG_DIRS, 1, 5)
 def handle_describe_log_dirs(ctx: RequestContext, request: dict) -> dict:
     b = ctx.broker
+    if not auth.authorize_cluster(ctx, auth.DESCRIBE):  # Kafka: no directories, the error (v3+) at the top
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "results": []}
     wanted: set[tuple[str, int]] | None = None
     if request["topics"] is not None:
         wanted = {(t["topic"], p) for t in request["topics"] for p in t["partitions"]}

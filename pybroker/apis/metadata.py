@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pybroker.apis import RequestContext, handles
+from pybroker.apis import RequestContext, auth, handles
 from pybroker.metadata.image import BrokerRegistration, MetadataImage, TopicImage
 from pybroker.metadata.store import InvalidTopicName, is_internal_topic, validate_topic_name
 from pybroker.protocol import codec
 from pybroker.protocol.api import RESPONSES
 from pybroker.protocol.errors import ErrorCode
+from pybroker.security.acl import CLUSTER_NAME
 
 ZERO_UUID_INT = 0
 METADATA = 3
@@ -120,10 +121,24 @@ def handle_metadata(ctx: RequestContext, request: dict) -> dict:
     # v0: an empty list means every topic; v1+: null means every topic and [] none.
     all_topics = requested is None or (version == 0 and not requested)
     allow_auto_create = request.get("allow_auto_topic_creation", True) if version >= 4 else True
+    with_operations = version >= 8 and request.get("include_topic_authorized_operations", False)
+
+    def entry(topic: TopicImage) -> codec.Encoded | dict:
+        if not with_operations:
+            return cache.encoded(version, topic, brokers)
+        value = topic_metadata(topic, brokers)
+        value["topic_authorized_operations"] = auth.authorized_operations(ctx, auth.TOPIC, topic.name)
+        return value
+
     topics: list = []
+    refused: list[dict] = []  # Kafka lists the topics the authorizer refused after the others
     if all_topics:
-        topics = [cache.encoded(version, t, brokers) for t in image.topics_by_name.values()]
+        # Topics the principal may not describe are left out, as if they did not exist.
+        hidden = auth.denied(ctx, auth.DESCRIBE, auth.TOPIC, image.topics_by_name, log_denied=False)
+        topics = [entry(t) for name, t in image.topics_by_name.items() if name not in hidden]
     else:
+        names: list[str] = []
+        by_id: set[str] = set()
         for t in requested:
             name = t.get("name")
             if name is None:
@@ -133,32 +148,67 @@ def handle_metadata(ctx: RequestContext, request: dict) -> dict:
                     # Name is nullable only from v12; before that Kafka answers with an empty name.
                     unknown_name = None if version >= 12 else ""
                     topics.append(_error_topic(unknown_name, ErrorCode.UNKNOWN_TOPIC_ID, tid))
+                    continue
+                name = topic.name
+                by_id.add(name)
+            names.append(name)
+        hidden = auth.denied(ctx, auth.DESCRIBE, auth.TOPIC, names)
+        may_create = None  # decided once, when a missing topic would be created
+        for name in names:
+            if name in hidden:
+                if name in by_id:  # topic ids are not secret: the id is answered, the name is not
+                    tid = image.topics_by_name[name].topic_id
+                    refused.append({**_error_topic(None, ErrorCode.TOPIC_AUTHORIZATION_FAILED, tid), "is_internal": False})
                 else:
-                    topics.append(cache.encoded(version, topic, brokers))
+                    refused.append({**_error_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED), "is_internal": False})
                 continue
             topic = image.topics_by_name.get(name)
             if topic is None:
+                # Kafka asks for Create (on the cluster, else on the topic) before it looks at the name.
+                if allow_auto_create and auth.enabled(ctx) and ctx.broker.config.auto_create_topics_enable:
+                    if may_create is None:
+                        may_create = auth.authorize_cluster(ctx, auth.CREATE, log_denied=False)
+                    if not may_create and not auth.authorize(ctx, auth.CREATE, auth.TOPIC, name):
+                        refused.append(_error_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                        continue
                 try:
                     validate_topic_name(name)
                 except InvalidTopicName:
-                    topics.append(_error_topic(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
+                    topics.append(_with_operations(ctx, _error_topic(name, ErrorCode.INVALID_TOPIC_EXCEPTION), with_operations))
                     continue
                 if allow_auto_create and ctx.topic_admin.auto_create_topic(name) is not None:
                     image = ctx.metadata_image()
                     brokers = image.brokers
                     topic = image.topics_by_name.get(name)
             if topic is None:
-                topics.append(_error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                topics.append(_with_operations(ctx, _error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), with_operations))
             else:
-                topics.append(cache.encoded(version, topic, brokers))
-    return {
+                topics.append(entry(topic))
+    out = {
         "throttle_time_ms": 0,
         "brokers": broker_nodes(image, ctx.security.listener_name),
         "cluster_id": image.cluster_id,
         # A single broker is its own controller: admin clients send CreateTopics etc. here.
         "controller_id": image.controller_id,
-        "topics": topics,
+        "topics": topics + refused,
     }
+    if 8 <= version <= 10 and request.get("include_cluster_authorized_operations", False):
+        out["cluster_authorized_operations"] = _cluster_operations(ctx)
+    return out
+
+
+def _with_operations(ctx: RequestContext, topic: dict, wanted: bool) -> dict:
+    """Kafka fills topic_authorized_operations for every entry it looked up, errors included."""
+    if wanted and topic["name"]:
+        topic["topic_authorized_operations"] = auth.authorized_operations(ctx, auth.TOPIC, topic["name"])
+    return topic
+
+
+def _cluster_operations(ctx: RequestContext) -> int:
+    """The cluster bitfield Metadata v8-10 and DescribeCluster answer: 0 without Describe on the cluster."""
+    if not auth.authorize_cluster(ctx, auth.DESCRIBE):
+        return 0
+    return auth.authorized_operations(ctx, auth.CLUSTER, CLUSTER_NAME)
 
 
 ENDPOINT_TYPE_BROKER = 1  # KIP-919's EndpointType: 0 unknown, 1 broker, 2 controller
@@ -195,4 +245,9 @@ def handle_describe_cluster(ctx: RequestContext, request: dict) -> dict:
         "cluster_id": image.cluster_id,
         "controller_id": image.controller_id,
         "brokers": broker_nodes(image, ctx.security.listener_name, "broker_id"),
+        "cluster_authorized_operations": (
+            _cluster_operations(ctx)
+            if request.get("include_cluster_authorized_operations", False)
+            else auth.OPERATIONS_NOT_REQUESTED
+        ),
     }

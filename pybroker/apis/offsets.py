@@ -4,7 +4,7 @@ leader-epoch cache."""
 
 from __future__ import annotations
 
-from pybroker.apis import RequestContext, handles
+from pybroker.apis import RequestContext, auth, handles
 from pybroker.protocol.errors import ErrorCode, KafkaError
 
 LATEST = -1
@@ -57,6 +57,7 @@ def _lookup(
 def handle_list_offsets(ctx: RequestContext, request: dict) -> dict:
     rm = ctx.replica_manager
     read_committed = request.get("isolation_level", 0) == READ_COMMITTED
+    unauthorized = auth.denied(ctx, auth.DESCRIBE, auth.TOPIC, (t["name"] for t in request["topics"]))
     # A follower (or a debugging tool) reads "latest" as the log end offset (Kafka: no isolation
     # level unless the request comes from a consumer).
     from_replica = request["replica_id"] != CONSUMER_REPLICA_ID
@@ -73,6 +74,8 @@ def handle_list_offsets(ctx: RequestContext, request: dict) -> dict:
                 "leader_epoch": -1,
             }
             try:
+                if t["name"] in unauthorized:
+                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 p = rm.get_partition_or_error(t["name"], idx)
             except KafkaError as e:
                 out["error_code"] = e.code
@@ -87,7 +90,7 @@ def handle_list_offsets(ctx: RequestContext, request: dict) -> dict:
                         out["leader_epoch"] = p.leader_epoch
             parts.append(out)
         topics.append({"name": t["name"], "partitions": parts})
-    return {"throttle_time_ms": 0, "topics": topics}
+    return {"throttle_time_ms": 0, "topics": auth.unauthorized_last(topics, unauthorized, "name")}
 
 
 @handles(23, 2, 4)
@@ -95,6 +98,10 @@ def handle_offset_for_leader_epoch(ctx: RequestContext, request: dict) -> dict:
     """Consumers validate their position after a leader change (librdkafka sends v2, Java v3+ when
     advertised); followers will use it to find their truncation point."""
     rm = ctx.replica_manager
+    # Kafka: ClusterAction on the cluster (a follower), else Describe on each topic.
+    unauthorized = frozenset()
+    if not auth.authorize_cluster(ctx, auth.CLUSTER_ACTION, log_denied=False):
+        unauthorized = auth.denied(ctx, auth.DESCRIBE, auth.TOPIC, (t["topic"] for t in request["topics"]))
     topics = []
     for t in request["topics"]:
         parts = []
@@ -102,6 +109,8 @@ def handle_offset_for_leader_epoch(ctx: RequestContext, request: dict) -> dict:
             idx = rp["partition"]
             out = {"error_code": ErrorCode.NONE, "partition": idx, "leader_epoch": -1, "end_offset": -1}
             try:
+                if t["topic"] in unauthorized:
+                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 p = rm.get_partition_or_error(t["topic"], idx)
             except KafkaError as e:
                 out["error_code"] = e.code
@@ -114,4 +123,4 @@ def handle_offset_for_leader_epoch(ctx: RequestContext, request: dict) -> dict:
                     out.update(leader_epoch=epoch, end_offset=end)
             parts.append(out)
         topics.append({"topic": t["topic"], "partitions": parts})
-    return {"throttle_time_ms": 0, "topics": topics}
+    return {"throttle_time_ms": 0, "topics": auth.unauthorized_last(topics, unauthorized, "topic")}

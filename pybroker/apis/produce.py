@@ -13,7 +13,7 @@ import time
 import uuid
 from collections.abc import Awaitable
 
-from pybroker.apis import RequestContext, handles
+from pybroker.apis import RequestContext, auth, handles
 from pybroker.metadata.store import is_internal_topic
 from pybroker.protocol.errors import ErrorCode
 from pybroker.records.batch import validate_produce_batches
@@ -30,6 +30,8 @@ IMPLICIT_ADD_PARTITIONS_VERSION = 12
 # KIP-516: from v13 topics are named by id only.
 TOPIC_IDS_VERSION = 13
 ZERO_UUID = uuid.UUID(int=0)
+# RecordBatch v2: magic at byte 16, the int16 attributes at 21; bit 4 marks a transactional batch.
+_MAGIC_OFFSET, _ATTRIBUTES_OFFSET, _TRANSACTIONAL_FLAG = 16, 21, 0x10
 
 
 @handles(0, MIN_IMPLEMENTED, 13, advertised_min=0)
@@ -38,6 +40,21 @@ def handle_produce(ctx: RequestContext, request: dict):
     unknown_ids: list[dict] = []
     if ctx.version >= TOPIC_IDS_VERSION:
         topic_data, unknown_ids = _name_topics_by_id(ctx, topic_data)
+    if auth.enabled(ctx):
+        # Kafka: Write on the transactional id of transactional batches, then Write on each topic,
+        # before anything else is looked at.
+        tid = request.get("transactional_id")
+        if _has_transactional_records(request["topic_data"]) and (
+            tid is None or not auth.authorize(ctx, auth.WRITE, auth.TRANSACTIONAL_ID, tid)
+        ):
+            return _every_partition(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        unauthorized = auth.denied(ctx, auth.WRITE, auth.TOPIC, (td["name"] for td in topic_data))
+        if unauthorized:
+            refused = [td for td in topic_data if td["name"] in unauthorized]
+            topic_data = [td for td in topic_data if td["name"] not in unauthorized]
+            unknown_ids = unknown_ids + _every_partition(
+                {"acks": 1, "topic_data": refused}, ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            )["responses"]
     if ctx.version >= IMPLICIT_ADD_PARTITIONS_VERSION and request.get("transactional_id") is not None:
         return _add_partitions_then_append(ctx, request, topic_data, unknown_ids)
     return _append(ctx, request, topic_data, unknown_ids, None)
@@ -166,3 +183,31 @@ async def _respond_after(
     if acks == 0:
         return None
     return _response(ctx, responses, topic_data, unknown_ids)
+
+
+def _has_transactional_records(topic_data: list[dict]) -> bool:
+    """Kafka's RequestUtils.hasTransactionalRecords: a batch with the transactional attribute bit."""
+    for td in topic_data:
+        for pd in td["partition_data"]:
+            records = pd["records"]
+            if records is not None and len(records) > _ATTRIBUTES_OFFSET + 1 and records[_MAGIC_OFFSET] == 2:
+                if records[_ATTRIBUTES_OFFSET + 1] & _TRANSACTIONAL_FLAG:
+                    return True
+    return False
+
+
+def _every_partition(request: dict, code: ErrorCode) -> dict | None:
+    """Kafka's ProduceRequest.getErrorResponse: the one error for every partition (acks=0: nothing)."""
+    if request["acks"] == 0:
+        return None
+    return {
+        "throttle_time_ms": 0,
+        "responses": [
+            {
+                "name": td.get("name", ""),
+                "topic_id": td.get("topic_id", ZERO_UUID),
+                "partition_responses": [partition_response(pd["index"], code) for pd in td["partition_data"]],
+            }
+            for td in request["topic_data"]
+        ],
+    }

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 
-from pybroker.apis import RequestContext, handles
+from pybroker.apis import RequestContext, auth, handles
 from pybroker.protocol.errors import ErrorCode
 from pybroker.storage.errors import KafkaStorageError
 
@@ -18,7 +18,18 @@ MAX_EPOCH = 32767
 
 @handles(22, 0, 5)
 def handle_init_producer_id(ctx: RequestContext, request: dict) -> dict:
-    if request.get("transactional_id") is not None:
+    tid = request.get("transactional_id")
+    # Kafka: Write on the transactional id; an idempotent producer IdempotentWrite on the cluster or
+    # Write on at least one topic (KIP-679).
+    if tid is not None and not auth.authorize(ctx, auth.WRITE, auth.TRANSACTIONAL_ID, tid):
+        return _refused(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if (
+        tid is None
+        and not auth.authorize_cluster(ctx, auth.IDEMPOTENT_WRITE, log_denied=False)
+        and not auth.authorize_by_resource_type(ctx, auth.WRITE, auth.TOPIC)
+    ):
+        return _refused(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    if tid is not None:
         return _init_transactional(ctx, request)
     pid = request.get("producer_id", -1)
     epoch = request.get("producer_epoch", -1)
@@ -41,6 +52,10 @@ def handle_init_producer_id(ctx: RequestContext, request: dict) -> dict:
         }
     log.debug("producer id %d for %s", new_pid, ctx.peer)
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": new_pid, "producer_epoch": 0}
+
+
+def _refused(code: ErrorCode) -> dict:
+    return {"throttle_time_ms": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
 
 
 async def _init_transactional(ctx: RequestContext, request: dict) -> dict:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 
-from pybroker.apis import RequestContext, handles
+from pybroker.apis import RequestContext, auth, handles
 from pybroker.protocol.errors import ErrorCode
 from pybroker.security.scram import MAX_ITERATIONS, ScramCredential, ScramMechanism
 from pybroker.storage.errors import KafkaStorageError
@@ -41,6 +41,17 @@ def handle_sasl_authenticate(ctx: RequestContext, request: dict) -> dict:
 def handle_describe_user_scram_credentials(ctx: RequestContext, request: dict) -> dict:
     store = ctx.broker.metadata
     users = request.get("users")
+    if not auth.authorize_cluster(ctx, auth.DESCRIBE):  # Kafka: Describe on the cluster
+        refused = (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, auth.default_message(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
+        return {
+            "throttle_time_ms": 0,
+            "error_code": refused[0],
+            "error_message": refused[1],
+            "results": [
+                {"user": "", "error_code": refused[0], "error_message": refused[1], "credential_infos": []}
+                for _ in users or ()
+            ],
+        }
     if not users:
         names = sorted(store.scram_credentials)
         duplicated: set[str] = set()
@@ -99,6 +110,19 @@ def handle_alter_user_scram_credentials(ctx: RequestContext, request: dict) -> d
     """ScramControlManager.alterCredentials: a user named twice in one request (in deletions or upsertions)
     is refused with DUPLICATE_RESOURCE; the accepted changes are written together."""
     store = ctx.broker.metadata
+    if not auth.authorize_cluster(ctx, auth.ALTER):  # Kafka's controller: Alter on the cluster
+        users = sorted({c["name"] for c in (request.get("deletions") or []) + (request.get("upsertions") or [])})
+        return {
+            "throttle_time_ms": 0,
+            "results": [
+                {
+                    "user": user,
+                    "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                    "error_message": "Request is not authorized: it needs Alter on the cluster.",
+                }
+                for user in users
+            ],
+        }
     errors: dict[str, tuple[int, str]] = {}
     deletions: dict[str, dict] = {}
     upsertions: dict[str, dict] = {}

@@ -10,10 +10,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from pybroker.apis import RequestContext, handles
+from pybroker.apis import RequestContext, auth, handles
 from pybroker.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
 from pybroker.coordinator.topic_regex import InvalidTopicRegex, compile_topic_regex
 from pybroker.coordinator.transaction.service import marker_writer
+from pybroker.metadata.store import is_internal_topic
 from pybroker.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,9 @@ async def _add_one(ctx: RequestContext, txn_id: str, pid: int, epoch: int, topic
 async def handle_add_partitions_to_txn(ctx: RequestContext, request: dict) -> dict:
     if ctx.version <= 3:
         topics = request["v3_and_below_topics"]
+        refused = _add_refused(ctx, request["v3_and_below_transactional_id"], topics)
+        if refused is not None:
+            return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _topic_results(topics, refused)}
         errors = await _add_one(
             ctx,
             request["v3_and_below_transactional_id"],
@@ -69,6 +73,13 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, request: dict) -> di
             False,
         )
         return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _topic_results(topics, errors)}
+    # v4+ comes from brokers (the KIP-890 verification): ClusterAction on the cluster.
+    if not auth.authorize_cluster(ctx, auth.CLUSTER_ACTION):
+        return {
+            "throttle_time_ms": 0,
+            "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            "results_by_transaction": [],
+        }
     results = []
     for t in request["transactions"]:
         errors = await _add_one(
@@ -80,11 +91,37 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, request: dict) -> di
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results_by_transaction": results}
 
 
+def _add_refused(ctx: RequestContext, txn_id: str, topics: list[dict]) -> dict | None:
+    """A client's AddPartitionsToTxn (v0-3): Write on the transactional id, then Write on each
+    (non-internal) topic; any refusal fails the whole request, the other partitions OPERATION_NOT_ATTEMPTED."""
+    wanted = [(t["name"], p) for t in topics for p in t["partitions"]]
+    if not auth.authorize(ctx, auth.WRITE, auth.TRANSACTIONAL_ID, txn_id):
+        return {tp: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for tp in wanted}
+    # As Kafka, internal topics are never among the authorized ones (they are left out of the check).
+    internal = {t for t, _ in wanted if is_internal_topic(t)}
+    unauthorized = internal | auth.denied(ctx, auth.WRITE, auth.TOPIC, (t for t, _ in wanted if t not in internal))
+    if not unauthorized:
+        return None
+    errors = {}
+    for t, p in wanted:
+        if t in unauthorized:
+            errors[(t, p)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif ctx.broker.partition(t, p) is None:
+            errors[(t, p)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        else:
+            errors[(t, p)] = ErrorCode.OPERATION_NOT_ATTEMPTED
+    return errors
+
+
 # -- AddOffsetsToTxn -----------------------------------------------------------------------------------------
 @handles(25, 0, 4)
 async def handle_add_offsets_to_txn(ctx: RequestContext, request: dict) -> dict:
     coordinator = _txn(ctx)
     gc = ctx.broker.group_coordinator
+    if not auth.authorize(ctx, auth.WRITE, auth.TRANSACTIONAL_ID, request["transactional_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+    if not auth.authorize(ctx, auth.READ, auth.GROUP, request["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     if coordinator is None or gc is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
     if not request["group_id"]:
@@ -103,6 +140,8 @@ async def handle_add_offsets_to_txn(ctx: RequestContext, request: dict) -> dict:
 @handles(26, 0, 4)
 async def handle_end_txn(ctx: RequestContext, request: dict) -> dict:
     coordinator = _txn(ctx)
+    if not auth.authorize(ctx, auth.WRITE, auth.TRANSACTIONAL_ID, request["transactional_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
     if coordinator is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
     error = await coordinator.end_transaction(
@@ -118,7 +157,11 @@ async def handle_end_txn(ctx: RequestContext, request: dict) -> dict:
 # markers; with TV1 markers only (see EndTxn), v1 is what this coordinator sends.
 @handles(27, 1, 1)
 def handle_write_txn_markers(ctx: RequestContext, request: dict) -> dict:
-    write = marker_writer(ctx.broker)
+    # Kafka: Alter on the cluster, else ClusterAction (a broker's request); otherwise every partition refused.
+    allowed = auth.authorize_cluster(ctx, auth.ALTER, log_denied=False) or auth.authorize_cluster(
+        ctx, auth.CLUSTER_ACTION
+    )
+    write = marker_writer(ctx.broker) if allowed else _refuse_markers
     out = []
     for m in request["markers"]:
         wanted = [(t["name"], p) for t in m["topics"] for p in t["partition_indexes"]]
@@ -183,8 +226,19 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: dict) -> dict:
     ]
     coordinator = _txn(ctx)
     gc = ctx.broker.group_coordinator
+    # Kafka: Write on the transactional id, Read on the group, then Read on each topic.
+    if not auth.authorize(ctx, auth.WRITE, auth.TRANSACTIONAL_ID, request["transactional_id"]):
+        return _commit_response(request, {(t, p): ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for t, p, *_ in wanted})
+    if not auth.authorize(ctx, auth.READ, auth.GROUP, request["group_id"]):
+        return _commit_response(request, {(t, p): ErrorCode.GROUP_AUTHORIZATION_FAILED for t, p, *_ in wanted})
+    unauthorized = auth.denied(ctx, auth.READ, auth.TOPIC, (t["name"] for t in request["topics"]))
+    refused = {(t, p): ErrorCode.TOPIC_AUTHORIZATION_FAILED for t, p, *_ in wanted if t in unauthorized}
+    wanted = [w for w in wanted if w[0] not in unauthorized]
+    if not wanted and refused:
+        return _commit_response(request, refused)
     if coordinator is None or gc is None:
-        return _commit_response(request, {(t, p): ErrorCode.COORDINATOR_NOT_AVAILABLE for t, p, *_ in wanted})
+        errors = {(t, p): ErrorCode.COORDINATOR_NOT_AVAILABLE for t, p, *_ in wanted}
+        return _commit_response(request, {**errors, **refused})
     group_id = request["group_id"]
     tp = (OFFSETS_TOPIC, gc.partition_for(group_id))
     if ctx.version >= TXN_OFFSET_COMMIT_ADDS_VERSION:
@@ -203,7 +257,7 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: dict) -> dict:
         elif check == ErrorCode.TRANSACTION_ABORTABLE:
             check = ErrorCode.INVALID_TXN_STATE
     if check != ErrorCode.NONE:
-        return _commit_response(request, {(t, p): check for t, p, *_ in wanted})
+        return _commit_response(request, {**{(t, p): check for t, p, *_ in wanted}, **refused})
     b = ctx.broker
     errors, wait = gc.txn_offsets.commit(
         group_id=group_id,
@@ -217,7 +271,7 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: dict) -> dict:
     )
     if wait is not None:
         await wait
-    return _commit_response(request, errors)
+    return _commit_response(request, {**errors, **refused})
 
 
 # -- DescribeTransactions / ListTransactions / DescribeProducers (KIP-664) ---------------------------------
@@ -226,6 +280,9 @@ def handle_describe_transactions(ctx: RequestContext, request: dict) -> dict:
     coordinator = _txn(ctx)
     states = []
     for txn_id in request["transactional_ids"]:
+        if not auth.authorize(ctx, auth.DESCRIBE, auth.TRANSACTIONAL_ID, txn_id):
+            states.append(_txn_state_error(txn_id, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+            continue
         md = coordinator.describe(txn_id) if coordinator is not None else None
         if md is None:
             code = (
@@ -247,8 +304,11 @@ def handle_describe_transactions(ctx: RequestContext, request: dict) -> dict:
             )
             continue
         by_topic: dict[str, list[int]] = {}
+        # Only the partitions of topics the principal may describe.
+        hidden = auth.denied(ctx, auth.DESCRIBE, auth.TOPIC, (t for t, _ in md.partitions))
         for topic, partition in sorted(md.partitions):
-            by_topic.setdefault(topic, []).append(partition)
+            if topic not in hidden:
+                by_topic.setdefault(topic, []).append(partition)
         states.append(
             {
                 "error_code": ErrorCode.NONE,
@@ -262,6 +322,19 @@ def handle_describe_transactions(ctx: RequestContext, request: dict) -> dict:
             }
         )
     return {"throttle_time_ms": 0, "transaction_states": states}
+
+
+def _txn_state_error(txn_id: str, code: ErrorCode) -> dict:
+    return {
+        "error_code": code,
+        "transactional_id": txn_id,
+        "transaction_state": "",
+        "transaction_timeout_ms": 0,
+        "transaction_start_time_ms": -1,
+        "producer_id": -1,
+        "producer_epoch": -1,
+        "topics": [],
+    }
 
 
 def _list_error(code: ErrorCode) -> dict:
@@ -303,6 +376,8 @@ def handle_list_transactions(ctx: RequestContext, request: dict) -> dict:
             continue
         if pattern is not None and pattern.fullmatch(txn_id) is None:
             continue
+        if not auth.authorize(ctx, auth.DESCRIBE, auth.TRANSACTIONAL_ID, txn_id, log_denied=False):
+            continue
         out.append(
             {
                 "transactional_id": txn_id,
@@ -321,15 +396,18 @@ def handle_list_transactions(ctx: RequestContext, request: dict) -> dict:
 @handles(61, 0, 0)
 def handle_describe_producers(ctx: RequestContext, request: dict) -> dict:
     topics = []
+    unauthorized = auth.denied(ctx, auth.READ, auth.TOPIC, (t["name"] for t in request["topics"]))
     for t in request["topics"]:
         parts = []
         for index in t["partition_indexes"]:
             p = ctx.broker.partition(t["name"], index)
-            if p is None:
+            if p is None or t["name"] in unauthorized:
                 parts.append(
                     {
                         "partition_index": index,
-                        "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                        if t["name"] in unauthorized
+                        else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                         "error_message": None,
                         "active_producers": [],
                     }
@@ -356,3 +434,7 @@ def handle_describe_producers(ctx: RequestContext, request: dict) -> dict:
             )
         topics.append({"name": t["name"], "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}
+
+
+def _refuse_markers(producer_id, producer_epoch, result, coordinator_epoch, wanted) -> dict:  # noqa: ANN001
+    return {tp: ErrorCode.CLUSTER_AUTHORIZATION_FAILED for tp in wanted}

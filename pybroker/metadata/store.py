@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pybroker.security.acl import AclBinding
 from pybroker.security.scram import ScramCredential
 from pybroker.storage.checkpoint import write_atomically
 from pybroker.storage.errors import KafkaStorageError
@@ -100,6 +101,8 @@ class MetadataStore:
         # Dynamic broker configs by resource name ("" the cluster default, "<node id>" one broker),
         # as Kafka keeps them in its metadata log (ConfigRecords of the BROKER resource).
         self.broker_configs: dict[str, dict[str, str]] = {}
+        # ACLs by id, as Kafka's controller keeps AccessControlEntryRecords (the authorizer indexes them).
+        self.acls: dict[uuid.UUID, AclBinding] = {}
         # SCRAM credentials by user, then mechanism name (Kafka's UserScramCredentialRecords): salt,
         # StoredKey, ServerKey and iterations, never a password.
         self.scram_credentials: dict[str, dict[str, ScramCredential]] = {}
@@ -120,6 +123,7 @@ class MetadataStore:
         # Never hand out an id from a block that may already have been used before a crash.
         self._next_producer_id = self._producer_id_block_end = int(doc.get("producer_id_block_end", 0))
         self.broker_configs = {str(k): dict(v) for k, v in doc.get("broker_configs", {}).items()}
+        self.acls = {uuid.UUID(a["id"]): AclBinding.from_json(a) for a in doc.get("acls", [])}
         self.scram_credentials = {
             user: {mech: ScramCredential.from_json(c) for mech, c in by_mech.items()}
             for user, by_mech in doc.get("scram_credentials", {}).items()
@@ -149,6 +153,7 @@ class MetadataStore:
             "topics": [t.to_json() for t in sorted(self.topics.values(), key=lambda t: t.name)],
             "producer_id_block_end": self._producer_id_block_end,
             "broker_configs": {k: v for k, v in self.broker_configs.items() if v},
+            "acls": [{"id": str(i), **acl.to_json()} for i, acl in self.acls.items()],
             "scram_credentials": {
                 user: {mech: c.to_json() for mech, c in sorted(by_mech.items())}
                 for user, by_mech in sorted(self.scram_credentials.items())
@@ -274,6 +279,14 @@ class MetadataStore:
         # A lower broker-wide retention frees space too: this change may use the reserve.
         self._change(
             lambda: self.broker_configs.__setitem__(resource_name, dict(configs)), undo, frees_space=True
+        )
+
+    def set_acls(self, acls: dict[uuid.UUID, AclBinding]) -> None:
+        """Replace the ACL set in one atomic write; on failure nothing changes (KafkaStorageError)."""
+        old = self.acls
+        # Deleting ACLs only shrinks the document: such a change may use the reserve.
+        self._change(
+            lambda: setattr(self, "acls", dict(acls)), lambda: setattr(self, "acls", old), frees_space=len(acls) < len(old)
         )
 
     def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
