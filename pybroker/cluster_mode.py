@@ -50,6 +50,7 @@ from pybroker.replication.state_change import become_leader_or_follower
 
 if TYPE_CHECKING:
     from pybroker.broker import Broker
+    from pybroker.controller.local import LocalController
     from pybroker.metadata.store import TopicRecord
     from pybroker.replication.partition import Partition
 
@@ -173,7 +174,7 @@ class ClusterMode:
         self.membership: ZkClusterMembership | None = None
         self.alter_partition: AlterIsrManager | None = None
         self._tasks: list[asyncio.Task] = []
-        self._ready = asyncio.Event()
+        self.local: LocalController  # set by topic_admin(): the store mirror and partition factory
 
     # -- lifecycle -------------------------------------------------------------------------
     async def connect(self) -> str:
@@ -186,10 +187,16 @@ class ClusterMode:
         await asyncio.to_thread(zk.start)
         return await asyncio.to_thread(zk.call, _get_or_create_cluster_id, zk.kazoo)
 
+    def topic_admin(self, local: LocalController) -> ClusterTopicAdmin:
+        self.local = local
+        return ClusterTopicAdmin(self, local)
+
     async def start(self) -> None:
         assert self.membership is not None and self.alter_partition is not None, "connect() first"
+        # Partitions loaded from disk lead nothing until ZooKeeper's state says so.
         for p in self.broker.replica_manager.all_partitions():
-            p.alter_partition = self.alter_partition
+            if p.topic not in LOCAL_TOPICS:
+                self.prepare_partition(p)
         await self.membership.start()
         # Logs of topics ZooKeeper does not know (deleted while this broker was down) go now.
         known = set(await asyncio.to_thread(self.membership.zk.get_all_topics))
@@ -309,7 +316,7 @@ class ClusterMode:
         if rec.partitions != n:
             store.set_partitions(topic, n)
         if rec.configs != config:
-            self.broker.set_topic_configs(topic, dict(config))
+            self.local.set_topic_configs(topic, dict(config))
 
     def _create_local_partition(self, topic: str, index: int) -> bool:
         b = self.broker
@@ -318,8 +325,10 @@ class ClusterMode:
             return False
         lg = b.log_manager.get_log(topic, index)
         if lg is None:
-            lg = b.log_manager.create_log(topic, index, b.log_config(rec), rec.topic_id)
-        b.replica_manager.add_partition(b._new_partition(rec, index, lg))  # noqa: SLF001
+            lg = b.log_manager.create_log(topic, index, self.local.log_config(rec), rec.topic_id)
+        p = self.local._new_partition(rec, index, lg)  # noqa: SLF001
+        self.prepare_partition(p)
+        b.replica_manager.add_partition(p)
         return True
 
     def _remove_local_partition(self, topic: str, index: int) -> None:
@@ -465,3 +474,62 @@ class ClusterMode:
 
         if not await self._wait_until(visible, timeout_ms):
             raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"The new partitions of {name} have no leader yet.")
+
+
+class ClusterTopicAdmin:
+    """The TopicAdmin of a broker in a cluster (apis/services.TopicAdmin): topic creation, deletion and new
+    partitions go through ZooKeeper (ClusterMode); validation, configs and dynamic broker configs are
+    the LocalController's, on the topics ZooKeeper mirrored here."""
+
+    def __init__(self, cluster: ClusterMode, local: LocalController) -> None:
+        self._cluster = cluster
+        self._local = local
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._local, name)
+
+    async def create_topic_async(
+        self,
+        name: str,
+        num_partitions: int,
+        configs: dict[str, str | None],
+        *,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+        replication_factor: int = 1,
+        assignments: dict[int, list[int]] | None = None,
+    ) -> TopicRecord | None:
+        kept = self._local.check_new_topic(name, num_partitions, configs)
+        return await self._cluster.create_topic(
+            name,
+            num_partitions,
+            kept,
+            replication_factor=replication_factor,
+            assignments=assignments,
+            validate_only=validate_only,
+            timeout_ms=timeout_ms,
+        )
+
+    def auto_create_topic(self, name: str) -> TopicRecord | None:
+        if name in LOCAL_TOPICS or not self._cluster.config.auto_create_topics_enable:
+            return self._local.auto_create_topic(name)
+        self._cluster.auto_create_topic(name)
+        return None
+
+    async def delete_topic_async(
+        self, name: str, topic_id: uuid.UUID | None = None, timeout_ms: int | None = None
+    ) -> None:
+        await self._cluster.delete_topic(name, topic_id, timeout_ms)
+
+    async def add_partitions(
+        self,
+        name: str,
+        total: int,
+        *,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+        assignments: list[list[int]] | None = None,
+    ) -> None:
+        await self._cluster.add_partitions(
+            name, total, assignments=assignments, validate_only=validate_only, timeout_ms=timeout_ms
+        )

@@ -21,8 +21,9 @@ import ssl
 import struct
 import time
 from collections import deque
+from collections.abc import Mapping
 from time import perf_counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pybroker.apis import REGISTRY, CloseConnection, RequestContext
 from pybroker.protocol import codec
@@ -33,11 +34,34 @@ from pybroker.security.authenticator import SASL_HANDSHAKE, Outcome, SaslServerA
 from pybroker.security.context import ConnectionSecurity, uses_sasl
 
 if TYPE_CHECKING:
-    from pybroker.broker import Broker
-    from pybroker.config import Endpoint
+    from pybroker.apis.services import BrokerServices
+    from pybroker.config import BrokerConfig, Endpoint
+    from pybroker.metrics.recorder import BrokerMetrics
+    from pybroker.protocol.memory_pool import MemoryPool
+    from pybroker.protocol.schema import MessageSpec
+    from pybroker.security.sasl_config import SaslListenerConfig
+    from pybroker.security.scram import ScramCredential, ScramMechanism
     from pybroker.security.ssl_factory import ServerSslFactory
 
 log = logging.getLogger(__name__)
+
+
+class ServerHost(Protocol):
+    """What the server uses of the broker that runs it (``pybroker.broker.Broker``): settings, the
+    request memory pool, the open connections and acceptors, the counters, the SASL settings and
+    credentials, and the services it hands each request's handler."""
+
+    config: BrokerConfig
+    memory_pool: MemoryPool
+    memory_waiters: MemoryWaiters
+    connections: set[Any]
+    metrics: BrokerMetrics
+    acceptors: list[Acceptor]
+    request_specs: Mapping[int, MessageSpec]
+    sasl_configs: Mapping[str, SaslListenerConfig]
+    services: BrokerServices
+
+    def scram_credential(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None: ...
 
 _SIZE = struct.Struct(">i")
 API_VERSIONS = 18
@@ -56,7 +80,7 @@ def _part_size(part: Any) -> int:
 
 class KafkaConnection(asyncio.Protocol):
     def __init__(
-        self, broker: Broker, listener: Endpoint | None = None, ssl_factory: ServerSslFactory | None = None
+        self, broker: ServerHost, listener: Endpoint | None = None, ssl_factory: ServerSslFactory | None = None
     ) -> None:
         self.broker = broker
         self.listener = listener if listener is not None else broker.config.listener_endpoints[0]
@@ -338,7 +362,7 @@ class KafkaConnection(asyncio.Protocol):
                 f"unparseable {codec_name(header.api_key)} v{version} request: {e}"
             ) from None
         metrics = self.broker.metrics
-        ctx = RequestContext(self.broker, header, self.peer, metrics, self.security)
+        ctx = RequestContext(self.broker.services, header, self.peer, metrics, self.security)
         response = handler.fn(ctx, request)
         if response is None:
             if started:
@@ -550,7 +574,7 @@ class Acceptor:
 
     def __init__(
         self,
-        broker: Broker,
+        broker: ServerHost,
         sock: socket.socket,
         listener: Endpoint | None = None,
         ssl_factory: ServerSslFactory | None = None,
@@ -727,7 +751,7 @@ def raise_open_file_limit() -> tuple[int, int]:
 
 
 async def serve(
-    broker: Broker,
+    broker: ServerHost,
     host: str,
     port: int,
     listener: Endpoint | None = None,

@@ -33,7 +33,8 @@ class _Log:
 
 
 class _Broker:
-    """A real metadata store, replica manager and image publisher, wired as the broker wires them."""
+    """The handler's services (apis/services.py) over a real metadata store, replica manager and image
+    publisher, wired as the broker wires them; topic administration never creates anything."""
 
     node_id = 1
 
@@ -56,6 +57,10 @@ class _Broker:
 
     def metadata_image(self) -> MetadataImage:
         return self.publisher.image()
+
+    @property
+    def topic_admin(self) -> _Broker:
+        return self
 
     def add_topic(self, name: str, count: int) -> TopicRecord:
         rec = self.metadata.add_topic(name, count, {})

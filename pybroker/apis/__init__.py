@@ -13,9 +13,12 @@ from typing import TYPE_CHECKING, Any
 from pybroker.security.context import ConnectionSecurity, KafkaPrincipal, plaintext_context
 
 if TYPE_CHECKING:
-    from pybroker.broker import Broker
+    from pybroker.apis.metadata import TopicMetadataCache
+    from pybroker.apis.services import BrokerServices, TopicAdmin
+    from pybroker.metadata.image import MetadataImage
     from pybroker.metrics.recorder import BrokerMetrics
     from pybroker.protocol.codec import RequestHeader
+    from pybroker.replication.replica_manager import ReplicaManager
 
 Response = dict[str, Any] | None
 HandlerFn = Callable[["RequestContext", dict[str, Any]], Response | Awaitable[Response]]
@@ -23,7 +26,7 @@ HandlerFn = Callable[["RequestContext", dict[str, Any]], Response | Awaitable[Re
 
 @dataclass(slots=True)
 class RequestContext:
-    broker: Broker
+    services: BrokerServices  # what handlers may use of the broker (apis/services.py)
     header: RequestHeader
     peer: str
     metrics: BrokerMetrics  # running totals the handlers bump (bytes and messages per topic)
@@ -47,19 +50,19 @@ class RequestContext:
         return self.security.security_protocol
 
     @property
-    def replica_manager(self):
-        return self.broker.replica_manager
+    def replica_manager(self) -> ReplicaManager:
+        return self.services.replica_manager
 
     @property
-    def metadata_cache(self):
-        return self.broker.metadata_cache
+    def metadata_cache(self) -> TopicMetadataCache:
+        return self.services.metadata_cache
 
     @property
-    def topic_admin(self):
-        return self.broker
+    def topic_admin(self) -> TopicAdmin:
+        return self.services.topic_admin
 
-    def metadata_image(self):
-        return self.broker.metadata_image()
+    def metadata_image(self) -> MetadataImage:
+        return self.services.metadata_image()
 
     @property
     def client_host(self) -> str:

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 from pybroker import config as broker_config
 from pybroker.apis import RequestContext, auth, handles
-from pybroker.broker import check_creation_limits, new_topic_records
+from pybroker.controller.limits import check_creation_limits, new_topic_records
 from pybroker.protocol.errors import ErrorCode, KafkaError
 from pybroker.storage.errors import OffsetOutOfRangeError
 
 
 def _replication_error(ctx: RequestContext, rf: int, assignments: list[dict]) -> KafkaError | None:
-    live = set(ctx.metadata_image().brokers) or {ctx.broker.node_id}
+    live = set(ctx.metadata_image().brokers) or {ctx.services.node_id}
     brokers = len(live)
     if rf == -1:
-        rf = ctx.broker.config.default_replication_factor
+        rf = ctx.services.config.default_replication_factor
     if assignments:
         for a in assignments:
             if any(n not in live for n in a["broker_ids"]):
@@ -44,7 +44,7 @@ def _requested_partitions(ctx: RequestContext, topics: list[dict]) -> int:
         if t["assignments"]:
             total += len(t["assignments"])
         elif t["num_partitions"] == -1:
-            total += ctx.broker.config.num_partitions
+            total += ctx.services.config.num_partitions
         elif t["num_partitions"] > 0:
             total += t["num_partitions"]
     return total
@@ -61,15 +61,15 @@ def _validate_new_topic(ctx: RequestContext, t: dict) -> tuple[int, dict[str, st
             raise KafkaError(ErrorCode.INVALID_REQUEST, "Both numPartitions and assignments were set.")
         n = len(t["assignments"])
     elif n == -1:
-        n = ctx.broker.config.num_partitions
+        n = ctx.services.config.num_partitions
     configs = {c["name"]: c["value"] for c in t["configs"]}
-    ctx.broker.check_new_topic(t["name"], n, configs)
+    ctx.topic_admin.check_new_topic(t["name"], n, configs)
     return n, configs
 
 
 @handles(19, 2, 7)
 async def handle_create_topics(ctx: RequestContext, request: dict) -> dict:
-    b = ctx.broker
+    b = ctx.services
     validate_only = request.get("validate_only", False)
     # Every entry is validated first: like Kafka's controller, the request as a whole is refused
     # (each topic POLICY_VIOLATION) when it asks for too many partitions, or when the valid topics
@@ -131,7 +131,7 @@ async def handle_create_topics(ctx: RequestContext, request: dict) -> dict:
             assignments = {a["partition_index"]: list(a["broker_ids"]) for a in t["assignments"]}
             if assignments:
                 rf = len(next(iter(assignments.values())))
-            rec = await b.create_topic_async(
+            rec = await b.topic_admin.create_topic_async(
                 name,
                 n,
                 configs,
@@ -168,22 +168,24 @@ async def handle_create_topics(ctx: RequestContext, request: dict) -> dict:
 
 @handles(20, 1, 6)
 async def handle_delete_topics(ctx: RequestContext, request: dict) -> dict:
-    b = ctx.broker
+    b = ctx.services
     if ctx.version >= 6:
         wanted = [(t.get("name"), t.get("topic_id")) for t in request["topics"]]
     else:
         wanted = [(n, None) for n in request["topic_names"]]
     # Kafka's controller: Delete on the cluster, else Delete (and Describe, to learn a name) per topic.
     all_allowed = auth.authorize_cluster(ctx, auth.DELETE, log_denied=False)
-    named = [n if n is not None else getattr(b.metadata.topics_by_id.get(t), "name", None) for n, t in wanted]
+    first = ctx.metadata_image()
+    named = [n if n is not None else getattr(first.topics_by_id.get(t), "name", None) for n, t in wanted]
     undescribable = frozenset() if all_allowed else auth.denied(ctx, auth.DESCRIBE, auth.TOPIC, named)
     undeletable = frozenset() if all_allowed else auth.denied(ctx, auth.DELETE, auth.TOPIC, named)
     responses = []
     for name, tid in wanted:
         out: dict = {"name": name, "error_code": ErrorCode.NONE, "error_message": None}
         by_id = None  # the id the request named the topic by, checked again when its turn comes
+        image = ctx.metadata_image()  # as of this topic's turn: earlier deletions are in it
         if name is None and tid is not None:
-            rec = b.metadata.topics_by_id.get(tid)
+            rec = image.topics_by_id.get(tid)
             if rec is None:
                 out.update(
                     topic_id=tid, error_code=ErrorCode.UNKNOWN_TOPIC_ID, error_message="unknown topic id"
@@ -199,15 +201,15 @@ async def handle_delete_topics(ctx: RequestContext, request: dict) -> dict:
             name = rec.name
             out["name"] = name
             by_id = tid
-        elif name in undescribable or (name in undeletable and b.topic(name) is not None):
+        elif name in undescribable or (name in undeletable and image.topic(name) is not None):
             out["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             responses.append(out)
             continue
-        rec = b.topic(name)
+        rec = image.topic(name)
         if rec is not None:
             out["topic_id"] = rec.topic_id
         try:
-            await b.delete_topic_async(name, by_id, request["timeout_ms"])
+            await b.topic_admin.delete_topic_async(name, by_id, request["timeout_ms"])
         except KafkaError as e:
             out.update(error_code=e.code, error_message=e.message)
         responses.append(out)
@@ -216,7 +218,7 @@ async def handle_delete_topics(ctx: RequestContext, request: dict) -> dict:
 
 @handles(37, 0, 3)
 async def handle_create_partitions(ctx: RequestContext, request: dict) -> dict:
-    b = ctx.broker
+    b = ctx.services
     results = []
     unauthorized = auth.denied(ctx, auth.ALTER, auth.TOPIC, (t["name"] for t in request["topics"]))
     for t in request["topics"]:
@@ -234,7 +236,7 @@ async def handle_create_partitions(ctx: RequestContext, request: dict) -> dict:
                         raise KafkaError(
                             ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Unknown broker in {a['broker_ids']}"
                         )
-            await b.add_partitions(
+            await b.topic_admin.add_partitions(
                 t["name"],
                 t["count"],
                 validate_only=request.get("validate_only", False),

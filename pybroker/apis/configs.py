@@ -38,8 +38,8 @@ def _describe_broker_name_error(ctx: RequestContext, name: str) -> str | None:
         return None
     if not _is_int(name):
         return f"Broker id must be an integer, but it is: {name}"
-    if int(name) != ctx.broker.node_id:
-        return f"Unexpected broker id, expected {ctx.broker.node_id} or empty string, but received {name}"
+    if int(name) != ctx.services.node_id:
+        return f"Unexpected broker id, expected {ctx.services.node_id} or empty string, but received {name}"
     return None
 
 
@@ -48,8 +48,8 @@ def _alter_node_name_error(ctx: RequestContext, name: str, allow_default: bool) 
         return None
     if not _is_int(name):
         return f"Node id must be an integer, but it is: {name}"
-    if int(name) != ctx.broker.node_id:
-        return f"Unexpected broker id, expected {ctx.broker.node_id}, but received {name}"
+    if int(name) != ctx.services.node_id:
+        return f"Unexpected broker id, expected {ctx.services.node_id}, but received {name}"
     return None
 
 
@@ -63,7 +63,7 @@ def _is_int(text: str) -> bool:
 
 @handles(32, 1, 4)
 def handle_describe_configs(ctx: RequestContext, request: dict) -> dict:
-    b = ctx.broker
+    b = ctx.services
     include_synonyms = request.get("include_synonyms", False)
     include_docs = request.get("include_documentation", False)
     results = []
@@ -83,7 +83,7 @@ def handle_describe_configs(ctx: RequestContext, request: dict) -> dict:
             refused.append(out)
             continue
         if rtype == TOPIC:
-            rec = b.topic(rname)
+            rec = ctx.metadata_image().topic(rname)
             if rec is None:
                 out.update(
                     error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -91,7 +91,7 @@ def handle_describe_configs(ctx: RequestContext, request: dict) -> dict:
                 )
                 results.append(out)
                 continue
-            entries = broker_config.describe_topic_config(b.config, rec.configs)
+            entries = broker_config.describe_topic_config(b.config, dict(rec.configs))
         elif rtype in (BROKER, BROKER_LOGGER):
             error = (
                 _describe_broker_name_error(ctx, rname)
@@ -136,14 +136,14 @@ def _config_denial(ctx: RequestContext, op, rtype: int, name: str) -> ErrorCode 
 def _apply_topic_configs(
     ctx: RequestContext, name: str, new: dict[str, str], validate_only: bool
 ) -> tuple[ErrorCode, str | None]:
-    b = ctx.broker
+    b = ctx.services
     try:
         broker_config.validate_topic_configs(new)
     except broker_config.ConfigError as e:
         return ErrorCode.INVALID_CONFIG, str(e)
     if not validate_only:
         try:
-            b.set_topic_configs(name, new)
+            b.topic_admin.set_topic_configs(name, new)
         except KafkaError as e:  # the change could not be recorded (KAFKA_STORAGE_ERROR)
             return ErrorCode(e.code), e.message
         log.info("topic %s configs now %s", name, new)
@@ -151,7 +151,7 @@ def _apply_topic_configs(
 
 
 def _alter(ctx: RequestContext, request: dict, incremental: bool) -> dict:
-    b = ctx.broker
+    b = ctx.services
     validate_only = request.get("validate_only", False)
     responses = []
     for r in request["resources"]:
@@ -161,7 +161,7 @@ def _alter(ctx: RequestContext, request: dict, incremental: bool) -> dict:
         if denial is not None:
             code, message = denial, DEFAULT_MESSAGES[denial]
         elif rtype == TOPIC:
-            rec = b.topic(rname)
+            rec = ctx.metadata_image().topic(rname)
             if rec is None:
                 code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{rname}' does not exist."
             elif incremental and (problem := _incremental_ops_problem(r["configs"])) is not None:
@@ -192,7 +192,7 @@ def _alter_broker(
 ) -> tuple[ErrorCode, str | None]:
     """Dynamic broker configs of the cluster default ("") or this broker (its node id), as Kafka's
     ConfigAdminManager and DynamicBrokerConfig do: every problem is INVALID_REQUEST with Kafka's message."""
-    b = ctx.broker
+    b = ctx.services
     error = _alter_node_name_error(ctx, name, allow_default=True)
     if error is not None:
         return ErrorCode.INVALID_REQUEST, error
@@ -200,7 +200,7 @@ def _alter_broker(
         problem = _incremental_ops_problem(ops)
         if problem is not None:
             return ErrorCode.INVALID_REQUEST, problem
-    level = b.dynamic_config_level(name)
+    level = b.topic_admin.dynamic_config_level(name)
     new = b.config.dynamic_configs(level) if incremental else {}
     for c in ops:
         key, value = c["name"], c["value"]
@@ -228,7 +228,7 @@ def _alter_broker(
     except broker_config.ConfigError as e:
         return ErrorCode.INVALID_REQUEST, str(e)
     if not validate_only:
-        b.set_dynamic_broker_configs(name, new)
+        b.topic_admin.set_dynamic_broker_configs(name, new)
     return ErrorCode.NONE, None
 
 

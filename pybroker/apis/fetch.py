@@ -152,7 +152,7 @@ def handle_fetch(ctx: RequestContext, request: dict):
     session_id = request.get("session_id", INVALID_SESSION_ID) if ctx.version >= 7 else INVALID_SESSION_ID
     epoch = request.get("session_epoch", FINAL_EPOCH) if ctx.version >= 7 else FINAL_EPOCH
     try:
-        fctx = ctx.broker.fetch_sessions.context(session_id, epoch, by_id, requested, forgotten)
+        fctx = ctx.services.fetch_sessions.context(session_id, epoch, by_id, requested, forgotten)
     except SessionError as e:
         return _session_error(e)
     read_committed = request.get("isolation_level", 0) == READ_COMMITTED

@@ -40,7 +40,7 @@ AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
 def _coordinator(ctx: RequestContext) -> GroupCoordinator | None:
-    coordinator = getattr(ctx.broker, "group_coordinator", None)
+    coordinator = getattr(ctx.services, "group_coordinator", None)
     return coordinator if coordinator is not None and coordinator.started else None
 
 
@@ -55,7 +55,7 @@ def _client_id(ctx: RequestContext) -> str:
 
 # -- FindCoordinator ----------------------------------------------------------------------------------
 def _find_one(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
-    b = ctx.broker
+    b = ctx.services
     # Kafka: Describe on the group, or on the transactional id, before anything else.
     refused = None
     if key_type == KEY_TYPE_GROUP and not auth.authorize(ctx, auth.DESCRIBE, auth.GROUP, key):
@@ -67,7 +67,7 @@ def _find_one(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
     coordinator = _coordinator(ctx)
     txn = getattr(b, "transaction_coordinator", None)
     node_id = b.node_id
-    if getattr(b, "cluster", None) is not None:
+    if b.cluster_mode:
         # Cluster mode, for now: __consumer_offsets is not replicated; every group is coordinated by the
         # controller broker (one place all members agree on), and transactions are refused.
         node_id = ctx.metadata_image().controller_id
@@ -404,7 +404,6 @@ def handle_offset_commit(ctx: RequestContext, request: dict):  # noqa: ANN201
         return _commit_response(request, errors | unknown_ids | refused)
     if not wanted and refused:
         return _commit_response(request, refused | unknown_ids)
-    b = ctx.broker
     errors, wait = coordinator.commit_offsets(
         group_id=request["group_id"],
         generation_id=request.get("generation_id_or_member_epoch", -1) if version >= 1 else -1,
@@ -412,7 +411,7 @@ def handle_offset_commit(ctx: RequestContext, request: dict):  # noqa: ANN201
         group_instance_id=request.get("group_instance_id") if version >= 7 else None,
         retention_time_ms=request.get("retention_time_ms", -1) if 2 <= version <= 4 else -1,
         offsets=wanted,
-        topic_exists=lambda topic, partition: b.partition(topic, partition) is not None,
+        topic_exists=lambda topic, partition: ctx.replica_manager.get_partition(topic, partition) is not None,
         api_version=version,
     )
     response = _commit_response(request, errors | unknown_ids | refused)

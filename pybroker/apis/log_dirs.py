@@ -22,14 +22,14 @@ DESCRIBE_LOG_DIRS = 35
 # cordoning (log.dirs.cordoned), so every directory answers false, as Kafka's default.
 @handles(DESCRIBE_LOG_DIRS, 1, 5)
 def handle_describe_log_dirs(ctx: RequestContext, request: dict) -> dict:
-    b = ctx.broker
+    b = ctx.services
     if not auth.authorize_cluster(ctx, auth.DESCRIBE):  # Kafka: no directories, the error (v3+) at the top
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "results": []}
     wanted: set[tuple[str, int]] | None = None
     if request["topics"] is not None:
         wanted = {(t["topic"], p) for t in request["topics"] for p in t["partitions"]}
     by_dir: dict[Path, dict[str, list[dict]]] = {Path(d).resolve(): {} for d in b.log_dirs}
-    for (topic, index), partition in sorted(b.partitions.items()):
+    for (topic, index), partition in sorted(b.replica_manager.partitions.items()):
         if wanted is not None and (topic, index) not in wanted:
             continue
         log = partition.log

@@ -165,7 +165,7 @@ def handle_metadata(ctx: RequestContext, request: dict) -> dict:
             topic = image.topics_by_name.get(name)
             if topic is None:
                 # Kafka asks for Create (on the cluster, else on the topic) before it looks at the name.
-                if allow_auto_create and auth.enabled(ctx) and ctx.broker.config.auto_create_topics_enable:
+                if allow_auto_create and auth.enabled(ctx) and ctx.services.config.auto_create_topics_enable:
                     if may_create is None:
                         may_create = auth.authorize_cluster(ctx, auth.CREATE, log_denied=False)
                     if not may_create and not auth.authorize(ctx, auth.CREATE, auth.TOPIC, name):

@@ -107,7 +107,7 @@ async def _add_partitions_then_append(
                 batch = batches[0]
                 wanted.setdefault((batch.producer_id, batch.producer_epoch), []).append((name, pd["index"]))
     added: dict[tuple[str, int], ErrorCode] = {}
-    coordinator = getattr(ctx.broker, "transaction_coordinator", None)
+    coordinator = getattr(ctx.services, "transaction_coordinator", None)
     for (producer_id, producer_epoch), partitions in wanted.items():
         if coordinator is None or not coordinator.started:
             code = ErrorCode.COORDINATOR_NOT_AVAILABLE

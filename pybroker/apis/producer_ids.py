@@ -42,7 +42,7 @@ def handle_init_producer_id(ctx: RequestContext, request: dict) -> dict:
             "producer_epoch": epoch + 1,
         }
     try:
-        new_pid = ctx.broker.metadata.allocate_producer_id()
+        new_pid = ctx.services.allocate_producer_id()
     except KafkaStorageError:  # a new id block could not be recorded (disk full): retriable
         return {
             "throttle_time_ms": 0,
@@ -59,7 +59,7 @@ def _refused(code: ErrorCode) -> dict:
 
 
 async def _init_transactional(ctx: RequestContext, request: dict) -> dict:
-    coordinator = getattr(ctx.broker, "transaction_coordinator", None)
+    coordinator = getattr(ctx.services, "transaction_coordinator", None)
     if coordinator is None or not coordinator.started:
         error, pid, epoch = ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, -1
     else:

@@ -39,7 +39,7 @@ def handle_sasl_authenticate(ctx: RequestContext, request: dict) -> dict:
 
 @handles(50, 0, 0)
 def handle_describe_user_scram_credentials(ctx: RequestContext, request: dict) -> dict:
-    store = ctx.broker.metadata
+    store = ctx.services.metadata_store
     users = request.get("users")
     if not auth.authorize_cluster(ctx, auth.DESCRIBE):  # Kafka: Describe on the cluster
         refused = (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, auth.default_message(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
@@ -109,7 +109,7 @@ def _validate_name_and_mechanism(name: str, type_id: int) -> tuple[int, str] | N
 def handle_alter_user_scram_credentials(ctx: RequestContext, request: dict) -> dict:
     """ScramControlManager.alterCredentials: a user named twice in one request (in deletions or upsertions)
     is refused with DUPLICATE_RESOURCE; the accepted changes are written together."""
-    store = ctx.broker.metadata
+    store = ctx.services.metadata_store
     if not auth.authorize_cluster(ctx, auth.ALTER):  # Kafka's controller: Alter on the cluster
         users = sorted({c["name"] for c in (request.get("deletions") or []) + (request.get("upsertions") or [])})
         return {

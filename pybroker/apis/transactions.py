@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 
 
 def _txn(ctx: RequestContext):  # noqa: ANN202
-    c = getattr(ctx.broker, "transaction_coordinator", None)
+    c = getattr(ctx.services, "transaction_coordinator", None)
     return c if c is not None and c.started else None
 
 
@@ -44,7 +44,7 @@ async def _add_one(ctx: RequestContext, txn_id: str, pid: int, epoch: int, topic
     coordinator = _txn(ctx)
     if coordinator is None:
         return {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE for tp in wanted}
-    unknown = {tp for tp in wanted if ctx.broker.partition(*tp) is None}
+    unknown = {tp for tp in wanted if ctx.replica_manager.get_partition(*tp) is None}
     if unknown:
         # Kafka: the unknown partitions fail and the rest are not attempted.
         return {
@@ -106,7 +106,7 @@ def _add_refused(ctx: RequestContext, txn_id: str, topics: list[dict]) -> dict |
     for t, p in wanted:
         if t in unauthorized:
             errors[(t, p)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-        elif ctx.broker.partition(t, p) is None:
+        elif ctx.replica_manager.get_partition(t, p) is None:
             errors[(t, p)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         else:
             errors[(t, p)] = ErrorCode.OPERATION_NOT_ATTEMPTED
@@ -117,7 +117,7 @@ def _add_refused(ctx: RequestContext, txn_id: str, topics: list[dict]) -> dict |
 @handles(25, 0, 4)
 async def handle_add_offsets_to_txn(ctx: RequestContext, request: dict) -> dict:
     coordinator = _txn(ctx)
-    gc = ctx.broker.group_coordinator
+    gc = ctx.services.group_coordinator
     if not auth.authorize(ctx, auth.WRITE, auth.TRANSACTIONAL_ID, request["transactional_id"]):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
     if not auth.authorize(ctx, auth.READ, auth.GROUP, request["group_id"]):
@@ -161,7 +161,12 @@ def handle_write_txn_markers(ctx: RequestContext, request: dict) -> dict:
     allowed = auth.authorize_cluster(ctx, auth.ALTER, log_denied=False) or auth.authorize_cluster(
         ctx, auth.CLUSTER_ACTION
     )
-    write = marker_writer(ctx.broker) if allowed else _refuse_markers
+    services = ctx.services
+    write = (
+        marker_writer(services.replica_manager.get_partition, lambda: services.group_coordinator)
+        if allowed
+        else _refuse_markers
+    )
     out = []
     for m in request["markers"]:
         wanted = [(t["name"], p) for t in m["topics"] for p in t["partition_indexes"]]
@@ -225,7 +230,7 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: dict) -> dict:
         for p in t["partitions"]
     ]
     coordinator = _txn(ctx)
-    gc = ctx.broker.group_coordinator
+    gc = ctx.services.group_coordinator
     # Kafka: Write on the transactional id, Read on the group, then Read on each topic.
     if not auth.authorize(ctx, auth.WRITE, auth.TRANSACTIONAL_ID, request["transactional_id"]):
         return _commit_response(request, {(t, p): ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for t, p, *_ in wanted})
@@ -258,7 +263,6 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: dict) -> dict:
             check = ErrorCode.INVALID_TXN_STATE
     if check != ErrorCode.NONE:
         return _commit_response(request, {**{(t, p): check for t, p, *_ in wanted}, **refused})
-    b = ctx.broker
     errors, wait = gc.txn_offsets.commit(
         group_id=group_id,
         producer_id=request["producer_id"],
@@ -267,7 +271,7 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: dict) -> dict:
         member_id=request.get("member_id", "") if ctx.version >= 3 else "",
         group_instance_id=request.get("group_instance_id") if ctx.version >= 3 else None,
         offsets=wanted,
-        topic_exists=lambda topic, partition: b.partition(topic, partition) is not None,
+        topic_exists=lambda topic, partition: ctx.replica_manager.get_partition(topic, partition) is not None,
     )
     if wait is not None:
         await wait
@@ -400,7 +404,7 @@ def handle_describe_producers(ctx: RequestContext, request: dict) -> dict:
     for t in request["topics"]:
         parts = []
         for index in t["partition_indexes"]:
-            p = ctx.broker.partition(t["name"], index)
+            p = ctx.replica_manager.get_partition(t["name"], index)
             if p is None or t["name"] in unauthorized:
                 parts.append(
                     {

@@ -24,7 +24,7 @@ from pybroker.storage.cleaner import (
 )
 
 if TYPE_CHECKING:
-    from pybroker.broker import Broker
+    from pybroker.coordinator.services import CoordinatorServices
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +32,8 @@ CLEANER_BACKOFF_MS = 15_000  # Kafka's log.cleaner.backoff.ms
 
 
 class CompactionTask:
-    def __init__(self, broker: Broker, interval_ms: int = CLEANER_BACKOFF_MS) -> None:
-        self.broker = broker
+    def __init__(self, services: CoordinatorServices, interval_ms: int = CLEANER_BACKOFF_MS) -> None:
+        self.services = services
         self.interval_ms = interval_ms
         self._cleaned_up_to: dict[tuple[str, int], int] = {}
         self._task: asyncio.Task | None = None
@@ -57,14 +57,15 @@ class CompactionTask:
     def _due(self) -> list[tuple[tuple[str, int], object, int]]:
         """(key, partition, delete.retention.ms) of every compacted partition with new data."""
         due = []
-        for key, partition in list(self.broker.partitions.items()):
+        for partition in list(self.services.all_partitions()):
+            key = (partition.topic, partition.index)
             lg = partition.log
             if "compact" not in lg.config.cleanup_policy.split(","):
                 continue
             if self._cleaned_up_to.get(key) == lg.log_end_offset or len(lg.segments) < 2:
                 continue
-            rec = self.broker.topic(key[0])
-            effective = broker_config.effective_topic_config(self.broker.config, rec.configs if rec else {})
+            rec = self.services.topic(key[0])
+            effective = broker_config.effective_topic_config(self.services.config, rec.configs if rec else {})
             due.append((key, partition, int(effective["delete.retention.ms"])))
         return due
 
@@ -73,7 +74,7 @@ class CompactionTask:
         loop = asyncio.get_running_loop()
         removed = 0
         for key, partition, retention_ms in self._due():
-            if self.broker.partitions.get(key) is not partition:
+            if self.services.partition(*key) is not partition:
                 continue  # deleted while an earlier log of this pass was being cleaned
             now = int(time.time() * 1000) if now_ms is None else now_ms
             lg = partition.log

@@ -41,7 +41,7 @@ from pybroker.protocol.errors import ErrorCode
 from pybroker.storage.errors import KafkaStorageError
 
 if TYPE_CHECKING:
-    from pybroker.broker import Broker
+    from pybroker.coordinator.services import CoordinatorServices
 
 log = logging.getLogger(__name__)
 
@@ -98,17 +98,17 @@ class BrokerTopics:
     every topic of the metadata image (TopicRegexResolver iterates ``image.topicNames()``), so a
     member subscribing to ``__consumer_offsets`` is assigned its partitions."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, services: CoordinatorServices) -> None:
+        self.services = services
 
     def topic(self, name: str) -> TopicMetadata | None:
-        rec = self.broker.metadata.topics.get(name)
+        rec = self.services.topic(name)
         if rec is None:
             return None
         return TopicMetadata(rec.topic_id, rec.name, rec.partitions)
 
     def names(self) -> list[str]:
-        return list(self.broker.metadata.topics)
+        return list(self.services.topic_names())
 
 
 class NoTopics:
@@ -152,29 +152,29 @@ def _done(fut: asyncio.Future | None, result: dict[str, Any]) -> None:
 class GroupCoordinator:
     def __init__(
         self,
-        broker: Broker | None = None,
+        services: CoordinatorServices | None = None,
         *,
         clock: Clock | None = None,
         store: GroupStore | None = None,
         config: CoordinatorConfig | None = None,
         topics: TopicView | None = None,
     ) -> None:
-        self.broker = broker
+        self.services = services
         self.clock: Clock = clock or LoopClock()
-        self.config = config or (self._config_from(broker) if broker is not None else CoordinatorConfig())
+        self.config = config or (self._config_from(services) if services is not None else CoordinatorConfig())
         self.store: GroupStore = store or MemoryStore()
         self.groups: dict[str, ClassicGroup] = {}
         self._expiry_timer: Any = None
         self._offsets_topic: Any = None
         self.started = False
         if topics is None:
-            topics = BrokerTopics(broker) if broker is not None else NoTopics()
+            topics = BrokerTopics(services) if services is not None else NoTopics()
         self.consumer = ConsumerGroupManager(self, self.config.consumer or ConsumerGroupConfig(), topics)
         self.txn_offsets = TransactionalOffsets(self)
 
     @staticmethod
-    def _config_from(broker: Broker) -> CoordinatorConfig:
-        c = broker.config
+    def _config_from(services: CoordinatorServices) -> CoordinatorConfig:
+        c = services.config
         return CoordinatorConfig(
             initial_rebalance_delay_ms=c.group_initial_rebalance_delay_ms,
             min_session_timeout_ms=c.group_min_session_timeout_ms,
@@ -192,10 +192,10 @@ class GroupCoordinator:
     # -- lifecycle ------------------------------------------------------------------------------------
     async def start(self) -> None:
         """With a broker: create or load ``__consumer_offsets`` and replay it; then start expiry."""
-        if self.broker is not None:
+        if self.services is not None:
             from pybroker.coordinator.offsets_topic import OffsetsTopic
 
-            self._offsets_topic = OffsetsTopic(self.broker)
+            self._offsets_topic = OffsetsTopic(self.services)
             self._offsets_topic.ensure_topic()
             self.store = self._offsets_topic
             self.load(self._offsets_topic.replay())
@@ -389,12 +389,12 @@ class GroupCoordinator:
     def _sweep_offsets_of_missing_topics(self) -> None:
         """At start-up: offsets of a topic that no longer exists (the broker stopped between deleting
         the topic and writing the tombstones) are removed as the deletion would have removed them."""
-        if self.broker is None:
+        if self.services is None:
             return
         committed = [g.offsets for g in self.groups.values()] + [
             c.offsets for c in self.consumer.groups.values()
         ]
-        missing = {t for offsets in committed for t, _ in offsets if self.broker.topic(t) is None}
+        missing = {t for offsets in committed for t, _ in offsets if self.services.topic(t) is None}
         if missing:
             log.info("removing committed offsets of %d deleted topics", len(missing))
             self.on_topics_deleted(missing)

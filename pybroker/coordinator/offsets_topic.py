@@ -19,8 +19,8 @@ from pybroker.records.control import COMMIT, control_type
 from pybroker.records.reader import decode_batch_records
 
 if TYPE_CHECKING:
-    from pybroker.broker import Broker
     from pybroker.coordinator.compaction import CompactionTask
+    from pybroker.coordinator.services import CoordinatorServices
 
 log = logging.getLogger(__name__)
 
@@ -54,22 +54,23 @@ class InternalTopic:
     COMMIT marker is met, and dropped at an ABORT marker; those still open at the end of the log are
     left in ``open_transactions`` (producer id -> records) for the coordinator to hold as pending."""
 
-    def __init__(self, broker: Broker, name: str, num_partitions: int, configs: dict[str, str]) -> None:
-        self.broker = broker
+    def __init__(
+        self, services: CoordinatorServices, name: str, num_partitions: int, configs: dict[str, str]
+    ) -> None:
+        self.services = services
         self.name = name
         self.num_partitions = num_partitions
         self.configs = configs
         self.open_transactions: dict[int, list[tuple[bytes, bytes | None]]] = {}
 
     def ensure_topic(self) -> None:
-        rec = self.broker.topic(self.name)
+        rec = self.services.topic(self.name)
         if rec is None:
-            rec = self.broker.create_topic(self.name, self.num_partitions, dict(self.configs))
+            rec = self.services.create_topic(self.name, self.num_partitions, dict(self.configs))
             assert rec is not None
             log.info("created %s with %d partitions", self.name, self.num_partitions)
         if not rec.internal:
-            rec.internal = True
-            self.broker.metadata.save()
+            self.services.mark_internal(self.name)
         # Fixed once created (the num.partitions setting only applies to a new topic).
         self.num_partitions = rec.partitions
 
@@ -87,10 +88,10 @@ class InternalTopic:
         """Append ``entries`` to ``key``'s partition; a producer id makes it a transactional batch."""
         if not entries:
             return None
-        p = self.broker.partition(self.name, self.partition_for(key))
-        if p is None and self.broker.topic(self.name) is None:
+        p = self.services.partition(self.name, self.partition_for(key))
+        if p is None and self.services.topic(self.name) is None:
             self.ensure_topic()  # deleted by an admin: the coordinator keeps working on a new one
-            p = self.broker.partition(self.name, self.partition_for(key))
+            p = self.services.partition(self.name, self.partition_for(key))
         if p is None:
             raise RuntimeError(f"{self.name} partition for {key} is not open")
         now_ms = int(time.time() * 1000)
@@ -109,7 +110,7 @@ class InternalTopic:
         """Every (key, value) of every partition, each partition in offset order."""
         self.open_transactions = {}
         for index in range(self.num_partitions):
-            p = self.broker.partition(self.name, index)
+            p = self.services.partition(self.name, index)
             if p is None:
                 continue
             offset = p.log_start_offset
@@ -142,15 +143,15 @@ class InternalTopic:
 
 
 class OffsetsTopic(InternalTopic):
-    def __init__(self, broker: Broker) -> None:
-        super().__init__(broker, TOPIC, broker.config.offsets_topic_num_partitions, TOPIC_CONFIGS)
+    def __init__(self, services: CoordinatorServices) -> None:
+        super().__init__(services, TOPIC, services.config.offsets_topic_num_partitions, TOPIC_CONFIGS)
         self._cleaner_task: CompactionTask | None = None
 
     # -- compaction -----------------------------------------------------------------------------------
     def start_cleaner(self) -> None:
         from pybroker.coordinator.compaction import CompactionTask
 
-        self._cleaner_task = CompactionTask(self.broker)
+        self._cleaner_task = CompactionTask(self.services)
         self._cleaner_task.start()
 
     def stop_cleaner(self) -> None:

@@ -121,7 +121,9 @@ class MetadataImage:
             MappingProxyType(by_id),
         )
 
-    def with_brokers(self, brokers: Iterable[BrokerRegistration], controller_id: int | None = None) -> MetadataImage:
+    def with_brokers(
+        self, brokers: Iterable[BrokerRegistration], controller_id: int | None = None
+    ) -> MetadataImage:
         return MetadataImage(
             self.cluster_id,
             self.controller_id if controller_id is None else controller_id,

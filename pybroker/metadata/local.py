@@ -60,7 +60,9 @@ class LocalMetadataPublisher:
 
     def set_cluster_id(self, cluster_id: str) -> None:
         img = self._image
-        self._image = MetadataImage(cluster_id, img.controller_id, img.brokers, img.topics_by_name, img.topics_by_id)
+        self._image = MetadataImage(
+            cluster_id, img.controller_id, img.brokers, img.topics_by_name, img.topics_by_id
+        )
 
     def set_brokers(self, brokers: Iterable[BrokerRegistration]) -> None:
         """Replace the registered brokers (tests of what handlers make of other brokers' replicas)."""
@@ -100,5 +102,9 @@ class LocalMetadataPublisher:
                     replicas=p.replicas, isr=p.isr, leader=p.leader_id, leader_epoch=p.leader_epoch
                 )
         return TopicImage(
-            rec.name, rec.topic_id, MappingProxyType(partitions), MappingProxyType(dict(rec.configs)), rec.internal
+            rec.name,
+            rec.topic_id,
+            MappingProxyType(partitions),
+            MappingProxyType(dict(rec.configs)),
+            rec.internal,
         )

@@ -72,7 +72,7 @@ def test_offsets_survive_restart_and_compaction(tmp_path: Path) -> None:
             assert p is not None and p.log_end_offset >= 50
             p.log.roll(0)
             commit(broker, "g1", 50)
-            removed = await CompactionTask(broker).run_once_in_thread()  # as the broker runs it
+            removed = await CompactionTask(broker.coordinator_services).run_once_in_thread()  # as the broker runs it
             assert removed >= 49
             assert broker.group_coordinator.delete_groups(["g2"])[0] == [("g2", ErrorCode.NONE)]
         finally:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from compat_tests.brokers import PyBroker
-from pybroker.broker import SYNC_CREATE_PARTITIONS
+from pybroker.controller.local import SYNC_CREATE_PARTITIONS
 from pybroker.protocol import codec
 from pybroker.protocol.api import REQUESTS, RESPONSES
 from pybroker.protocol.errors import ErrorCode

@@ -9,7 +9,7 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from compat_tests.brokers import PyBroker
-from pybroker.broker import SYNC_CREATE_PARTITIONS
+from pybroker.controller.local import SYNC_CREATE_PARTITIONS
 
 PARTITIONS = SYNC_CREATE_PARTITIONS * 4
 

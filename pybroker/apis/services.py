@@ -1,0 +1,100 @@
+"""What the API handlers may use of the broker: ``BrokerServices``, a narrow set of named services.
+
+Handlers never see ``pybroker.broker``.  They read the metadata image (topics, partitions, brokers),
+serve produce and fetch through the replica manager, change topics and configs through a
+``TopicAdmin`` (the single broker's own controller, or a cluster's), and reach the group and
+transaction coordinators.  The broker builds one ``BrokerServices`` and the server hands it to every
+request in its ``RequestContext``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from pybroker.apis.fetch_session import FetchSessions
+    from pybroker.apis.metadata import TopicMetadataCache
+    from pybroker.config import BrokerConfig, ConfigSource
+    from pybroker.coordinator.coordinator import GroupCoordinator
+    from pybroker.coordinator.transaction.coordinator import TransactionCoordinator
+    from pybroker.metadata.image import MetadataImage
+    from pybroker.metadata.store import MetadataStore, TopicRecord
+    from pybroker.metrics.recorder import BrokerMetrics
+    from pybroker.replication.replica_manager import ReplicaManager
+    from pybroker.security.authorizer import Authorizer
+
+
+class TopicAdmin(Protocol):
+    """Topic and configuration changes, as a controller applies them (KafkaApis forwards these to the
+    controller).  Each raises KafkaError with the code the request answers."""
+
+    def check_new_topic(
+        self, name: str, num_partitions: int, configs: dict[str, str | None]
+    ) -> dict[str, str]:
+        """Validate a CreateTopics entry; the configs that are set."""
+        ...
+
+    async def create_topic_async(
+        self,
+        name: str,
+        num_partitions: int,
+        configs: dict[str, str | None],
+        *,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+        replication_factor: int = 1,
+        assignments: dict[int, list[int]] | None = None,
+    ) -> TopicRecord | None: ...
+
+    def auto_create_topic(self, name: str) -> TopicRecord | None:
+        """Create a topic a client named (Metadata with auto-creation), or None when not allowed."""
+        ...
+
+    async def delete_topic_async(
+        self, name: str, topic_id: uuid.UUID | None = None, timeout_ms: int | None = None
+    ) -> None: ...
+
+    async def add_partitions(
+        self,
+        name: str,
+        total: int,
+        *,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+        assignments: list[list[int]] | None = None,
+    ) -> None: ...
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None: ...
+
+    def dynamic_config_level(self, resource_name: str) -> ConfigSource: ...
+
+    def set_dynamic_broker_configs(self, resource_name: str, configs: dict[str, str]) -> None: ...
+
+
+@dataclass(slots=True)
+class BrokerServices:
+    node_id: int
+    config: BrokerConfig
+    log_dirs: list[Path]
+    replica_manager: ReplicaManager
+    # The current metadata image (a call: a cluster publishes new images as its controller decides).
+    metadata_image: Callable[[], MetadataImage]
+    metadata_cache: TopicMetadataCache  # encoded Metadata topic entries (apis/metadata.py)
+    topic_admin: TopicAdmin
+    fetch_sessions: FetchSessions
+    metrics: BrokerMetrics
+    allocate_producer_id: Callable[[], int]
+    # SCRAM credentials, kept in the metadata store as Kafka's controller keeps
+    # UserScramCredentialRecords (DescribeUserScramCredentials / AlterUserScramCredentials).
+    metadata_store: MetadataStore
+    # Set once they have started (None before: the handlers answer COORDINATOR_NOT_AVAILABLE).
+    group_coordinator: GroupCoordinator | None = None
+    transaction_coordinator: TransactionCoordinator | None = None
+    # The authorizer when authorizer.class.name is set (apis/auth.py reads it), set at start.
+    authorizer: Authorizer | None = None
+    # zookeeper.connect is set: this broker is one of a cluster (cluster_mode.py).
+    cluster_mode: bool = False
