@@ -18,6 +18,7 @@ from pybroker.apis import load_all
 from pybroker.apis.fetch_session import FetchSessions
 from pybroker.apis.metadata import TopicMetadataCache
 from pybroker.apis.services import BrokerServices
+from pybroker.apis.telemetry import ClientMetricsManager
 from pybroker.config import ConfigError
 from pybroker.controller.local import LocalController
 from pybroker.coordinator.coordinator import GroupCoordinator
@@ -31,6 +32,8 @@ from pybroker.metadata.store import MetadataStore, TopicRecord
 from pybroker.metrics.recorder import BrokerMetrics
 from pybroker.protocol.api import REQUESTS
 from pybroker.protocol.memory_pool import MemoryPool
+from pybroker.quotas.client_quotas import ClientQuotaManager
+from pybroker.quotas.connection_quotas import ConnectionQuotas, parse_overrides
 from pybroker.replication.partition import Partition
 from pybroker.replication.replica_manager import ReplicaManager
 from pybroker.security.authorizer import Authorizer, authorizer_from_config
@@ -75,6 +78,31 @@ class Broker:
         self.memory_pool = MemoryPool(config.queued_max_request_bytes, self.memory_waiters.schedule_wake)
         self.memory_waiters.pool = self.memory_pool
         self.metadata = MetadataStore(self.log_dirs[0])
+        self.connection_quotas = ConnectionQuotas(
+            config.max_connections,
+            config.max_connections_per_ip,
+            parse_overrides(config.max_connections_per_ip_overrides),
+        )
+        for endpoint in config.listener_endpoints:
+            limit = config.listener_overrides(endpoint.listener_name).get("max.connections")
+            if limit is not None:
+                self.connection_quotas.listener_max[endpoint.listener_name] = int(limit)
+        self.connection_quotas.configure_creation_rates(
+            config.max_connection_creation_rate,
+            {
+                e.listener_name: int(rate)
+                for e in config.listener_endpoints
+                if (rate := config.listener_overrides(e.listener_name).get("max.connection.creation.rate")) is not None
+            },
+            config.quota_window_num,
+            config.quota_window_size_seconds,
+        )
+        self.controller_mutation_quotas = ClientQuotaManager(
+            self.metadata.client_quotas, config.controller_quota_window_num, config.controller_quota_window_size_seconds
+        )
+        self.client_quotas = ClientQuotaManager(
+            self.metadata.client_quotas, config.quota_window_num, config.quota_window_size_seconds
+        )
         self.authorizer: Authorizer | None = None  # set at start when authorizer.class.name is set
         self.log_manager: LogManager | None = None
         self.cluster_id = ""
@@ -112,6 +140,7 @@ class Broker:
                 ),
             )
         self.metadata.topic_listener = self.metadata_publisher.topic_changed
+        self.client_metrics = ClientMetricsManager(self.metadata)  # KIP-714 subscriptions and pushes
         self.metadata_cache = TopicMetadataCache()  # encoded Metadata topic entries
         self.metadata_publisher.listeners.append(self.metadata_cache.invalidate)
         # A single broker is its own controller: topic and config changes are applied here at once.
@@ -136,6 +165,8 @@ class Broker:
             allocate_producer_id=self.metadata.allocate_producer_id,
             metadata_store=self.metadata,
             cluster_mode=self.cluster is not None,
+            controller_mutation_quotas=self.controller_mutation_quotas,
+            client_metrics=self.client_metrics,
         )
         self.coordinator_services = CoordinatorServices(
             config=config,

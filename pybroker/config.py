@@ -346,6 +346,9 @@ _BROKER_CONFIG_LIST = [
     # sockets
     _key("max.incremental.fetch.session.cache.slots", _T.INT, 1000, at_least(0), _M,
          "The most incremental fetch sessions (KIP-227) kept; 0 declines every session."),
+    _key("max.request.partition.size.limit", _T.INT, 2000, at_least(1), _L,
+         "The most partitions one DescribeTopicPartitions response carries (the request's own limit "
+         "can only lower it); the rest is paged through the response's cursor."),
     _key("socket.request.max.bytes", _T.INT, 104857600, at_least(1), _H,
          "The maximum number of bytes in a request; larger frames close the connection."),
     _key("queued.max.request.bytes", _T.LONG, 104857600, None, _M,
@@ -353,6 +356,26 @@ _BROKER_CONFIG_LIST = [
          "pool); a connection whose next request does not fit is not read until memory is released. "
          "-1 means unbounded (Kafka's default). pybroker default: 100 MiB, raised to socket.request.max.bytes "
          "when that is set higher, so hostile or stalled large requests cannot take more than twice it."),
+    _key("max.connections", _T.INT, 2147483647, at_least(0), _M,
+         "The most client connections of the broker (and, as listener.name.<l>.max.connections, of one "
+         "listener); further connections wait in the listen backlog until one closes, as in Kafka."),
+    _key("max.connections.per.ip", _T.INT, 2147483647, at_least(0), _M,
+         "The most connections from one IP address; the next one is closed at once."),
+    _key("max.connections.per.ip.overrides", _T.STRING, "", None, _M,
+         "Per-IP (or host name) overrides of max.connections.per.ip: 'host:count,host:count'."),
+    _key("max.connection.creation.rate", _T.INT, 2147483647, at_least(0), _M,
+         "The most connections accepted per second (broker-wide, or per listener with the listener "
+         "prefix); accepting is delayed beyond it (KIP-612)."),
+    _key("connections.max.idle.ms", _T.LONG, 600000, None, _M,
+         "Connections with no request or response for this long are closed."),
+    _key("quota.window.num", _T.INT, 11, at_least(1), _L,
+         "The number of samples client quotas are measured over."),
+    _key("quota.window.size.seconds", _T.INT, 1, at_least(1), _L,
+         "The span of each client quota sample."),
+    _key("controller.quota.window.num", _T.INT, 11, at_least(1), _L,
+         "The number of samples controller mutation quotas are measured over."),
+    _key("controller.quota.window.size.seconds", _T.INT, 1, at_least(1), _L,
+         "The span of each controller mutation quota sample."),
     _key("socket.send.buffer.bytes", _T.INT, 102400, None, _H,
          "SO_SNDBUF of client connections; -1 uses the OS default."),
     _key("socket.receive.buffer.bytes", _T.INT, 102400, None, _H,

@@ -30,6 +30,8 @@ from pybroker.protocol import codec
 from pybroker.protocol.api import RESPONSES
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.framing import FrameError, FrameReader
+from pybroker.quotas.client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
+from pybroker.quotas.rate import throttle_time_ms
 from pybroker.security.authenticator import SASL_HANDSHAKE, Outcome, SaslServerAuthenticator
 from pybroker.security.context import ConnectionSecurity, uses_sasl
 
@@ -39,6 +41,8 @@ if TYPE_CHECKING:
     from pybroker.metrics.recorder import BrokerMetrics
     from pybroker.protocol.memory_pool import MemoryPool
     from pybroker.protocol.schema import MessageSpec
+    from pybroker.quotas.client_quotas import ClientQuotaManager
+    from pybroker.quotas.connection_quotas import ConnectionQuotas
     from pybroker.security.sasl_config import SaslListenerConfig
     from pybroker.security.scram import ScramCredential, ScramMechanism
     from pybroker.security.ssl_factory import ServerSslFactory
@@ -60,6 +64,8 @@ class ServerHost(Protocol):
     request_specs: Mapping[int, MessageSpec]
     sasl_configs: Mapping[str, SaslListenerConfig]
     services: BrokerServices
+    client_quotas: ClientQuotaManager  # producer_byte_rate, consumer_byte_rate, request_percentage
+    connection_quotas: ConnectionQuotas  # max.connections(.per.ip), max.connection.creation.rate
 
     def scram_credential(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None: ...
 
@@ -101,6 +107,11 @@ class KafkaConnection(asyncio.Protocol):
         self._in_flight = 0  # pool bytes of the request an async handler is working on
         self._write_paused = False  # the client does not read its responses
         self._memory_paused = False  # waiting for the memory pool (queued.max.request.bytes)
+        # KIP-219: muted (not read) until this loop time after a quota violation; 0.0 when not.
+        self._throttled_until = 0.0
+        self._throttle_timer: asyncio.TimerHandle | None = None
+        self.last_active = time.monotonic()  # connections.max.idle.ms
+        self.quota_slot: Any = None  # ConnectionQuotas' hold on this connection's count
         # SASL listeners: Kafka's SaslServerAuthenticator; until it completes only ApiVersions and the SASL
         # requests are served.
         self.authenticator: SaslServerAuthenticator | None = None
@@ -146,6 +157,10 @@ class KafkaConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
+        if self.quota_slot is not None:
+            self.quota_slot.release()
+        if self._throttle_timer is not None:
+            self._throttle_timer.cancel()
         self._release_dup_fd()
         if self in self.broker.connections:
             self.broker.connections.discard(self)
@@ -178,10 +193,11 @@ class KafkaConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._write_paused = False
-        if self.transport is not None and not self._closed and not self._memory_paused:
+        if self.transport is not None and not self._closed and not self._memory_paused and not self._throttled_until:
             self.transport.resume_reading()
 
     def data_received(self, data: bytes) -> None:
+        self.last_active = time.monotonic()
         try:
             frames = self.reader.feed(data)
         except FrameError as e:
@@ -193,7 +209,7 @@ class KafkaConnection(asyncio.Protocol):
             self._wait_for_memory()
         if not frames:
             return
-        if self._busy:
+        if self._busy or self._throttled_until:
             self._backlog.extend(frames)
             if self.pool.available <= 0:
                 self._wait_for_memory()  # a pipelining client must not queue without bound
@@ -223,11 +239,11 @@ class KafkaConnection(asyncio.Protocol):
         if self.reader.blocked or (self._busy and self.pool.available <= 0):
             self._wait_for_memory()
         if frames:
-            if self._busy:
+            if self._busy or self._throttled_until:
                 self._backlog.extend(frames)
             else:
                 self._process(frames)
-        if not self._memory_paused and not self._write_paused and not self._closed:
+        if not self._memory_paused and not self._write_paused and not self._closed and not self._throttled_until:
             self.transport.resume_reading()
 
     # -- dispatch ----------------------------------------------------------------------------
@@ -250,8 +266,6 @@ class KafkaConnection(asyncio.Protocol):
                 self._write(out)
                 self.close("internal error while handling a request")
                 break
-            if result is None:
-                continue
             if isinstance(result, list):
                 out.extend(result)
                 if self._close_after is not None:  # a SASL failure: its answer goes out, then the connection closes
@@ -259,6 +273,14 @@ class KafkaConnection(asyncio.Protocol):
                     out = []
                     self.close(self._close_after)
                     break
+            if result is None or isinstance(result, list):
+                if self._throttled_until and queue:
+                    # Muted by a quota (KIP-219): the rest waits, still charged, until the throttle ends.
+                    self._backlog.extendleft(reversed(queue))
+                    queue.clear()
+                    self._write(out)
+                    self.pool.release(handled)
+                    return
                 continue
             # An awaitable: everything after it waits; its frame stays charged until it is done.
             self._write(out)
@@ -294,7 +316,7 @@ class KafkaConnection(asyncio.Protocol):
             return
         if parts:
             self._write(parts)
-        if self._backlog:
+        if self._backlog and not self._throttled_until:
             backlog = self._backlog
             self._backlog = deque()
             self._process(backlog)
@@ -363,17 +385,35 @@ class KafkaConnection(asyncio.Protocol):
             ) from None
         metrics = self.broker.metrics
         ctx = RequestContext(self.broker.services, header, self.peer, metrics, self.security)
-        response = handler.fn(ctx, request)
+        quotas = self.broker.client_quotas
+        if quotas.quotas and header.api_key not in REQUEST_QUOTA_EXEMPT:
+            # request_percentage: the time this request holds the event loop (the handler's synchronous
+            # part; an awaiting handler's wait is not the loop's work), as Kafka's ClientRequestQuotaManager
+            # charges request handler thread time.
+            handler_started = perf_counter()
+            response = handler.fn(ctx, request)
+            self._record_request_time(header, perf_counter() - handler_started, response)
+        else:
+            response = handler.fn(ctx, request)
+        quota_api = quotas.quotas and header.api_key in QUOTA_APIS and not _from_follower(header.api_key, request)
         if response is None:
+            if quota_api:  # acks=0: no response to carry the throttle time, the channel is muted alone
+                self._record_quota(header, len(frame), None)
             if started:
                 metrics.request_done(header.api_key, version, perf_counter() - started)
             return None
         if isinstance(response, dict):
-            parts = self._encode_response(header.api_key, version, header.correlation_id, response)
+            if quota_api:
+                parts = self._encode_throttled(header, len(frame), response)
+            else:
+                parts = self._encode_response(header.api_key, version, header.correlation_id, response)
             if started:
                 metrics.request_done(header.api_key, version, perf_counter() - started)
             return parts
-        return self._await_response(header.api_key, version, header.correlation_id, response, started)
+        return self._await_response(
+            header.api_key, version, header.correlation_id, response, started, header if quota_api else None,
+            len(frame),
+        )
 
     def _sasl_outcome(self, outcome: Outcome) -> list[Any] | None:
         parts: list[Any] = []
@@ -390,15 +430,96 @@ class KafkaConnection(asyncio.Protocol):
         return parts
 
     async def _await_response(
-        self, api_key: int, version: int, correlation_id: int, awaitable, started: float
+        self, api_key: int, version: int, correlation_id: int, awaitable, started: float,
+        quota_header: Any = None, request_size: int = 0,
     ) -> list[Any] | None:
         response = await awaitable
         parts = None
-        if response is not None:
+        if quota_header is not None:
+            if response is None:
+                self._record_quota(quota_header, request_size, None)
+            else:
+                parts = self._encode_throttled(quota_header, request_size, response)
+        elif response is not None:
             parts = self._encode_response(api_key, version, correlation_id, response)
+            if api_key in MUTATION_APIS and response.get("throttle_time_ms"):
+                self.throttle(response["throttle_time_ms"])  # controller_mutation_rate (KIP-599)
         if started:
             self.broker.metrics.request_done(api_key, version, perf_counter() - started)
         return parts
+
+    # -- client quotas (KIP-219): the response carries throttle_time_ms and the channel is muted -------
+    def _quota_identity(self, header: Any) -> tuple[str, str]:
+        principal = self.security.principal if self.security is not None else None
+        return (principal.name if principal is not None else "ANONYMOUS"), header.client_id or ""
+
+    def _record_quota(self, header: Any, size: int, response: dict | None) -> int:
+        """Record a Produce request's bytes (ClientQuotaManager for produce) and mute if over quota."""
+        user, client_id = self._quota_identity(header)
+        ms = self.broker.client_quotas.record_and_get_throttle_time_ms(PRODUCER_BYTE_RATE, user, client_id, size)
+        if response is not None and ms > response.get("throttle_time_ms", 0):
+            response["throttle_time_ms"] = ms
+        self.throttle(ms)
+        return ms
+
+    def _encode_throttled(self, header: Any, request_size: int, response: dict) -> list[Any]:
+        api_key, version, cid = header.api_key, header.api_version, header.correlation_id
+        if api_key == PRODUCE:
+            self._record_quota(header, request_size, response)
+            return self._encode_response(api_key, version, cid, response)
+        # Fetch: the response's size is what counts against consumer_byte_rate.
+        parts = self._encode_response(api_key, version, cid, response)
+        user, client_id = self._quota_identity(header)
+        size = sum(_part_size(p) for p in parts)
+        ms = self.broker.client_quotas.record_and_get_throttle_time_ms(CONSUMER_BYTE_RATE, user, client_id, size)
+        if ms > 0:
+            response["throttle_time_ms"] = max(ms, response.get("throttle_time_ms", 0))
+            if not response.get("session_id"):
+                # KafkaApis: a throttled fetch is answered empty and its bytes are not counted (they
+                # are read again after the throttle).  Inside a fetch session the handler has already
+                # moved the session's cached state on, so the data goes out and the throttle follows.
+                self.broker.client_quotas.unrecord(CONSUMER_BYTE_RATE, user, client_id, size)
+                response = {**response, "responses": []}
+            parts = self._encode_response(api_key, version, cid, response)
+            self.throttle(ms)
+        return parts
+
+    def _record_request_time(self, header: Any, seconds: float, response: Any) -> None:
+        user, client_id = self._quota_identity(header)
+        # Percent of one thread for a second: 100 % is one second of handler time per second.
+        ms = self.broker.client_quotas.record_and_get_throttle_time_ms(
+            REQUEST_PERCENTAGE, user, client_id, seconds * 100.0
+        )
+        if ms > 0:
+            if isinstance(response, dict) and ms > response.get("throttle_time_ms", ms):
+                response["throttle_time_ms"] = ms
+            self.throttle(ms)
+
+    def throttle(self, ms: int) -> None:
+        """Mute the channel (no reads) for ``ms`` after the response that told the client so."""
+        if ms <= 0 or self._closed or self.transport is None:
+            return
+        loop = asyncio.get_running_loop()
+        until = loop.time() + ms / 1000.0
+        if until <= self._throttled_until:
+            return
+        self._throttled_until = until
+        self.transport.pause_reading()
+        if self._throttle_timer is not None:
+            self._throttle_timer.cancel()
+        self._throttle_timer = loop.call_at(until, self._unthrottle)
+
+    def _unthrottle(self) -> None:
+        self._throttle_timer = None
+        self._throttled_until = 0.0
+        if self._closed:
+            return
+        if not self._memory_paused and not self._write_paused:
+            self.transport.resume_reading()
+        if self._backlog and not self._busy:
+            backlog = self._backlog
+            self._backlog = deque()
+            self._process(backlog)
 
     @staticmethod
     def _encode_response(api_key: int, version: int, correlation_id: int, response: dict) -> list[Any]:
@@ -419,6 +540,7 @@ class KafkaConnection(asyncio.Protocol):
     def _write(self, parts: list[Any]) -> None:
         if not parts or self._closed or self.transport is None:
             return
+        self.last_active = time.monotonic()
         if self._sending is not None:
             self._out_queue.extend(parts)
             return
@@ -495,10 +617,10 @@ class KafkaConnection(asyncio.Protocol):
             self._out_queue = deque()
             self._emit(queued)
 
-    def close(self, reason: str) -> None:
+    def close(self, reason: str, *, quiet: bool = False) -> None:
         if self._closed:
             return
-        log.warning("closing connection from %s: %s", self.peer, reason)
+        (log.debug if quiet else log.warning)("closing connection from %s: %s", self.peer, reason)
         self._closed = True
         if self.transport is not None:
             self.transport.close()
@@ -512,6 +634,22 @@ class KafkaConnection(asyncio.Protocol):
             os.close(self._dup_fd)
             self._dup_fd = -1
         self._out_queue.clear()
+
+
+PRODUCE, FETCH = 0, 1
+QUOTA_APIS = frozenset({PRODUCE, FETCH})
+MUTATION_APIS = frozenset({19, 20, 37})  # CreateTopics, DeleteTopics, CreatePartitions
+# ApiVersions and the SASL exchange are never throttled (a client must be able to connect).
+REQUEST_QUOTA_EXEMPT = frozenset({18, 17, 36})
+
+
+def _from_follower(api_key: int, request: dict) -> bool:
+    """A replica's fetch is not a client's: client quotas do not apply (replication has its own)."""
+    if api_key != FETCH:
+        return False
+    state = request.get("replica_state")
+    replica = state.get("replica_id", -1) if state else request.get("replica_id", -1)
+    return replica is not None and replica >= 0
 
 
 class MemoryWaiters:
@@ -592,14 +730,70 @@ class Acceptor:
         self._last_log = self._last_recovery_log = -LOG_INTERVAL_S
         self._stalled_since: float | None = None
         self._tasks: set[asyncio.Task] = set()
+        self.quotas = broker.connection_quotas
+        self._name = self.listener.listener_name
+        self._waiting_for_slot = False  # max.connections reached: not accepting until one closes
+        # KIP-612: max.connection.creation.rate (broker-wide, and this listener's own when prefixed).
+        self._creation_rates = broker.connection_quotas.creation_rates(self._name)
+        self._rate_timer: asyncio.TimerHandle | None = None
+        self.quotas.on_release.append(self._slot_freed)
+        idle_ms = broker.config.connections_max_idle_ms
+        self._idle_s = idle_ms / 1000.0 if idle_ms > 0 else 0.0
+        self._idle_timer: asyncio.TimerHandle | None = None
+        if self._idle_s:
+            self._idle_timer = self._loop.call_later(self._idle_check_s(), self._close_idle)
 
     def start(self) -> None:
         if not self._reading and not self._closed:
             self._loop.add_reader(self.sock.fileno(), self._on_readable)
             self._reading = True
 
+    def _idle_check_s(self) -> float:
+        return min(max(self._idle_s / 4, 0.05), 30.0)
+
+    def _close_idle(self) -> None:
+        """connections.max.idle.ms: close this listener's connections with no traffic for that long
+        (checked every quarter of it, at most every 30 s, as Kafka's Selector checks on its polls)."""
+        now = time.monotonic()
+        for conn in list(self.broker.connections):
+            if conn.listener is self.listener and not conn.request_in_flight and now - conn.last_active > self._idle_s:
+                conn.close(f"idle for more than connections.max.idle.ms ({self._idle_s * 1000:.0f} ms)", quiet=True)
+        if not self._closed:
+            self._idle_timer = self._loop.call_later(self._idle_check_s(), self._close_idle)
+
+    def _rate_throttled(self) -> bool:
+        """Over a connection creation rate: stop accepting for the throttle time (Kafka's Acceptor
+        delays accepts; the connections wait in the listen backlog)."""
+        now_ms = time.monotonic() * 1000.0
+        delay = max(throttle_time_ms(rate, bound, now_ms, rate.samples * rate.window_ms)
+                    for rate, bound in self._creation_rates)
+        if delay <= 0:
+            return False
+        if self._reading:
+            self._loop.remove_reader(self.sock.fileno())
+            self._reading = False
+        if self._rate_timer is None:
+            self._rate_timer = self._loop.call_later(delay / 1000.0, self._rate_resume)
+        return True
+
+    def _rate_resume(self) -> None:
+        self._rate_timer = None
+        if not self._closed:
+            self._resume()
+
+    def _slot_freed(self) -> None:
+        if self._waiting_for_slot and not self._closed and not self.quotas.at_max(self._name):
+            self._waiting_for_slot = False
+            self._resume()
+
     def close(self) -> None:
         self._closed = True
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+        if self._rate_timer is not None:
+            self._rate_timer.cancel()
+        if self._slot_freed in self.quotas.on_release:
+            self.quotas.on_release.remove(self._slot_freed)
         if self._retry is not None:
             self._retry.cancel()
         if self._reading:
@@ -621,6 +815,15 @@ class Acceptor:
 
     def _on_readable(self) -> None:
         for _ in range(ACCEPT_BATCH):
+            if self._creation_rates and self._rate_throttled():
+                return
+            if self.quotas.at_max(self._name):
+                # Kafka's Acceptor waits for a slot: the connections stay in the listen backlog.
+                self._waiting_for_slot = True
+                if self._reading:
+                    self._loop.remove_reader(self.sock.fileno())
+                    self._reading = False
+                return
             try:
                 conn, _ = self.sock.accept()
             except (BlockingIOError, InterruptedError):
@@ -656,39 +859,58 @@ class Acceptor:
         except OSError:
             conn.close()
             return
+        try:
+            address = conn.getpeername()
+        except OSError:
+            conn.close()
+            return
+        if self._creation_rates:
+            now_ms = time.monotonic() * 1000.0
+            for rate, _ in self._creation_rates:
+                rate.record(1, now_ms)
+        slot = self.quotas.acquire(str(address[0]), self._name)
+        if slot is None:  # max.connections.per.ip: closed at once (logged, rate-limited, by the quotas)
+            conn.close()
+            return
         broker, listener, factory = self.broker, self.listener, self.ssl_factory
+
+        def protocol() -> KafkaConnection:
+            connection = KafkaConnection(broker, listener, factory)
+            connection.quota_slot = slot
+            return connection
+
         if factory is None:
-            setup = self._loop.connect_accepted_socket(lambda: KafkaConnection(broker, listener), conn)
+            setup = self._loop.connect_accepted_socket(protocol, conn)
         else:
-            try:
-                peer = "{}:{}".format(*conn.getpeername()[:2])
-            except OSError:
-                peer = "?"
+            peer = "{}:{}".format(*address[:2])
             setup = self._loop.connect_accepted_socket(
-                lambda: KafkaConnection(broker, listener, factory),
+                protocol,
                 conn,
                 ssl=factory.context,
                 ssl_handshake_timeout=SSL_HANDSHAKE_TIMEOUT_S,
             )
-            setup = self._handshake(setup, peer)
+            setup = self._handshake(setup, peer, slot)
         task = self._loop.create_task(setup)
         self._tasks.add(task)
-        task.add_done_callback(self._connected)
+        task.add_done_callback(lambda t: self._connected(t, slot))
 
-    async def _handshake(self, setup: Any, peer: str) -> None:
+    async def _handshake(self, setup: Any, peer: str, slot: Any) -> None:
         """A failed TLS handshake (a plaintext client, an untrusted or missing client certificate, no
         common protocol) is one line, as Kafka's "Failed authentication with ... (SSL handshake
         failed)"; the event loop has already sent the alert, if any, and closed the socket."""
         try:
             await setup
         except (TimeoutError, ssl.SSLError, OSError, EOFError) as e:
+            slot.release()
             reason = getattr(e, "reason", None) or str(e) or type(e).__name__
             log.info(
                 "Failed authentication with %s on %s (SSL handshake failed: %s)", peer, self.address, reason
             )
 
-    def _connected(self, task: asyncio.Task) -> None:
+    def _connected(self, task: asyncio.Task, slot: Any) -> None:
         self._tasks.discard(task)
+        if task.cancelled() or task.exception() is not None:
+            slot.release()
         if not task.cancelled() and task.exception() is not None:
             log.warning("could not set up a connection on %s: %s", self.address, task.exception())
 

@@ -40,6 +40,9 @@ class FakeView:
     def connection_counts(self) -> tuple[int, int, int]:
         return (3, 1, 2)
 
+    def client_telemetry(self) -> tuple[int, list]:
+        return 0, []
+
     def topics(self) -> list[TopicState]:
         return self.topic_list
 

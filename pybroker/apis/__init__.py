@@ -104,6 +104,8 @@ def load_all() -> dict[int, ApiHandler]:
         acls,
         admin,
         api_versions,
+        client_quotas,
+        config_resources,
         configs,
         consumer_groups,
         fetch,
@@ -114,6 +116,8 @@ def load_all() -> dict[int, ApiHandler]:
         produce,
         producer_ids,
         sasl,
+        telemetry,
+        topic_partitions,
         transactions,
     )
 

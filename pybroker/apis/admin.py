@@ -10,6 +10,7 @@ from pybroker import config as broker_config
 from pybroker.apis import RequestContext, auth, handles
 from pybroker.controller.limits import check_creation_limits, new_topic_records
 from pybroker.protocol.errors import ErrorCode, KafkaError
+from pybroker.quotas.client_quotas import THROTTLING_QUOTA_EXCEEDED_MESSAGE, ControllerMutationQuota
 from pybroker.storage.errors import OffsetOutOfRangeError
 
 
@@ -34,6 +35,21 @@ def _replication_error(ctx: RequestContext, rf: int, assignments: list[dict]) ->
             f"cannot be reached because only {brokers} broker(s) are registered.",
         )
     return None
+
+
+def _mutation_quota(ctx: RequestContext, strict_from: int) -> ControllerMutationQuota:
+    """controller_mutation_rate of the request's user and client id; strict from ``strict_from``."""
+    return ControllerMutationQuota(
+        ctx.services.controller_mutation_quotas,
+        ctx.principal.name,
+        ctx.header.client_id or "",
+        ctx.version >= strict_from,
+    )
+
+
+def _check_mutation_quota(quota: ControllerMutationQuota) -> None:
+    if quota.exceeded():
+        raise KafkaError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLING_QUOTA_EXCEEDED_MESSAGE)
 
 
 def _requested_partitions(ctx: RequestContext, topics: list[dict]) -> int:
@@ -108,6 +124,7 @@ async def handle_create_topics(ctx: RequestContext, request: dict) -> dict:
         )
     except KafkaError as e:
         refusal = e
+    quota = _mutation_quota(ctx, 6)
     results = []
     for t, check in zip(request["topics"], checked, strict=True):
         name = t["name"]
@@ -125,6 +142,7 @@ async def handle_create_topics(ctx: RequestContext, request: dict) -> dict:
             if isinstance(check, KafkaError):
                 raise check
             n, configs = check
+            _check_mutation_quota(quota)
             rf = t["replication_factor"]
             if rf == -1:
                 rf = b.config.default_replication_factor
@@ -140,6 +158,8 @@ async def handle_create_topics(ctx: RequestContext, request: dict) -> dict:
                 replication_factor=rf,
                 assignments=assignments or None,
             )
+            if not validate_only:
+                quota.record(n)
             out["num_partitions"] = n
             out["replication_factor"] = rf
             if rec is not None:
@@ -163,7 +183,7 @@ async def handle_create_topics(ctx: RequestContext, request: dict) -> dict:
         except KafkaError as e:
             out.update(error_code=e.code, error_message=e.message)
         results.append(out)
-    return {"throttle_time_ms": 0, "topics": auth.unauthorized_last(results, unauthorized, "name")}
+    return {"throttle_time_ms": quota.throttle_ms, "topics": auth.unauthorized_last(results, unauthorized, "name")}
 
 
 @handles(20, 1, 6)
@@ -173,6 +193,7 @@ async def handle_delete_topics(ctx: RequestContext, request: dict) -> dict:
         wanted = [(t.get("name"), t.get("topic_id")) for t in request["topics"]]
     else:
         wanted = [(n, None) for n in request["topic_names"]]
+    quota = _mutation_quota(ctx, 5)
     # Kafka's controller: Delete on the cluster, else Delete (and Describe, to learn a name) per topic.
     all_allowed = auth.authorize_cluster(ctx, auth.DELETE, log_denied=False)
     first = ctx.metadata_image()
@@ -209,16 +230,20 @@ async def handle_delete_topics(ctx: RequestContext, request: dict) -> dict:
         if rec is not None:
             out["topic_id"] = rec.topic_id
         try:
+            _check_mutation_quota(quota)
             await b.topic_admin.delete_topic_async(name, by_id, request["timeout_ms"])
+            if rec is not None:
+                quota.record(rec.partitions)
         except KafkaError as e:
             out.update(error_code=e.code, error_message=e.message)
         responses.append(out)
-    return {"throttle_time_ms": 0, "responses": responses}
+    return {"throttle_time_ms": quota.throttle_ms, "responses": responses}
 
 
 @handles(37, 0, 3)
 async def handle_create_partitions(ctx: RequestContext, request: dict) -> dict:
     b = ctx.services
+    quota = _mutation_quota(ctx, 3)
     results = []
     unauthorized = auth.denied(ctx, auth.ALTER, auth.TOPIC, (t["name"] for t in request["topics"]))
     for t in request["topics"]:
@@ -228,6 +253,9 @@ async def handle_create_partitions(ctx: RequestContext, request: dict) -> dict:
             results.append(out)
             continue
         try:
+            _check_mutation_quota(quota)
+            before = ctx.metadata_image().topic(t["name"])
+            old_count = before.num_partitions if before is not None else 0
             assignments = t.get("assignments")
             live = set(ctx.metadata_image().brokers) or {b.node_id}
             if assignments:
@@ -243,10 +271,12 @@ async def handle_create_partitions(ctx: RequestContext, request: dict) -> dict:
                 timeout_ms=request["timeout_ms"],
                 **({"assignments": [list(a["broker_ids"]) for a in assignments]} if assignments else {}),
             )
+            if not request.get("validate_only", False):
+                quota.record(max(t["count"] - old_count, 0))
         except KafkaError as e:
             out.update(error_code=e.code, error_message=e.message)
         results.append(out)
-    return {"throttle_time_ms": 0, "results": auth.unauthorized_last(results, unauthorized, "name")}
+    return {"throttle_time_ms": quota.throttle_ms, "results": auth.unauthorized_last(results, unauthorized, "name")}
 
 
 @handles(21, 0, 2)

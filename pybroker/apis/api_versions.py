@@ -21,6 +21,13 @@ def advertised_api_keys() -> list[dict]:
         for h in sorted(REGISTRY.values(), key=lambda h: h.api_key)
     ]
 
+TRANSACTION_VERSION = 2
+SUPPORTED_FEATURES = [{"name": "transaction.version", "min_version": 0, "max_version": TRANSACTION_VERSION}]
+FINALIZED_FEATURES = [
+    {"name": "transaction.version", "min_version_level": TRANSACTION_VERSION, "max_version_level": TRANSACTION_VERSION}
+]
+FINALIZED_FEATURES_EPOCH = 1
+
 
 @handles(18, 0, 4)
 def handle_api_versions(ctx: RequestContext, request: dict) -> dict:
@@ -29,5 +36,14 @@ def handle_api_versions(ctx: RequestContext, request: dict) -> dict:
         version = request.get("client_software_version", "")
         if not _SOFTWARE_RE.match(name) or not _SOFTWARE_RE.match(version):
             return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": []}
-    # No finalized features: clients then stay on the behaviour every broker supports (pitfall 24).
-    return {"error_code": ErrorCode.NONE, "api_keys": advertised_api_keys(), "throttle_time_ms": 0}
+    # Only transaction.version is advertised (finalized at 2, as a new Kafka 4.3.1 cluster): clients
+    # then use transaction version 2 (EndTxn v5, implicit partitions); without the other features they
+    # stay on the behaviour every broker supports (pitfall 24).
+    return {
+        "error_code": ErrorCode.NONE,
+        "api_keys": advertised_api_keys(),
+        "throttle_time_ms": 0,
+        "supported_features": SUPPORTED_FEATURES,
+        "finalized_features_epoch": FINALIZED_FEATURES_EPOCH,
+        "finalized_features": FINALIZED_FEATURES,
+    }

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from pybroker import config as broker_config
-from pybroker.apis import RequestContext, auth, broker_loggers, handles
+from pybroker.apis import RequestContext, auth, broker_loggers, handles, telemetry
 from pybroker.protocol.errors import DEFAULT_MESSAGES, ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
@@ -13,6 +13,7 @@ log = logging.getLogger(__name__)
 TOPIC = 2
 BROKER = 4
 BROKER_LOGGER = 8
+CLIENT_METRICS = telemetry.CLIENT_METRICS
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
@@ -92,6 +93,24 @@ def handle_describe_configs(ctx: RequestContext, request: dict) -> dict:
                 results.append(out)
                 continue
             entries = broker_config.describe_topic_config(b.config, dict(rec.configs))
+        elif rtype == CLIENT_METRICS:
+            stored = b.metadata_store.client_metrics.get(rname, {})
+            out["configs"] = [
+                {
+                    "name": k,
+                    "value": v,
+                    "read_only": False,
+                    "config_source": 1 if k in stored else 5,  # DYNAMIC_TOPIC_CONFIG's slot, DEFAULT_CONFIG
+                    "is_sensitive": False,
+                    "synonyms": [],
+                    "config_type": 0,
+                    "documentation": None,
+                }
+                for k, v in telemetry.describe_entries(stored)
+                if keys is None or k in keys
+            ]
+            results.append(out)
+            continue
         elif rtype in (BROKER, BROKER_LOGGER):
             error = (
                 _describe_broker_name_error(ctx, rname)
@@ -128,7 +147,7 @@ def _config_denial(ctx: RequestContext, op, rtype: int, name: str) -> ErrorCode 
     cluster for the broker and its loggers; the error names the resource type refused."""
     if rtype == TOPIC:
         return None if auth.authorize(ctx, op, auth.TOPIC, name) else ErrorCode.TOPIC_AUTHORIZATION_FAILED
-    if rtype in (BROKER, BROKER_LOGGER):
+    if rtype in (BROKER, BROKER_LOGGER, CLIENT_METRICS):  # Kafka: client metrics are cluster resources
         return None if auth.authorize_cluster(ctx, op) else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     return None
 
@@ -177,6 +196,8 @@ def _alter(ctx: RequestContext, request: dict, incremental: bool) -> dict:
                     code, message = _apply_topic_configs(ctx, rname, new, validate_only)
         elif rtype == BROKER:
             code, message = _alter_broker(ctx, rname, r["configs"], incremental, validate_only)
+        elif rtype == CLIENT_METRICS:
+            code, message = _alter_client_metrics(ctx, rname, r["configs"], incremental, validate_only)
         elif rtype == BROKER_LOGGER:
             code, message = _alter_loggers(ctx, rname, r["configs"], incremental, validate_only)
         else:
@@ -229,6 +250,31 @@ def _alter_broker(
         return ErrorCode.INVALID_REQUEST, str(e)
     if not validate_only:
         b.topic_admin.set_dynamic_broker_configs(name, new)
+    return ErrorCode.NONE, None
+
+
+def _alter_client_metrics(
+    ctx: RequestContext, name: str, ops: list[dict], incremental: bool, validate_only: bool
+) -> tuple[ErrorCode, str | None]:
+    """A client-metrics subscription (KIP-714): its configs replaced or edited, validated as Kafka's
+    ClientMetricsConfigs does, then kept in the metadata store."""
+    if not name:
+        return ErrorCode.INVALID_REQUEST, "Subscription name can't be empty"
+    if incremental:
+        problem = _incremental_ops_problem(ops)
+        if problem is not None:
+            return ErrorCode.INVALID_REQUEST, problem
+    manager = ctx.services.client_metrics
+    new = dict(manager.store.client_metrics.get(name, {})) if incremental else {}
+    try:
+        for c in ops:
+            _apply_op(new, c, incremental, ctx.services)
+        telemetry.validate_subscription(new)
+    except (ValueError, telemetry.ClientMetricsConfigError) as e:  # Kafka: InvalidRequestException
+        return ErrorCode.INVALID_REQUEST, str(e)
+    if not validate_only:
+        manager.set_subscription(name, new)
+        log.info("client metrics subscription %s now %s", name, new)
     return ErrorCode.NONE, None
 
 

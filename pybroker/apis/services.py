@@ -18,12 +18,14 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from pybroker.apis.fetch_session import FetchSessions
     from pybroker.apis.metadata import TopicMetadataCache
+    from pybroker.apis.telemetry import ClientMetricsManager
     from pybroker.config import BrokerConfig, ConfigSource
     from pybroker.coordinator.coordinator import GroupCoordinator
     from pybroker.coordinator.transaction.coordinator import TransactionCoordinator
     from pybroker.metadata.image import MetadataImage
     from pybroker.metadata.store import MetadataStore, TopicRecord
     from pybroker.metrics.recorder import BrokerMetrics
+    from pybroker.quotas.client_quotas import ClientQuotaManager
     from pybroker.replication.replica_manager import ReplicaManager
     from pybroker.security.authorizer import Authorizer
 
@@ -98,3 +100,7 @@ class BrokerServices:
     authorizer: Authorizer | None = None
     # zookeeper.connect is set: this broker is one of a cluster (cluster_mode.py).
     cluster_mode: bool = False
+    # controller_mutation_rate per user/client id (CreateTopics, CreatePartitions, DeleteTopics).
+    controller_mutation_quotas: ClientQuotaManager | None = None
+    # KIP-714 client-metrics subscriptions and the pushes received (apis/telemetry.py).
+    client_metrics: ClientMetricsManager | None = None

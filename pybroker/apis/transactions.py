@@ -135,15 +135,27 @@ async def handle_add_offsets_to_txn(ctx: RequestContext, request: dict) -> dict:
 
 # -- EndTxn --------------------------------------------------------------------------------------------------
 # v5 is transaction version 2 (KIP-890 part 2): the coordinator bumps the producer epoch at every
-# EndTxn and answers the new id and epoch.  The coordinator does not do that yet, so v5 (and the
-# transaction.version feature that would make clients use it) is not advertised.
-@handles(26, 0, 4)
+# EndTxn and answers the new id and epoch (clients use it once ApiVersions finalizes transaction.version 2).
+END_TXN_TV2_VERSION = 5
+
+
+@handles(26, 0, 5)
 async def handle_end_txn(ctx: RequestContext, request: dict) -> dict:
     coordinator = _txn(ctx)
     if not auth.authorize(ctx, auth.WRITE, auth.TRANSACTIONAL_ID, request["transactional_id"]):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
     if coordinator is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
+    if ctx.version >= END_TXN_TV2_VERSION:
+        error, producer_id, producer_epoch = await coordinator.end_transaction_v2(
+            request["transactional_id"], request["producer_id"], request["producer_epoch"], request["committed"]
+        )
+        return {
+            "throttle_time_ms": 0,
+            "error_code": error,
+            "producer_id": producer_id,
+            "producer_epoch": producer_epoch,
+        }
     error = await coordinator.end_transaction(
         request["transactional_id"], request["producer_id"], request["producer_epoch"], request["committed"]
     )
@@ -153,9 +165,9 @@ async def handle_end_txn(ctx: RequestContext, request: dict) -> dict:
 
 
 # -- WriteTxnMarkers -----------------------------------------------------------------------------------------
-# v2 (KIP-1228) tells the leader the marker's transaction version, for TV2's stricter epoch check on
-# markers; with TV1 markers only (see EndTxn), v1 is what this coordinator sends.
-@handles(27, 1, 1)
+# v2 (KIP-1228) tells the leader the marker's transaction version.  The leader accepts a marker of the
+# producer's epoch or a newer one either way (a TV2 marker carries the epoch EndTxn bumped to).
+@handles(27, 1, 2)
 def handle_write_txn_markers(ctx: RequestContext, request: dict) -> dict:
     # Kafka: Alter on the cluster, else ClusterAction (a broker's request); otherwise every partition refused.
     allowed = auth.authorize_cluster(ctx, auth.ALTER, log_denied=False) or auth.authorize_cluster(

@@ -101,6 +101,12 @@ class MetadataStore:
         # Dynamic broker configs by resource name ("" the cluster default, "<node id>" one broker),
         # as Kafka keeps them in its metadata log (ConfigRecords of the BROKER resource).
         self.broker_configs: dict[str, dict[str, str]] = {}
+        # Client quotas (AlterClientQuotas) by entity: sorted (entity type, name or None for <default>)
+        # pairs -> {quota key: value}, as Kafka keeps ClientQuotaRecords.  The quota managers read this
+        # very dict, so a change applies to the next request.
+        self.client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = {}
+        # Client-metrics subscriptions (KIP-714): CLIENT_METRICS config resource name -> its configs.
+        self.client_metrics: dict[str, dict[str, str]] = {}
         # ACLs by id, as Kafka's controller keeps AccessControlEntryRecords (the authorizer indexes them).
         self.acls: dict[uuid.UUID, AclBinding] = {}
         # SCRAM credentials by user, then mechanism name (Kafka's UserScramCredentialRecords): salt,
@@ -123,6 +129,10 @@ class MetadataStore:
         # Never hand out an id from a block that may already have been used before a crash.
         self._next_producer_id = self._producer_id_block_end = int(doc.get("producer_id_block_end", 0))
         self.broker_configs = {str(k): dict(v) for k, v in doc.get("broker_configs", {}).items()}
+        for q in doc.get("client_quotas", []):
+            key = tuple(sorted((str(t), None if n is None else str(n)) for t, n in q["entity"]))
+            self.client_quotas[key] = {str(k): float(v) for k, v in q["values"].items()}
+        self.client_metrics = {str(k): dict(v) for k, v in doc.get("client_metrics", {}).items()}
         self.acls = {uuid.UUID(a["id"]): AclBinding.from_json(a) for a in doc.get("acls", [])}
         self.scram_credentials = {
             user: {mech: ScramCredential.from_json(c) for mech, c in by_mech.items()}
@@ -153,6 +163,12 @@ class MetadataStore:
             "topics": [t.to_json() for t in sorted(self.topics.values(), key=lambda t: t.name)],
             "producer_id_block_end": self._producer_id_block_end,
             "broker_configs": {k: v for k, v in self.broker_configs.items() if v},
+            "client_quotas": [
+                {"entity": [list(e) for e in key], "values": values}
+                for key, values in sorted(self.client_quotas.items(), key=lambda kv: repr(kv[0]))
+                if values
+            ],
+            "client_metrics": {k: v for k, v in self.client_metrics.items() if v},
             "acls": [{"id": str(i), **acl.to_json()} for i, acl in self.acls.items()],
             "scram_credentials": {
                 user: {mech: c.to_json() for mech, c in sorted(by_mech.items())}
@@ -280,6 +296,50 @@ class MetadataStore:
         self._change(
             lambda: self.broker_configs.__setitem__(resource_name, dict(configs)), undo, frees_space=True
         )
+
+    def alter_client_quotas(self, changes: dict[tuple[tuple[str, str | None], ...], dict[str, float | None]]) -> None:
+        """Apply quota changes (a None value removes the key) and write them, all or nothing."""
+        old = {key: dict(self.client_quotas[key]) for key in changes if key in self.client_quotas}
+
+        def apply() -> None:
+            for key, ops in changes.items():
+                values = dict(self.client_quotas.get(key, {}))
+                for name, value in ops.items():
+                    if value is None:
+                        values.pop(name, None)
+                    else:
+                        values[name] = value
+                if values:
+                    self.client_quotas[key] = values
+                else:
+                    self.client_quotas.pop(key, None)
+
+        def undo() -> None:
+            for key in changes:
+                if key in old:
+                    self.client_quotas[key] = old[key]
+                else:
+                    self.client_quotas.pop(key, None)
+
+        self._change(apply, undo)
+
+    def set_client_metrics(self, name: str, configs: dict[str, str]) -> None:
+        """Replace the client-metrics subscription ``name``'s configs; empty configs remove it."""
+        old = self.client_metrics.get(name)
+
+        def apply() -> None:
+            if configs:
+                self.client_metrics[name] = dict(configs)
+            else:
+                self.client_metrics.pop(name, None)
+
+        def undo() -> None:
+            if old is None:
+                self.client_metrics.pop(name, None)
+            else:
+                self.client_metrics[name] = old
+
+        self._change(apply, undo)
 
     def set_acls(self, acls: dict[uuid.UUID, AclBinding]) -> None:
         """Replace the ACL set in one atomic write; on failure nothing changes (KafkaStorageError)."""

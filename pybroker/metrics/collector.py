@@ -85,7 +85,7 @@ class BrokerCollector:
 
     def render(self) -> str:
         out: list[str] = []
-        for part in (self._broker, self._topics, self._requests, self._partitions, self._groups):
+        for part in (self._broker, self._topics, self._requests, self._partitions, self._groups, self._telemetry):
             for family in part():
                 family.render(out)
         out.append("")
@@ -138,6 +138,25 @@ class BrokerCollector:
                 "pybroker_event_loop_lag_last_seconds", "The latest event-loop lag sample.", r.loop_lag_last
             ),
         ]
+
+    # -- client telemetry (KIP-714) -------------------------------------------------------------------
+    def _telemetry(self) -> list[Family]:
+        accepted, latest = self.view.client_telemetry()
+        pushes = counter("pybroker_client_telemetry_pushes", "PushTelemetry requests accepted (KIP-714).")
+        pushes.add("", accepted)
+        values = gauge(
+            "pybroker_client_telemetry_metric",
+            "The latest value each client instance pushed for each of its metrics (gauges and sums).",
+        )
+        for push in latest:
+            for name, value in push.metrics:
+                if value is not None:
+                    values.add(
+                        labels(client_instance_id=str(push.client_instance_id), client_id=push.client_id,
+                               metric=name),
+                        value,
+                    )
+        return [pushes, values]
 
     # -- per topic ----------------------------------------------------------------------------------
     def _topics(self) -> list[Family]:

@@ -112,6 +112,8 @@ class ClusterView(Protocol):
 
     def topics(self) -> list[TopicState]: ...
 
+    def client_telemetry(self) -> tuple[int, list[Any]]: ...
+
     def topic(self, name: str) -> TopicState | None: ...
 
     def topic_configs(self, name: str) -> list[ConfigRow]: ...
@@ -167,6 +169,12 @@ class BrokerView:
             sum(c.queued_requests for c in conns),
             sum(1 for c in conns if c.request_in_flight),
         )
+
+    def client_telemetry(self) -> tuple[int, list[Any]]:
+        """(pushes accepted, each client instance's latest push) of KIP-714 client telemetry."""
+        manager = self._broker.client_metrics
+        latest = {p.client_instance_id: p for p in manager.pushes}
+        return manager.pushes_accepted, list(latest.values())
 
     # -- topics and partitions ---------------------------------------------------------------------
     def topics(self) -> list[TopicState]:

@@ -13,6 +13,7 @@ from pybroker.coordinator.transaction.coordinator import (
     TransactionCoordinator,
 )
 from pybroker.coordinator.transaction.metadata import (
+    MAX_EPOCH,
     IllegalTransition,
     TransactionMetadata,
     TransactionState,
@@ -221,5 +222,40 @@ def test_a_failed_marker_is_retried_and_the_commit_still_answered():
         # only the partition whose marker failed got it again
         assert h.markers == [(pid, 0, True, [("t", 0), ("t", 1)]), (pid, 0, True, [("t", 1)])]
         await h.c.stop()
+
+    run(go())
+
+
+def test_tv2_end_txn_bumps_the_epoch_and_overflows_to_a_new_producer_id():
+    """EndTxn v5 (KIP-890 part 2): the markers carry the bumped epoch; near Short.MAX_VALUE the
+    transaction completes with a new producer id at epoch 0; the Prepare record (version 1 with the
+    tagged fields) replays to the same completion after a crash."""
+    h = Harness()
+
+    async def go():
+        _, pid, _ = await h.c.init_producer_id("tx", 60000)
+        await h.c.add_partitions("tx", pid, 0, [("t", 0)])
+        assert await h.c.end_transaction_v2("tx", pid, 0, True) == (ErrorCode.NONE, pid, 1)
+        assert h.markers[-1] == (pid, 1, True, [("t", 0)])
+        assert await h.c.end_transaction_v2("tx", pid, 0, True) == (ErrorCode.NONE, pid, 1)  # a retry
+        assert (await h.c.end_transaction_v2("tx", pid, 1, True))[0] == ErrorCode.INVALID_TXN_STATE
+        assert await h.c.end_transaction_v2("tx", pid, 1, False) == (ErrorCode.NONE, pid, 2)  # empty abort
+        # epoch exhaustion
+        md = h.c.transactions["tx"]
+        await h.c._persist(md, S.ONGOING, producer_epoch=MAX_EPOCH - 1, partitions={("t", 0)})
+        err, new_pid, epoch = await h.c.end_transaction_v2("tx", pid, MAX_EPOCH - 1, True)
+        assert (err, epoch) == (ErrorCode.NONE, 0) and new_pid != pid
+        assert h.markers[-1] == (pid, MAX_EPOCH, True, [("t", 0)])
+        assert await h.c.end_transaction_v2("tx", pid, MAX_EPOCH - 1, True) == (ErrorCode.NONE, new_pid, 0)
+        # a crash after the Prepare record of a TV2 commit: replay completes it with the bumped epoch
+        await h.c._persist(md, S.ONGOING, partitions={("t", 1)})
+        await h.c._persist(md, S.PREPARE_COMMIT, producer_epoch=1, client_transaction_version=2)
+        fresh = h.make()
+        fresh.load(list(h.store.entries))
+        await fresh.start()
+        assert fresh.transactions["tx"].state == S.COMPLETE_COMMIT
+        assert fresh.transactions["tx"].client_transaction_version == 2
+        assert h.markers[-1] == (new_pid, 1, True, [("t", 1)])
+        await fresh.stop()
 
     run(go())

@@ -1,5 +1,5 @@
-"""The transaction coordinator (Kafka's TransactionCoordinator / TransactionStateManager, for
-clients of transaction version 1: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn).
+"""The transaction coordinator (Kafka's TransactionCoordinator / TransactionStateManager: InitProducerId,
+AddPartitionsToTxn, AddOffsetsToTxn, EndTxn; EndTxn v5+ is transaction version 2, ``end_transaction_v2``).
 
 Each state change of a transactional id is written to ``__transaction_state`` before it takes
 effect and before the client is answered; another request for the same id meanwhile gets
@@ -320,6 +320,66 @@ class TransactionCoordinator:
             return ErrorCode.PRODUCER_FENCED
         return ErrorCode.INVALID_TXN_STATE  # Empty: nothing to end
 
+    async def end_transaction_v2(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
+    ) -> tuple[ErrorCode, int, int]:
+        """EndTxn v5+ (transaction version 2, KIP-890 part 2): every EndTxn bumps the producer epoch
+        (the markers carry the new epoch, so a late write of the old epoch is fenced) and answers the new
+        producer id and epoch; on an epoch about to overflow a new producer id is allocated.  A retry with
+        the previous id/epoch of a completed end gets the current ones; an abort with nothing ongoing
+        (the client adds partitions implicitly, so it cannot know) is still an epoch bump."""
+        if not transactional_id:
+            return ErrorCode.INVALID_REQUEST, -1, -1
+        md = self.transactions.get(transactional_id)
+        if md is None or md.state == S.DEAD:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING, -1, -1
+        state = md.state
+        done_state = S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT
+        prepare_state = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
+        # The request of an end already done (the response was lost): the id/epoch before the bump.
+        retry_on_overflow = (
+            md.previous_producer_id == producer_id
+            and md.producer_id != producer_id
+            and md.producer_epoch == 0
+            and producer_epoch >= MAX_EPOCH - 1
+        )
+        retry_on_bump = md.producer_id == producer_id and producer_epoch == md.producer_epoch - 1
+        is_retry = retry_on_overflow or retry_on_bump
+        if md.producer_id != producer_id and not retry_on_overflow:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING, -1, -1
+        if producer_epoch != md.producer_epoch and not is_retry:
+            return ErrorCode.PRODUCER_FENCED, -1, -1
+        if md.pending_state is not None:
+            return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
+        if is_retry:  # as Kafka: the other outcome, or an end not yet done, is an invalid state
+            if state == done_state:
+                return ErrorCode.NONE, md.producer_id, md.producer_epoch
+            if state == prepare_state:
+                return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
+            return ErrorCode.INVALID_TXN_STATE, -1, -1
+        if state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            return (
+                ErrorCode.CONCURRENT_TRANSACTIONS if state == prepare_state else ErrorCode.INVALID_TXN_STATE
+            ), -1, -1
+        if state == S.PREPARE_EPOCH_FENCE:
+            return ErrorCode.PRODUCER_FENCED, -1, -1
+        if state != S.ONGOING and (commit or state not in COMPLETE_STATES):
+            return ErrorCode.INVALID_TXN_STATE, -1, -1
+        changes: dict[str, Any] = {"producer_epoch": md.producer_epoch + 1, "client_transaction_version": 2}
+        if md.producer_epoch >= MAX_EPOCH - 1:
+            # The bumped epoch is the last usable one: the markers go out with it, and the transaction
+            # completes with a fresh producer id at epoch 0 (Kafka's TV2 overflow handling).
+            changes["next_producer_id"] = self.allocate_producer_id()
+        try:
+            await self._persist(md, prepare_state, **changes)
+            await self._send_markers_and_complete(md, commit)
+        except StoreError:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, -1
+        except IllegalTransition as e:
+            log.warning("%s", e)
+            return ErrorCode.INVALID_TXN_STATE, -1, -1
+        return ErrorCode.NONE, md.producer_id, md.producer_epoch
+
     async def _send_markers_and_complete(
         self, md: TransactionMetadata, commit: bool, partitions: Iterable[TopicPartition] | None = None
     ) -> bool:
@@ -336,7 +396,10 @@ class TransactionCoordinator:
             log.error("transaction marker for %s-%d failed (%s): retrying", tp[0], tp[1], errors[tp].name)
         if not failed:
             try:
-                await self._persist(md, S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT)
+                changes: dict[str, Any] = {}
+                if md.next_producer_id >= 0:
+                    changes = {"producer_id": md.next_producer_id, "producer_epoch": 0, "next_producer_id": -1}
+                await self._persist(md, S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT, **changes)
                 log.debug(
                     "transactional id %s: %s", md.transactional_id, "committed" if commit else "aborted"
                 )

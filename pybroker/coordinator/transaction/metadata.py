@@ -71,6 +71,11 @@ class TransactionMetadata:
     start_timestamp_ms: int = -1
     last_update_timestamp_ms: int = -1
     last_producer_epoch: int = NO_PRODUCER_EPOCH
+    # Transaction version 2 (KIP-890 part 2): the client's version, and on an epoch overflow at EndTxn
+    # the producer id the transaction completes with (the Prepare record carries it).
+    client_transaction_version: int = 0
+    next_producer_id: int = NO_PRODUCER_ID
+    previous_producer_id: int = NO_PRODUCER_ID
     # The state an operation is moving to while its record is being written; other operations on
     # this transactional id meanwhile get CONCURRENT_TRANSACTIONS.
     pending_state: TransactionState | None = None
@@ -84,6 +89,8 @@ class TransactionMetadata:
         producer_id: int | None = None,
         producer_epoch: int | None = None,
         timeout_ms: int | None = None,
+        next_producer_id: int | None = None,
+        client_transaction_version: int | None = None,
     ) -> None:
         if self.state not in VALID_PREVIOUS[state]:
             raise IllegalTransition(
@@ -94,8 +101,13 @@ class TransactionMetadata:
         if producer_epoch is not None and producer_epoch != self.producer_epoch:
             self.last_producer_epoch = self.producer_epoch
             self.producer_epoch = producer_epoch
-        if producer_id is not None:
+        if producer_id is not None and producer_id != self.producer_id:
+            self.previous_producer_id = self.producer_id
             self.producer_id = producer_id
+        if next_producer_id is not None:
+            self.next_producer_id = next_producer_id
+        if client_transaction_version is not None:
+            self.client_transaction_version = client_transaction_version
         if timeout_ms is not None:
             self.timeout_ms = timeout_ms
         if partitions is not None:
@@ -122,6 +134,9 @@ class TransactionMetadata:
             ),
             "transaction_last_update_timestamp_ms": self.last_update_timestamp_ms,
             "transaction_start_timestamp_ms": self.start_timestamp_ms,
+            "previous_producer_id": self.previous_producer_id,
+            "next_producer_id": self.next_producer_id,
+            "client_transaction_version": self.client_transaction_version,
         }
 
     @classmethod
@@ -138,4 +153,7 @@ class TransactionMetadata:
             partitions,
             v["transaction_start_timestamp_ms"],
             v["transaction_last_update_timestamp_ms"],
+            client_transaction_version=v.get("client_transaction_version", 0),
+            next_producer_id=v.get("next_producer_id", NO_PRODUCER_ID),
+            previous_producer_id=v.get("previous_producer_id", NO_PRODUCER_ID),
         )

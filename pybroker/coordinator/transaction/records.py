@@ -1,8 +1,9 @@
 """Keys and values of ``__transaction_state``, in Apache Kafka's layout.
 
 Key: int16 version 0, then TransactionLogKey (the transactional id).  Value: int16 version, then
-TransactionLogValue; this broker writes version 0 (what Kafka writes for clients of transaction
-version 1) and reads 0 and 1.  A null value is a tombstone.  Source of truth: apache/kafka
+TransactionLogValue; this broker writes version 0 for clients of transaction version 1 and version 1
+(with the tagged previous/next producer ids and client transaction version) for those of version 2,
+as Kafka does, and reads both.  A null value is a tombstone.  Source of truth: apache/kafka
 transaction-coordinator/src/main/resources/common/message/TransactionLog{Key,Value}.json.
 """
 
@@ -18,6 +19,7 @@ from pybroker.protocol.schema import VersionRange as V
 
 KEY_VERSION = 0
 VALUE_VERSION = 0
+VALUE_VERSION_TV2 = 1
 _VERSION = struct.Struct(">h")
 
 TRANSACTION_LOG_KEY = MessageSpec(
@@ -99,9 +101,15 @@ def decode_key(data: bytes) -> str | None:
     return msg["transactional_id"]
 
 
+_TAGGED = ("previous_producer_id", "next_producer_id", "client_transaction_version")
+
+
 def value(msg: dict[str, Any]) -> bytes:
     """``msg`` holds TransactionLogValue fields by snake_case name."""
-    return _VERSION.pack(VALUE_VERSION) + codec.encode(TRANSACTION_LOG_VALUE, VALUE_VERSION, msg)
+    version = VALUE_VERSION_TV2 if msg.get("client_transaction_version", 0) >= 2 else VALUE_VERSION
+    if version < VALUE_VERSION_TV2:
+        msg = {k: v for k, v in msg.items() if k not in _TAGGED}
+    return _VERSION.pack(version) + codec.encode(TRANSACTION_LOG_VALUE, version, msg)
 
 
 def decode_value(data: bytes) -> dict[str, Any]:
