@@ -41,6 +41,15 @@ class Cluster:
     def start(self) -> None:
         for b in self.brokers.values():
             b.start(timeout_s=60)
+        # Serving is not yet registered: every broker must see all of them (its ZooKeeper watches).
+        for node, b in self.brokers.items():
+            wait_for(lambda b=b: len(self.metadata_of(b.bootstrap).brokers) == len(self.brokers),
+                     what=f"broker {node} to see every broker")
+
+    @staticmethod
+    def metadata_of(bootstrap: str):
+        with KafkaClient(bootstrap) as c:
+            return c.metadata([])
 
     def stop(self) -> None:
         for b in self.brokers.values():
