@@ -192,11 +192,15 @@ class PyBrokerCluster:
     def active_controller(self) -> tuple[int, int]:
         """(broker id, controller epoch) from the /controller and /controller_epoch znodes."""
         from kazoo.client import KazooClient  # type: ignore[import-not-found]
+        from kazoo.exceptions import NoNodeError  # type: ignore[import-not-found]
 
         client = KazooClient(hosts=self.zookeeper.connect_string, timeout=5)
         client.start(timeout=10)
         try:
-            controller, _ = client.get("/controller")
+            try:
+                controller, _ = client.get("/controller")
+            except NoNodeError:
+                return -1, -1  # between the old controller's session and the next election
             epoch, _ = client.get("/controller_epoch")
             return int(json.loads(controller)["brokerid"]), int(epoch)
         finally:

@@ -47,6 +47,7 @@ from pybroker.storage.errors import LogDirLockedError, StorageError, io_failure
 from pybroker.storage.manager import remove_directories
 
 if TYPE_CHECKING:
+    from pybroker.cluster_mode import ClusterMode
     from pybroker.config import BrokerConfig
 
 log = logging.getLogger(__name__)
@@ -123,13 +124,21 @@ class Broker:
         listeners = {
             e.listener_name: config.advertised_host_port(e.listener_name) for e in config.advertised_endpoints
         }
-        self.metadata_publisher = LocalMetadataPublisher(
-            self.metadata,
-            self.replica_manager.get_partition,
-            BrokerRegistration(
-                self.node_id, self.advertised_host, self.advertised_port, None, MappingProxyType(listeners)
-            ),
-        )
+        self.cluster: ClusterMode | None = None
+        if config.get("zookeeper.connect"):
+            # Cluster mode: the image is ZooKeeper's (brokers, controller, every topic's replicas).
+            from pybroker.cluster_mode import ClusterMode
+
+            self.cluster = ClusterMode(self)
+            self.metadata_publisher = self.cluster.publisher
+        else:
+            self.metadata_publisher = LocalMetadataPublisher(
+                self.metadata,
+                self.replica_manager.get_partition,
+                BrokerRegistration(
+                    self.node_id, self.advertised_host, self.advertised_port, None, MappingProxyType(listeners)
+                ),
+            )
         self.metadata.topic_listener = self.metadata_publisher.topic_changed
         self.client_metrics = ClientMetricsManager(self.metadata)  # KIP-714 subscriptions and pushes
         self.metadata_cache = TopicMetadataCache()  # encoded Metadata topic entries
@@ -149,11 +158,13 @@ class Broker:
             replica_manager=self.replica_manager,
             metadata_image=self.metadata_publisher.image,
             metadata_cache=self.metadata_cache,
-            topic_admin=self.controller,
+            # Cluster mode: the same TopicAdmin interface, writing through ZooKeeper (cluster_mode.py).
+            topic_admin=self.controller if self.cluster is None else self.cluster.topic_admin(self.controller),
             fetch_sessions=self.fetch_sessions,
             metrics=self.metrics,
             allocate_producer_id=self.metadata.allocate_producer_id,
             metadata_store=self.metadata,
+            cluster_mode=self.cluster is not None,
             controller_mutation_quotas=self.controller_mutation_quotas,
             client_metrics=self.client_metrics,
         )
@@ -192,7 +203,8 @@ class Broker:
         self.log_manager = log_manager
         self.controller.log_manager = log_manager
         raise_open_file_limit()  # as Kafka's launch scripts advise: one fd per connection and segment file
-        self.cluster_id = broker_config.ensure_meta_properties(self.config)
+        zk_cluster_id = await self.cluster.connect() if self.cluster is not None else None
+        self.cluster_id = broker_config.ensure_meta_properties(self.config, zk_cluster_id)
         self.metadata_publisher.set_cluster_id(self.cluster_id)
         self.metadata.load()
         self.metadata.ensure_reserve()
@@ -219,6 +231,8 @@ class Broker:
         await group_coordinator.start()
         self.services.transaction_coordinator = await start_transaction_coordinator(self.coordinator_services)
         self.replica_manager.transaction_verifier = self.services.transaction_coordinator
+        if self.cluster is not None:
+            await self.cluster.start()
         if self.config.get("metrics.listener") or self.config.get("console.listener"):
             from pybroker.metrics.http import HttpEndpoints  # imports aiohttp: only when asked for
 
@@ -250,12 +264,16 @@ class Broker:
 
     async def stop(self) -> None:
         log.info("shutting down")
+        if self.cluster is not None and self.started:
+            await self.cluster.controlled_shutdown()  # still serving while leadership moves away
         for acceptor in self.acceptors:
             acceptor.close()
         for conn in list(self.connections):
             conn.close("broker shutting down")
         for t in self._tasks:
             t.cancel()
+        if self.cluster is not None:
+            await self.cluster.stop()
         if self.transaction_coordinator is not None:
             await self.transaction_coordinator.stop()
         if self._http is not None:

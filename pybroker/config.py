@@ -29,7 +29,6 @@ from pybroker.topic_config import (
     MS_PER_HOUR,
     MS_PER_MINUTE,
     TOPIC_CONFIGS,
-    AllOf,
     ConfigEntry,
     ConfigError,
     ConfigKey,
@@ -534,8 +533,9 @@ _BROKER_CONFIG_LIST = [
     _key("share.coordinator.state.topic.num.partitions", _T.INT, 50, at_least(1), _M,
          "The number of partitions of __share_group_state (fixed once the topic exists)."),
     # transactions and idempotence
-    _key("transaction.state.log.replication.factor", _T.SHORT, 1, AllOf((at_least(1), SINGLE_NODE)), _H,
-         "The replication factor of the __transaction_state topic (Kafka default 3; a single node has 1)."),
+    _key("transaction.state.log.replication.factor", _T.SHORT, 1, at_least(1), _H,
+         "The replication factor of the __transaction_state topic (Kafka default 3; a single node has 1; "
+         "above 1 only in cluster mode)."),
     _key("transaction.state.log.num.partitions", _T.INT, 50, at_least(1), _H,
          "The number of partitions of the __transaction_state topic."),
     _key("transaction.state.log.min.isr", _T.INT, 1, at_least(1), _H,
@@ -1212,7 +1212,11 @@ def _resolve(explicit: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str
     _check_consumer_group_timeouts(values)
     if values["zookeeper.connect"] is None:
         # A single broker has one replica of everything; more needs a cluster (zookeeper.connect).
-        for key in ("default.replication.factor", "offsets.topic.replication.factor"):
+        for key in (
+            "default.replication.factor",
+            "offsets.topic.replication.factor",
+            "transaction.state.log.replication.factor",
+        ):
             if values[key] != 1:
                 raise ConfigError(
                     key,
@@ -1369,9 +1373,11 @@ def random_kafka_uuid() -> str:
             return text
 
 
-def ensure_meta_properties(config: BrokerConfig) -> str:
+def ensure_meta_properties(config: BrokerConfig, cluster_id_of_cluster: str | None = None) -> str:
     """Check or create `<dir>/meta.properties` in every log dir, the way `kafka-storage format` lays it out;
-    returns the cluster id. A stored node id or cluster id that disagrees stops start-up (ConfigError)."""
+    returns the cluster id. A stored node id or cluster id that disagrees stops start-up (ConfigError).
+    ``cluster_id_of_cluster``: in cluster mode, ZooKeeper's /cluster/id, which new directories take and
+    existing ones must hold (Kafka's InconsistentClusterIdException otherwise)."""
     existing: dict[Path, dict[str, str]] = {}
     for d in map(Path, config.log_dirs):
         path = d / META_PROPERTIES
@@ -1381,7 +1387,13 @@ def ensure_meta_properties(config: BrokerConfig) -> str:
     if len(cluster_ids) > 1:
         detail = ", ".join(f"{d}: {p['cluster.id']}" for d, p in existing.items())
         raise ConfigError("log.dirs", f"log directories belong to different clusters ({detail})")
-    cluster_id = cluster_ids.pop() if cluster_ids else random_kafka_uuid()
+    cluster_id = cluster_ids.pop() if cluster_ids else (cluster_id_of_cluster or random_kafka_uuid())
+    if cluster_id_of_cluster is not None and cluster_id != cluster_id_of_cluster:
+        raise ConfigError(
+            "log.dirs",
+            f"The cluster id {cluster_id_of_cluster} in ZooKeeper does not match the stored cluster id "
+            f"{cluster_id} in meta.properties: the log directories belong to another cluster",
+        )
     for d in map(Path, config.log_dirs):
         if d in existing:
             continue

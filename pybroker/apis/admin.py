@@ -15,12 +15,13 @@ from pybroker.storage.errors import OffsetOutOfRangeError
 
 
 def _replication_error(ctx: RequestContext, rf: int, assignments: list[dict]) -> KafkaError | None:
-    brokers = 1
+    live = set(ctx.metadata_image().brokers) or {ctx.services.node_id}
+    brokers = len(live)
     if rf == -1:
         rf = ctx.services.config.default_replication_factor
     if assignments:
         for a in assignments:
-            if any(n != ctx.services.node_id for n in a["broker_ids"]):
+            if any(n not in live for n in a["broker_ids"]):
                 return KafkaError(
                     ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Unknown broker in assignment {a['broker_ids']}"
                 )
@@ -142,13 +143,25 @@ async def handle_create_topics(ctx: RequestContext, request: dict) -> dict:
                 raise check
             n, configs = check
             _check_mutation_quota(quota)
+            rf = t["replication_factor"]
+            if rf == -1:
+                rf = b.config.default_replication_factor
+            assignments = {a["partition_index"]: list(a["broker_ids"]) for a in t["assignments"]}
+            if assignments:
+                rf = len(next(iter(assignments.values())))
             rec = await b.topic_admin.create_topic_async(
-                name, n, configs, validate_only=validate_only, timeout_ms=request["timeout_ms"]
+                name,
+                n,
+                configs,
+                validate_only=validate_only,
+                timeout_ms=request["timeout_ms"],
+                replication_factor=rf,
+                assignments=assignments or None,
             )
             if not validate_only:
                 quota.record(n)
             out["num_partitions"] = n
-            out["replication_factor"] = 1
+            out["replication_factor"] = rf
             if rec is not None:
                 out["topic_id"] = rec.topic_id
             if ctx.version >= 5 and name in hidden_configs:
@@ -244,9 +257,10 @@ async def handle_create_partitions(ctx: RequestContext, request: dict) -> dict:
             before = ctx.metadata_image().topic(t["name"])
             old_count = before.num_partitions if before is not None else 0
             assignments = t.get("assignments")
+            live = set(ctx.metadata_image().brokers) or {b.node_id}
             if assignments:
                 for a in assignments:
-                    if any(n != b.node_id for n in a["broker_ids"]):
+                    if any(n not in live for n in a["broker_ids"]):
                         raise KafkaError(
                             ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Unknown broker in {a['broker_ids']}"
                         )
@@ -255,6 +269,7 @@ async def handle_create_partitions(ctx: RequestContext, request: dict) -> dict:
                 t["count"],
                 validate_only=request.get("validate_only", False),
                 timeout_ms=request["timeout_ms"],
+                **({"assignments": [list(a["broker_ids"]) for a in assignments]} if assignments else {}),
             )
             if not request.get("validate_only", False):
                 quota.record(max(t["count"] - old_count, 0))

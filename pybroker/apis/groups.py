@@ -66,6 +66,13 @@ def _find_one(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
         return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": refused, "error_message": None}
     coordinator = _coordinator(ctx)
     txn = getattr(b, "transaction_coordinator", None)
+    node_id = b.node_id
+    if b.cluster_mode:
+        # Cluster mode, for now: __consumer_offsets is not replicated; every group is coordinated by the
+        # controller broker (one place all members agree on), and transactions are refused.
+        node_id = ctx.metadata_image().controller_id
+        if key_type == KEY_TYPE_TRANSACTION or node_id not in ctx.metadata_image().brokers:
+            coordinator = txn = None
     if key_type == KEY_TYPE_GROUP and coordinator is not None:
         coordinator.ensure_offsets_topic()  # as Kafka's FindCoordinator, should it have been deleted
     if (key_type == KEY_TYPE_GROUP and coordinator is not None) or (
@@ -73,7 +80,7 @@ def _find_one(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
     ):
         # This broker coordinates every group and transaction (it leads every internal partition);
         # the client is told its endpoint on the listener it came in on, as Kafka does.
-        node = ctx.metadata_image().brokers[b.node_id]
+        node = ctx.metadata_image().brokers[node_id]
         host, port = node.endpoint(ctx.security.listener_name) or (node.host, node.port)
         return {
             "key": key,

@@ -49,6 +49,8 @@ class TopicAdmin(Protocol):
         *,
         validate_only: bool = False,
         timeout_ms: int | None = None,
+        replication_factor: int = 1,
+        assignments: dict[int, list[int]] | None = None,
     ) -> TopicRecord | None: ...
 
     def auto_create_topic(self, name: str) -> TopicRecord | None:
@@ -60,7 +62,13 @@ class TopicAdmin(Protocol):
     ) -> None: ...
 
     async def add_partitions(
-        self, name: str, total: int, *, validate_only: bool = False, timeout_ms: int | None = None
+        self,
+        name: str,
+        total: int,
+        *,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+        assignments: list[list[int]] | None = None,
     ) -> None: ...
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None: ...
@@ -93,6 +101,8 @@ class BrokerServices:
     authorizer: Authorizer | None = None
     # KIP-932 share groups (coordinator/share/manager.py), made on first use by apis/share_groups.py.
     share_groups: ShareGroupService | None = None
+    # zookeeper.connect is set: this broker is one of a cluster (cluster_mode.py).
+    cluster_mode: bool = False
     # controller_mutation_rate per user/client id (CreateTopics, CreatePartitions, DeleteTopics).
     controller_mutation_quotas: ClientQuotaManager | None = None
     # KIP-714 client-metrics subscriptions and the pushes received (apis/telemetry.py).

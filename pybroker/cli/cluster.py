@@ -1,19 +1,29 @@
-"""`pybroker cluster info`: cluster id, controller and brokers."""
+"""`pybroker cluster info`: cluster id, controller and brokers; `pybroker cluster --brokers N`: a local
+cluster (ZooKeeper and N brokers on loopback, cli/local_cluster.py)."""
 
 from __future__ import annotations
 
 import argparse
 
 from pybroker.cli.common import connect, emit_json, out, section, table
+from pybroker.cli.local_cluster import add_arguments, run_local_cluster
 
 
 def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
-    family = commands.add_parser("cluster", help="cluster id, controller and brokers")
-    sub = family.add_subparsers(dest="cluster_command", metavar="COMMAND", required=True)
+    family = commands.add_parser("cluster", help="cluster id, controller and brokers; --brokers N: a local cluster")
+    add_arguments(family)
+    family.set_defaults(run=_run_family, family_parser=family)
+    sub = family.add_subparsers(dest="cluster_command", metavar="COMMAND")
     info = sub.add_parser(
         "info", aliases=["metadata"], parents=[parent], help="cluster id, controller and brokers"
     )
     info.set_defaults(run=run_info)
+
+
+def _run_family(args: argparse.Namespace) -> int:
+    if args.local_brokers is None:
+        args.family_parser.error("a command (info) or --brokers N is required")
+    return run_local_cluster(args)
 
 
 def run_info(args: argparse.Namespace) -> int:

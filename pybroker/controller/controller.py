@@ -236,6 +236,7 @@ class KafkaController:
             "auto_rebalance": self._auto_rebalance,
             "elect_leaders": self._elect_leaders,
             "controlled_shutdown": self._controlled_shutdown,
+            "controlled_shutdown_znode": self._controlled_shutdown_znode,
             "reassign": self._reassign,
             "list_reassignments": self._list_reassignments,
         }
@@ -336,9 +337,11 @@ class KafkaController:
         # New partitions without state, and partitions whose leader is gone.
         await self._initialize_new_partitions()
         await self._elect_offline_partitions()
+        await self._remove_offline_replicas_from_isr()
         await self._resume_reassignments()
         await self._topic_deletion()
         await self._reassign_znode()
+        await self._controlled_shutdown_znode()
         if self.config.auto_leader_rebalance_enable:
             self._rebalance_task = asyncio.get_running_loop().create_task(self._rebalance_timer(self._term))
 
@@ -468,6 +471,17 @@ class KafkaController:
         if state is not None:
             logger.info("controller %d: %s-%d leader %d epoch %d isr %s", self.broker_id, tp[0], tp[1],
                         state.leader, state.leader_epoch, list(state.isr))
+
+    async def _remove_offline_replicas_from_isr(self) -> None:
+        """Kafka's ReplicaStateMachine.startup: replicas on brokers that are not registered go
+        OfflineReplica, which takes them out of the ISR.  A controller elected after brokers died
+        (the old controller among them) never saw them leave; without this an idle partition's ISR
+        would keep them (a leader shrinks only followers that fall behind its log end)."""
+        live = set(self.live_brokers)
+        for tp, state in list(self.states.items()):
+            for broker in state.isr:
+                if broker not in live and broker != state.leader:
+                    await self._remove_from_isr(tp, broker)
 
     async def _remove_from_isr(self, tp: TopicPartition, broker_id: int) -> None:
         """OfflineReplica: a follower leaves the ISR (leader epoch + 1, as Kafka's removeReplicasFromIsr)."""
@@ -751,6 +765,21 @@ class KafkaController:
             for p, replicas in assignment.partitions.items()
             if replicas.is_being_reassigned and (partitions is None or (topic, p) in partitions)
         }
+
+    async def _controlled_shutdown_znode(self, _payload: Any = None) -> None:
+        """Controlled-shutdown requests of other brokers (zk_data.CONTROLLED_SHUTDOWN_PATH): leadership
+        moved away as for ControlledShutdown, then the request removed (the broker watches its
+        partitions' states to see the result)."""
+        requests = await self._zk(self.zk.get_controlled_shutdown_requests, self._watch("controlled_shutdown_znode"))
+        for broker_id, broker_epoch in requests.items():
+            try:
+                remaining = await self._controlled_shutdown((broker_id, broker_epoch))
+                logger.info("controller %d: controlled shutdown of broker %d (%d partitions it still leads)",
+                            self.broker_id, broker_id, len(remaining))
+            except KafkaError as e:
+                logger.warning("controller %d: controlled shutdown of broker %d refused: %s", self.broker_id,
+                               broker_id, e)
+            await self._zk(self.zk.delete_controlled_shutdown_request, broker_id)
 
     async def _reassign_znode(self, _payload: Any = None) -> None:
         """Legacy reassignment requests (/admin/reassign_partitions): started, then the znode removed."""

@@ -215,10 +215,13 @@ class LocalController:
         *,
         validate_only: bool = False,
         timeout_ms: int | None = None,
+        replication_factor: int = 1,
+        assignments: dict[int, list[int]] | None = None,
     ) -> TopicRecord | None:
         """CreateTopics: the partitions' files are made in an executor thread, so a topic with
         thousands of partitions does not stall other clients; the topic becomes visible (metadata,
-        partitions) only once every log exists."""
+        partitions) only once every log exists.  ``replication_factor``/``assignments``: one replica,
+        this broker (the handler has refused anything else)."""
         if validate_only:
             self.check_new_topic(name, num_partitions, configs)
             return None
@@ -360,7 +363,13 @@ class LocalController:
             self.delete_topic(name)
 
     async def add_partitions(
-        self, name: str, total: int, *, validate_only: bool = False, timeout_ms: int | None = None
+        self,
+        name: str,
+        total: int,
+        *,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+        assignments: list[list[int]] | None = None,
     ) -> None:
         if validate_only:
             self._check_new_partition_count(name, total)

@@ -13,6 +13,7 @@ Fencing, as Kafka does it:
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import threading
 import uuid
@@ -523,6 +524,33 @@ class KafkaZkClient:
         return changed
 
     # -- reassignment requests through /admin/reassign_partitions (kafka-reassign-partitions --zookeeper)
+
+    def request_controlled_shutdown(self, broker_id: int, broker_epoch: int) -> None:
+        """Ask the controller to move this broker's leadership away (see zk_data.CONTROLLED_SHUTDOWN_PATH)."""
+        path = f"{z.CONTROLLED_SHUTDOWN_PATH}/{broker_id}"
+        data = json.dumps({"broker_epoch": broker_epoch}).encode()
+        try:
+            self.kazoo.create(path, data, ephemeral=True, makepath=True)
+        except NodeExistsError:
+            self.kazoo.set(path, data)
+
+    def get_controlled_shutdown_requests(self, watch: Watcher | None = None) -> dict[int, int]:
+        """broker id -> broker epoch of every pending controlled-shutdown request."""
+        self.kazoo.ensure_path(z.CONTROLLED_SHUTDOWN_PATH)
+        requests: dict[int, int] = {}
+        for name in self.kazoo.get_children(z.CONTROLLED_SHUTDOWN_PATH, watch=watch):
+            try:
+                data, _ = self.kazoo.get(f"{z.CONTROLLED_SHUTDOWN_PATH}/{name}")
+                requests[int(name)] = int(json.loads(data or b"{}").get("broker_epoch", -1))
+            except (NoNodeError, ValueError):
+                continue
+        return requests
+
+    def delete_controlled_shutdown_request(self, broker_id: int) -> None:
+        try:
+            self.kazoo.delete(f"{z.CONTROLLED_SHUTDOWN_PATH}/{broker_id}")
+        except NoNodeError:
+            pass
 
     def get_reassign_partitions_request(self, watch: Watcher | None = None) -> dict[tuple[str, int], tuple[int, ...]]:
         stat = self.kazoo.exists(z.REASSIGN_PARTITIONS_PATH, watch=watch)

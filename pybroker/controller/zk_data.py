@@ -32,9 +32,13 @@ ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 CONFIG_TOPICS_PATH = "/config/topics"
 # The persistent paths Kafka's KafkaZkClient.createTopLevelPaths makes at start-up.
+# A broker asking the controller to move its leadership away before it stops (pybroker's, not Kafka's:
+# Kafka's brokers send ControlledShutdown (API 7), which Kafka 4's protocol no longer has). One ephemeral
+# child per broker, named after its id, holding {"broker_epoch": ...}; the controller deletes it when done.
+CONTROLLED_SHUTDOWN_PATH = "/admin/controlled_shutdown"
 PERSISTENT_PATHS = (
     BROKER_IDS_PATH, TOPICS_PATH, DELETE_TOPICS_PATH, ISR_CHANGE_NOTIFICATION_PATH, CONFIG_TOPICS_PATH,
-    "/config/brokers", "/config/changes",
+    "/config/brokers", "/config/changes", CONTROLLED_SHUTDOWN_PATH,
 )
 
 NO_LEADER = -1  # LeaderAndIsr.NoLeader: the partition is offline

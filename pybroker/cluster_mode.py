@@ -1,0 +1,535 @@
+"""Cluster mode (``zookeeper.connect`` set): the broker's wiring to ZooKeeper.
+
+``ClusterMode`` is the broker's ``MetadataListener`` (controller/metadata_loader.py).  What ZooKeeper
+says becomes, on this broker:
+
+- the metadata image handlers read (``ZkMetadataPublisher``): every live broker, the controller,
+  every topic with its replicas, leader, leader epoch and ISR;
+- the local ``MetadataStore`` mirrors the topics (name, id, partition count, configs), so the code
+  that reads topic records (configs, produce metrics, DescribeConfigs) works as on a single broker;
+- the partitions whose replicas include this broker: a log made when missing, then ``make_leader`` or
+  ``make_follower`` and the replica fetchers (``become_leader_or_follower``); partitions it no longer
+  hosts and deleted topics lose their logs;
+- ISR changes a leader decides go to ZooKeeper through ``ZkMetadataLoader.alter_isr``.
+
+Topic administration in cluster mode (create, delete, add partitions) writes to ZooKeeper through
+``KafkaZkClient`` and waits, up to the request's timeout, until this broker's image shows the result,
+as Kafka's ZK-mode AdminManager does with its delayed operations.
+
+The coordinators' own topics (``__consumer_offsets``, ``__transaction_state``) stay local to each
+broker for now (not replicated): see ``LOCAL_TOPICS``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from pybroker.controller.cluster import ZkClusterMembership
+from pybroker.controller.metadata_loader import PartitionState
+from pybroker.controller.zk_data import BrokerInfo, TopicAssignment
+from pybroker.metadata.image import (
+    NO_LEADER,
+    BrokerRegistration,
+    MetadataImage,
+    PartitionRegistration,
+    TopicImage,
+)
+from pybroker.protocol.errors import ErrorCode, KafkaError
+from pybroker.replication.alter_partition import AlterIsrManager
+from pybroker.replication.fetcher import ReplicaFetcherConfig, ReplicaFetcherManager
+from pybroker.replication.isr import run_isr_expiration
+from pybroker.replication.leader_endpoint import RemoteLeaderEndpoint
+from pybroker.replication.state_change import become_leader_or_follower
+
+if TYPE_CHECKING:
+    from pybroker.broker import Broker
+    from pybroker.controller.local import LocalController
+    from pybroker.metadata.store import TopicRecord
+    from pybroker.replication.partition import Partition
+
+log = logging.getLogger(__name__)
+
+# Each broker keeps its own copy of these (its coordinators' state), outside ZooKeeper.
+LOCAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+# How often an admin request re-reads the image while it waits for the controller's result.
+ADMIN_POLL_S = 0.05
+CLUSTER_ID_PATH = "/cluster/id"
+
+
+class ZkMetadataPublisher:
+    """The image of a broker in a ZooKeeper cluster: brokers, controller and topics as ZooKeeper has
+    them.  Same calls as metadata/local.LocalMetadataPublisher, so handlers cannot tell them apart."""
+
+    def __init__(self, node_id: int, cluster_id: str = "") -> None:
+        self._image = MetadataImage(cluster_id, -1, MappingProxyType({}))
+        self.node_id = node_id
+        self.assignments: dict[str, TopicAssignment] = {}
+        self.configs: dict[str, dict[str, str]] = {}
+        self.states: dict[tuple[str, int], PartitionState] = {}
+        self._dirty: set[str] = set()
+        self.listeners: list = []  # told each topic name whose image is about to change
+
+    def set_cluster_id(self, cluster_id: str) -> None:
+        img = self._image
+        self._image = MetadataImage(cluster_id, img.controller_id, img.brokers, img.topics_by_name, img.topics_by_id)
+
+    def set_brokers(self, brokers: Mapping[int, BrokerInfo]) -> None:
+        self._image = self._image.with_brokers(_registration(b) for b in brokers.values())
+        for name in self.assignments:  # offline replicas and leaders change with the live set
+            self.topic_changed(name)
+
+    def set_controller(self, controller_id: int | None) -> None:
+        img = self._image
+        cid = -1 if controller_id is None else controller_id
+        self._image = MetadataImage(img.cluster_id, cid, img.brokers, img.topics_by_name, img.topics_by_id)
+
+    def topic_changed(self, name: str) -> None:
+        self._dirty.add(name)
+        for fn in self.listeners:
+            fn(name)
+
+    def partition_changed(self, partition: Any) -> None:
+        """A local partition's state changed; ZooKeeper's state (delivered next) is what is published."""
+
+    def image(self) -> MetadataImage:
+        if self._dirty:
+            changed: dict[str, TopicImage | None] = {}
+            for name in self._dirty:
+                a = self.assignments.get(name)
+                changed[name] = None if a is None else self._topic_image(a)
+            self._dirty.clear()
+            self._image = self._image.with_topics(changed)
+        return self._image
+
+    def _topic_image(self, a: TopicAssignment) -> TopicImage:
+        partitions: dict[int, PartitionRegistration] = {}
+        for i, ra in sorted(a.partitions.items()):
+            s = self.states.get((a.topic, i))
+            if s is None:
+                partitions[i] = PartitionRegistration(ra.replicas, (), NO_LEADER, -1)
+            else:
+                partitions[i] = PartitionRegistration(ra.replicas, s.isr, s.leader, s.leader_epoch, s.zk_version)
+        return TopicImage(
+            a.topic,
+            a.topic_uuid or _name_uuid(a.topic),
+            MappingProxyType(partitions),
+            MappingProxyType(dict(self.configs.get(a.topic, {}))),
+            a.topic.startswith("__"),
+        )
+
+
+def _get_or_create_cluster_id(kazoo: Any) -> str:
+    """Kafka's KafkaZkClient.getClusterId / createOrGetClusterId: {"version":"1","id":...} at /cluster/id."""
+    from kazoo.exceptions import NodeExistsError
+
+    from pybroker.config import random_kafka_uuid
+
+    try:
+        kazoo.create(CLUSTER_ID_PATH, json.dumps({"version": "1", "id": random_kafka_uuid()}).encode(), makepath=True)
+    except NodeExistsError:
+        pass
+    data, _ = kazoo.get(CLUSTER_ID_PATH)
+    return str(json.loads(data)["id"])
+
+
+def _name_uuid(name: str) -> uuid.UUID:
+    return uuid.uuid5(uuid.NAMESPACE_URL, "pybroker-topic:" + name)
+
+
+def _registration(info: BrokerInfo) -> BrokerRegistration:
+    listeners: dict[str, tuple[str, int]] = {}
+    for text in info.endpoints:
+        name = text.partition("://")[0]
+        ep = info.endpoint(name)
+        if ep is not None:
+            listeners[name] = ep
+    # One listener: every client (whatever its listener is called) is given it.
+    return BrokerRegistration(
+        info.broker_id, info.host, info.port, info.rack, MappingProxyType(listeners if len(listeners) > 1 else {})
+    )
+
+
+class ClusterMode:
+    """One broker's part in a ZooKeeper cluster (see the module docstring)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.config = broker.config
+        self.node_id = broker.node_id
+        self.publisher = ZkMetadataPublisher(self.node_id)
+        self.listener_name = self.config.get("inter.broker.listener.name") or "PLAINTEXT"
+        self.fetchers = ReplicaFetcherManager(
+            self.node_id,
+            self._endpoint_for,
+            broker.replica_manager.get_partition,
+            ReplicaFetcherConfig.from_broker_config(self.config),
+        )
+        self.membership: ZkClusterMembership | None = None
+        self.alter_partition: AlterIsrManager | None = None
+        self._tasks: list[asyncio.Task] = []
+        self.local: LocalController  # set by topic_admin(): the store mirror and partition factory
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def connect(self) -> str:
+        """Open the ZooKeeper session and return the cluster's id (/cluster/id, made by the first
+        broker ever to start), before the log directories are checked against it."""
+        host, port = self.config.advertised_host_port(self.listener_name)
+        self.membership = ZkClusterMembership.from_config(self.config, self, host=host, port=port)
+        self.alter_partition = AlterIsrManager(self.membership.loader.alter_isr)
+        zk = self.membership.zk
+        await asyncio.to_thread(zk.start)
+        return await asyncio.to_thread(zk.call, _get_or_create_cluster_id, zk.kazoo)
+
+    def topic_admin(self, local: LocalController) -> ClusterTopicAdmin:
+        self.local = local
+        return ClusterTopicAdmin(self, local)
+
+    async def start(self) -> None:
+        assert self.membership is not None and self.alter_partition is not None, "connect() first"
+        # Partitions loaded from disk lead nothing until ZooKeeper's state says so.
+        for p in self.broker.replica_manager.all_partitions():
+            if p.topic not in LOCAL_TOPICS:
+                self.prepare_partition(p)
+        await self.membership.start()
+        # Logs of topics ZooKeeper does not know (deleted while this broker was down) go now.
+        known = set(await asyncio.to_thread(self.membership.zk.get_all_topics))
+        for name in [n for n in self.broker.metadata.topics if n not in known and n not in LOCAL_TOPICS]:
+            log.info("topic %s is not in ZooKeeper: deleting its local logs", name)
+            self._delete_local_topic(name)
+        self._tasks.append(
+            asyncio.ensure_future(
+                run_isr_expiration(self.broker.replica_manager.all_partitions, self.config.replica_lag_time_max_ms)
+            )
+        )
+
+    async def controlled_shutdown(self, timeout_s: float = 15.0) -> None:
+        """``controlled.shutdown.enable``: before this broker stops serving, the controller moves its
+        leadership to other ISR members (Kafka's controlledShutdown).  The active controller is asked
+        directly; another broker writes a request znode the controller watches (Kafka 4's protocol has
+        no ControlledShutdown API to send, and advertising one would change what ApiVersions answers).
+        Waits, bounded, until this broker leads no partition that has another replica."""
+        m = self.membership
+        if m is None or not self.config.get("controlled.shutdown.enable"):
+            return
+        t0 = time.monotonic()
+        try:
+            if m.controller.is_active:
+                await m.controller.controlled_shutdown(self.node_id, m.broker_epoch)
+            else:
+                await self._zk(m.zk.request_controlled_shutdown, self.node_id, m.broker_epoch)
+        except Exception as e:  # noqa: BLE001 - the broker stops anyway; the controller sees the session go
+            log.warning("controlled shutdown request failed: %s", e)
+            return
+
+        def leads_nothing() -> bool:
+            return not any(
+                s.leader == self.node_id and len(s.replicas) > 1 and len(s.isr) > 1
+                for s in self.publisher.states.values()
+            )
+
+        moved = await self._wait_until(leads_nothing, int(timeout_s * 1000))
+        log.info("controlled shutdown: %s after %.1fs", "leadership moved" if moved else "gave up waiting",
+                 time.monotonic() - t0)
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        await self.fetchers.shutdown()
+        if self.membership is not None:
+            await self.membership.stop()
+
+    def prepare_partition(self, p: Partition) -> None:
+        """A partition opened or made here leads nothing until ZooKeeper's state says so."""
+        p._leader_id = NO_LEADER  # noqa: SLF001 - before the partition is published
+        p._leader_epoch = -1  # noqa: SLF001
+        p.alter_partition = self.alter_partition
+
+    def _endpoint_for(self, leader_id: int) -> RemoteLeaderEndpoint:
+        assert self.membership is not None
+        info = self.membership.loader.brokers.get(leader_id)
+        if info is None:
+            raise KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"broker {leader_id} is not registered")
+        host, port = info.endpoint(self.listener_name) or (info.host, info.port)
+        return RemoteLeaderEndpoint(leader_id, host, port, self.node_id)
+
+    # -- MetadataListener ------------------------------------------------------------------
+    def on_brokers(self, brokers: dict[int, BrokerInfo]) -> None:
+        self.publisher.set_brokers(brokers)
+
+    def on_controller(self, controller_id: int | None) -> None:
+        self.publisher.set_controller(controller_id)
+
+    def on_topic(self, topic: str, assignment: TopicAssignment | None, config: dict[str, str]) -> None:
+        if topic in LOCAL_TOPICS:
+            return
+        pub = self.publisher
+        if assignment is None:
+            pub.assignments.pop(topic, None)
+            pub.configs.pop(topic, None)
+            for tp in [tp for tp in pub.states if tp[0] == topic]:
+                del pub.states[tp]
+            pub.topic_changed(topic)
+            self._delete_local_topic(topic)
+            return
+        old = pub.assignments.get(topic)
+        if old is not None and old.topic_uuid != assignment.topic_uuid and assignment.topic_uuid is not None:
+            self._delete_local_topic(topic)  # deleted and created again while we looked away
+        pub.assignments[topic] = assignment
+        pub.configs[topic] = dict(config)
+        pub.topic_changed(topic)
+        self._mirror_topic(topic, assignment, config)
+        # Partitions reassigned away from this broker go.
+        for i, ra in assignment.partitions.items():
+            if self.node_id not in ra.replicas and self.broker.replica_manager.get_partition(topic, i) is not None:
+                self._remove_local_partition(topic, i)
+            elif (state := pub.states.get((topic, i))) is not None:
+                self.on_partition(topic, i, state)  # a state seen before its topic was mirrored
+
+    def on_partition(self, topic: str, partition: int, state: PartitionState) -> None:
+        if topic in LOCAL_TOPICS:
+            return
+        self.publisher.states[(topic, partition)] = state
+        self.publisher.topic_changed(topic)
+        if self.node_id not in state.replicas:
+            return
+        rm = self.broker.replica_manager
+        if rm.get_partition(topic, partition) is None and not self._create_local_partition(topic, partition):
+            return
+        results = become_leader_or_follower(self.node_id, rm.get_partition, self.fetchers, [state])
+        log.debug("%s-%d: %s -> %s", topic, partition, state, results)
+
+    # -- local logs --------------------------------------------------------------------------
+    def _mirror_topic(self, topic: str, assignment: TopicAssignment, config: dict[str, str]) -> None:
+        store = self.broker.metadata
+        n = max(assignment.partitions, default=-1) + 1
+        rec = store.topics.get(topic)
+        if rec is None:
+            store.add_topic(topic, n, dict(config), topic_id=assignment.topic_uuid or _name_uuid(topic))
+            return
+        if rec.partitions != n:
+            store.set_partitions(topic, n)
+        if rec.configs != config:
+            self.local.set_topic_configs(topic, dict(config))
+
+    def _create_local_partition(self, topic: str, index: int) -> bool:
+        b = self.broker
+        rec = b.metadata.topics.get(topic)
+        if rec is None or b.log_manager is None:
+            return False
+        lg = b.log_manager.get_log(topic, index)
+        if lg is None:
+            lg = b.log_manager.create_log(topic, index, self.local.log_config(rec), rec.topic_id)
+        p = self.local._new_partition(rec, index, lg)  # noqa: SLF001
+        self.prepare_partition(p)
+        b.replica_manager.add_partition(p)
+        return True
+
+    def _remove_local_partition(self, topic: str, index: int) -> None:
+        self.fetchers.remove_fetcher_for_partitions([(topic, index)])
+        p = self.broker.replica_manager.remove_partition(topic, index)
+        if p is not None:
+            p.close()
+        if self.broker.log_manager is not None:
+            self.broker.log_manager.delete_log(topic, index)
+
+    def _delete_local_topic(self, topic: str) -> None:
+        b = self.broker
+        rec = b.metadata.topics.get(topic)
+        if rec is None:
+            return
+        for i in range(rec.partitions):
+            self._remove_local_partition(topic, i)
+        b.metadata.remove_topic(topic)
+        b.metrics.forget_topic(topic)
+        log.info("deleted the local logs of topic %s", topic)
+
+    # -- topic administration (the ZooKeeper-backed TopicAdmin) ------------------------------
+    def live_brokers(self) -> set[int]:
+        return set(self.publisher.image().brokers)
+
+    async def _zk(self, fn, *args, **kwargs):
+        assert self.membership is not None
+        zk = self.membership.zk
+        return await asyncio.to_thread(zk.call, fn, *args, **kwargs)
+
+    async def _wait_until(self, done, timeout_ms: int | None) -> bool:
+        deadline = time.monotonic() + max(timeout_ms if timeout_ms is not None else 30_000, 0) / 1000
+        while not done():
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(ADMIN_POLL_S)
+        return True
+
+    async def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        configs: dict[str, str],
+        *,
+        replication_factor: int,
+        assignments: Mapping[int, list[int]] | None = None,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+    ) -> TopicRecord | None:
+        assert self.membership is not None
+        zk = self.membership.zk
+        result = await self._zk(
+            zk.create_topic,
+            name,
+            num_partitions,
+            replication_factor,
+            assignment=assignments or None,
+            config=configs,
+            validate_only=validate_only,
+        )
+        if validate_only:
+            return None
+
+        def visible() -> bool:
+            t = self.publisher.image().topic(name)
+            return (
+                t is not None
+                and t.num_partitions == num_partitions
+                and all(r.has_leader() for r in t.partitions.values())
+                and name in self.broker.metadata.topics
+            )
+
+        if not await self._wait_until(visible, timeout_ms):
+            # Kafka's answer when the controller has not finished in time: the topic will still appear.
+            raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"Topic {name} is not ready yet (leaders being elected).")
+        log.info("created topic %s (id %s) with %d partitions, RF %d", name, result.topic_id, num_partitions,
+                 replication_factor)
+        return self.broker.metadata.topics.get(name)
+
+    def auto_create_topic(self, name: str) -> None:
+        """Metadata's auto-creation: the write happens in the background; the client is answered
+        LEADER_NOT_AVAILABLE meanwhile and asks again, as with Kafka."""
+        rf = min(self.config.default_replication_factor, max(len(self.live_brokers()), 1))
+
+        async def create() -> None:
+            try:
+                assert self.membership is not None
+                await self._zk(self.membership.zk.create_topic, name, self.config.num_partitions, rf)
+            except KafkaError as e:
+                if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                    log.info("auto-creating topic %s failed: %s", name, e.message)
+            except Exception:
+                log.exception("auto-creating topic %s failed", name)
+
+        task = asyncio.ensure_future(create())
+        self._tasks.append(task)
+        task.add_done_callback(lambda t: self._tasks.remove(t) if t in self._tasks else None)
+
+    async def delete_topic(self, name: str, topic_id: uuid.UUID | None, timeout_ms: int | None) -> None:
+        assert self.membership is not None
+        t = self.publisher.image().topic(name)
+        if t is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        if topic_id is not None and t.topic_id != topic_id:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID, "unknown topic id")
+        if not self.config.delete_topic_enable:
+            raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
+        await self._zk(self.membership.zk.request_topic_deletion, name)
+        if not await self._wait_until(lambda: self.publisher.image().topic(name) is None, timeout_ms):
+            raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"Topic {name} is being deleted.")
+
+    async def add_partitions(
+        self,
+        name: str,
+        total: int,
+        *,
+        assignments: list[list[int]] | None = None,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+    ) -> None:
+        assert self.membership is not None
+        t = self.publisher.image().topic(name)
+        if t is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        if total < t.num_partitions:
+            raise KafkaError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"The topic {name} currently has {t.num_partitions} partition(s); {total} would not be an increase.",
+            )
+        if total == t.num_partitions:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {t.num_partitions} partition(s).")
+        await self._zk(
+            self.membership.zk.add_partitions, name, total, assignment=assignments, validate_only=validate_only
+        )
+        if validate_only:
+            return
+
+        def visible() -> bool:
+            img = self.publisher.image().topic(name)
+            return img is not None and img.num_partitions >= total and all(
+                r.has_leader() for r in img.partitions.values()
+            )
+
+        if not await self._wait_until(visible, timeout_ms):
+            raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"The new partitions of {name} have no leader yet.")
+
+
+class ClusterTopicAdmin:
+    """The TopicAdmin of a broker in a cluster (apis/services.TopicAdmin): topic creation, deletion and new
+    partitions go through ZooKeeper (ClusterMode); validation, configs and dynamic broker configs are
+    the LocalController's, on the topics ZooKeeper mirrored here."""
+
+    def __init__(self, cluster: ClusterMode, local: LocalController) -> None:
+        self._cluster = cluster
+        self._local = local
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._local, name)
+
+    async def create_topic_async(
+        self,
+        name: str,
+        num_partitions: int,
+        configs: dict[str, str | None],
+        *,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+        replication_factor: int = 1,
+        assignments: dict[int, list[int]] | None = None,
+    ) -> TopicRecord | None:
+        kept = self._local.check_new_topic(name, num_partitions, configs)
+        return await self._cluster.create_topic(
+            name,
+            num_partitions,
+            kept,
+            replication_factor=replication_factor,
+            assignments=assignments,
+            validate_only=validate_only,
+            timeout_ms=timeout_ms,
+        )
+
+    def auto_create_topic(self, name: str) -> TopicRecord | None:
+        if name in LOCAL_TOPICS or not self._cluster.config.auto_create_topics_enable:
+            return self._local.auto_create_topic(name)
+        self._cluster.auto_create_topic(name)
+        return None
+
+    async def delete_topic_async(
+        self, name: str, topic_id: uuid.UUID | None = None, timeout_ms: int | None = None
+    ) -> None:
+        await self._cluster.delete_topic(name, topic_id, timeout_ms)
+
+    async def add_partitions(
+        self,
+        name: str,
+        total: int,
+        *,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+        assignments: list[list[int]] | None = None,
+    ) -> None:
+        await self._cluster.add_partitions(
+            name, total, assignments=assignments, validate_only=validate_only, timeout_ms=timeout_ms
+        )
