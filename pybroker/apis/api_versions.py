@@ -11,7 +11,13 @@ from pybroker.protocol.errors import ErrorCode
 _SOFTWARE_RE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 
-def advertised_api_keys() -> list[dict]:
+# KIP-714's APIs.  Kafka advertises them only when a telemetry receiver is configured (a metrics
+# reporter implementing ClientTelemetry); pybroker's receiver is the metrics endpoint, so they are
+# advertised only with metrics.listener set.  They are answered either way, as Kafka answers them.
+TELEMETRY_API_KEYS = frozenset({71, 72})
+
+
+def advertised_api_keys(telemetry_receiver: bool = True) -> list[dict]:
     return [
         {
             "api_key": h.api_key,
@@ -19,6 +25,7 @@ def advertised_api_keys() -> list[dict]:
             "max_version": h.max_version,
         }
         for h in sorted(REGISTRY.values(), key=lambda h: h.api_key)
+        if telemetry_receiver or h.api_key not in TELEMETRY_API_KEYS
     ]
 
 TRANSACTION_VERSION = 2
@@ -41,7 +48,8 @@ def handle_api_versions(ctx: RequestContext, request: dict) -> dict:
     # stay on the behaviour every broker supports (pitfall 24).
     return {
         "error_code": ErrorCode.NONE,
-        "api_keys": advertised_api_keys(),
+        # Without a receiver, clients such as librdkafka would otherwise subscribe and push for nothing.
+        "api_keys": advertised_api_keys(bool(ctx.services.config.get("metrics.listener"))),
         "throttle_time_ms": 0,
         "supported_features": SUPPORTED_FEATURES,
         "finalized_features_epoch": FINALIZED_FEATURES_EPOCH,
