@@ -157,7 +157,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if NOT_EXPRESSIBLE_LOG:
+    # Read from the skip reports, not from NOT_EXPRESSIBLE_LOG: under pytest-xdist the skips happen in
+    # the workers and only their reports reach this process.
+    lines = set(NOT_EXPRESSIBLE_LOG)
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = getattr(report, "longrepr", None)
+        message = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+        if "NOT EXPRESSIBLE" in message:
+            lines.add(message.removeprefix("Skipped: "))
+    if lines:
         terminalreporter.section("scenarios a client cannot express (reported as skipped, never passed)")
-        for line in sorted(set(NOT_EXPRESSIBLE_LOG)):
+        for line in sorted(lines):
             terminalreporter.write_line(line)

@@ -94,3 +94,35 @@ def test_update_without_an_api_versions_probe_keeps_the_table() -> None:
     merged = ledger.merge_into_ledger(text, {"kafka": run, "pybroker": run})
     assert merged["kafka"]["api_versions"] == {"0": [0, 13], "1": [4, 18]}
     assert merged["pybroker"]["api_versions"] == {"0": [0, 13], "1": [4, 16]}
+
+
+def _report(nodeid: str, when: str, outcome: str, properties: list[tuple[str, Any]]) -> Any:
+    return SimpleNamespace(
+        nodeid=nodeid,
+        when=when,
+        passed=outcome == "passed",
+        failed=outcome == "failed",
+        skipped=outcome == "skipped",
+        longrepr=None,
+        user_properties=properties,
+    )
+
+
+def test_cells_and_api_versions_are_read_from_reports_once_in_the_reporting_process() -> None:
+    """Under pytest-xdist the controller sees only reports: the cell and the probed ApiVersions ride on
+    them, and a worker counts nothing itself (the controller counts its reports once)."""
+    controller = ledger_plugin.LedgerPlugin(SimpleNamespace())  # type: ignore[arg-type]
+    cell = ("groups::g", "java")
+    versions = {"18": [0, 4]}
+    tagged = [("ledger_cell", list(cell))]
+    controller.pytest_runtest_logreport(_report("a::g[java]", "setup", "passed", tagged))
+    assert controller.results == {}  # a passed setup says nothing yet
+    controller.pytest_runtest_logreport(
+        _report("a::g[java]", "call", "passed", [*tagged, ("ledger_api_versions", versions)])
+    )
+    controller.pytest_runtest_logreport(_report("a::g[java]", "teardown", "failed", tagged))
+    assert controller.results == {cell: "fail"}  # the failed teardown fails the cell
+    assert controller.api_versions == {18: (0, 4)}
+    worker = ledger_plugin.LedgerPlugin(SimpleNamespace(workerinput={}))  # type: ignore[arg-type]
+    worker.pytest_runtest_logreport(_report("a::g[java]", "call", "passed", tagged))
+    assert worker.results == {}

@@ -88,33 +88,67 @@ def outcome_of(report: pytest.TestReport) -> Outcome | None:
     return None  # a passed setup or teardown says nothing yet
 
 
+CELL_PROPERTY = "ledger_cell"
+API_VERSIONS_PROPERTY = "ledger_api_versions"
+
+
 class LedgerPlugin:
+    """Works alone and under pytest-xdist: the process that runs a test tags its reports with the
+    test's cell (and, once, the ApiVersions it probed); the process that reports (xdist's controller,
+    or the only process) reads the cells back from the reports, so each worker's share is counted once."""
+
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.cells: dict[str, tuple[str, str]] = {}
+        self.collected: set[str] = set()  # node ids of every collected test, from any process
+        self.cells: dict[str, tuple[str, str]] = {}  # node id -> cell, for the tests that reported
         self.results: dict[tuple[str, str], Outcome] = {}
         self.observed: dict[str, str] = {}
         self.api_versions: dict[int, tuple[int, int]] | None = None
+        self._probed = False
+
+    @property
+    def is_xdist_worker(self) -> bool:
+        return hasattr(self.config, "workerinput")
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        for item in session.items:
-            cell = scenario_and_client(item)
-            if cell is not None:
-                self.cells[item.nodeid] = cell
+        self.collected.update(item.nodeid for item in session.items)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self.collected.update(ids)
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Any:
         bootstrap = getattr(item, "funcargs", {}).get("bootstrap")
-        if self.api_versions is None and isinstance(bootstrap, str) and os.environ.get(LEDGER_JSON_ENV):
-            self.api_versions = read_api_versions(bootstrap)
+        if not self._probed and isinstance(bootstrap, str) and os.environ.get(LEDGER_JSON_ENV):
+            self._probed = True
+            versions = read_api_versions(bootstrap)
+            item.user_properties.append(
+                (API_VERSIONS_PROPERTY, {str(k): list(v) for k, v in versions.items()})
+            )
         yield
 
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+        outcome = yield
+        cell = scenario_and_client(item)
+        if cell is not None:
+            outcome.get_result().user_properties.append((CELL_PROPERTY, list(cell)))
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        cell = self.cells.get(report.nodeid)
+        if self.is_xdist_worker:
+            return  # the controller counts this report
+        properties = report.user_properties
+        for name, value in properties:
+            if name == API_VERSIONS_PROPERTY and self.api_versions is None:
+                self.api_versions = {int(k): (int(v[0]), int(v[1])) for k, v in dict(value).items()}
+        raw_cell = next((value for name, value in properties if name == CELL_PROPERTY), None)
         outcome = outcome_of(report)
-        if cell is None or outcome is None:
+        if raw_cell is None or outcome is None:
             return
-        for name, value in report.user_properties:
+        cell = (str(raw_cell[0]), str(raw_cell[1]))
+        self.cells[report.nodeid] = cell
+        for name, value in properties:
             if name == "observed":
                 self.observed[cell[0]] = str(value)
         previous = self.results.get(cell)
@@ -129,6 +163,8 @@ class LedgerPlugin:
         return nested
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self.is_xdist_worker:
+            return
         target = os.environ.get(LEDGER_JSON_ENV)
         if target:
             api = {str(k): list(v) for k, v in sorted((self.api_versions or {}).items())}
@@ -158,7 +194,11 @@ class LedgerPlugin:
 
         option = self.config.option
         every_module = {path.name for path in SCENARIOS_DIR.glob("test_*.py")}
-        collected = {Path(nodeid.split("::", 1)[0]).name for nodeid in self.cells}
+        collected = {
+            Path(nodeid.split("::", 1)[0]).name
+            for nodeid in self.collected
+            if nodeid.startswith("compat_tests/scenarios/")
+        }
         return (
             collected == every_module
             and not getattr(option, "keyword", "")
