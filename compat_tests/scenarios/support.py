@@ -68,3 +68,27 @@ def wait_for(condition: Callable[[], T], timeout_s: float = 30.0, what: str = "c
         time.sleep(0.2)  # poll interval, the deadline above bounds the wait
         last = condition()
     return last
+
+
+def confluent_round_trip(
+    conf: dict, topic: str, values: list[bytes], *, producer_extra: dict | None = None, timeout_s: float = 30
+) -> list[bytes]:
+    """Produce `values` to `topic` with confluent-kafka and read them back from the start with a fresh
+    group: what came back, in order (the caller asserts). The secured-listener tests share this."""
+    from confluent_kafka import Consumer, Producer
+
+    producer = Producer({**conf, **(producer_extra or {})})
+    for value in values:
+        producer.produce(topic, value)
+    assert producer.flush(timeout_s) == 0
+    consumer = Consumer({**conf, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    got: list[bytes] = []
+    deadline = time.monotonic() + timeout_s
+    while len(got) < len(values) and time.monotonic() < deadline:
+        for message in consumer.consume(100, 1.0):
+            if message.error() is None:
+                got.append(message.value())
+    consumer.commit(asynchronous=False)
+    consumer.close()
+    return got

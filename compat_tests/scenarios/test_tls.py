@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from compat_tests.brokers import PyBroker, free_port
+from compat_tests.scenarios.support import confluent_round_trip
 from pybroker.testing.certs import STORE_PASSWORD, CertificateAuthority
 
 API_VERSIONS_V0 = struct.pack(">hhih", 18, 0, 7, 1) + b"t"
@@ -99,22 +100,7 @@ def _produce_consume(client: str, tls: Tls, listener: str, *, cert: bool) -> Non
     values = [f"{client}-{i}".encode() * 10 for i in range(10)]
     bootstrap = f"127.0.0.1:{tls.ports[listener]}"
     if client == "confluent":
-        from confluent_kafka import Consumer, Producer
-
-        conf = _confluent_conf(tls, listener, cert=cert)
-        producer = Producer(conf)
-        for v in values:
-            producer.produce(topic, v)
-        assert producer.flush(30) == 0
-        consumer = Consumer({**conf, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
-        consumer.subscribe([topic])
-        got: list[bytes] = []
-        deadline = time.monotonic() + 30
-        while len(got) < len(values) and time.monotonic() < deadline:
-            m = consumer.poll(1.0)
-            if m is not None and m.error() is None:
-                got.append(m.value())
-        consumer.close()
+        got = confluent_round_trip(_confluent_conf(tls, listener, cert=cert), topic, values)
     elif client == "kafka-python":
         from kafka import KafkaConsumer, KafkaProducer
 

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from compat_tests.brokers import PyBroker
+from compat_tests.scenarios.support import confluent_round_trip
 from pybroker.testing.certs import KEY_PASSWORD, STORE_PASSWORD, CertificateAuthority
 from pybroker.testing.embedded import free_port
 
@@ -100,25 +101,8 @@ def _confluent(pki: Pki, port: int, *, cert: bool = False, ca: Path | None = Non
 
 
 def _produce_consume_confluent(conf: dict) -> None:
-    from confluent_kafka import Consumer, Producer
-
-    topic = f"tls-{uuid.uuid4().hex[:8]}"
-    producer = Producer(conf)
     values = [f"v{i}".encode() * 100 for i in range(20)]
-    for v in values:
-        producer.produce(topic, v)
-    assert producer.flush(30) == 0
-    consumer = Consumer({**conf, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 30
-    while len(got) < len(values) and time.monotonic() < deadline:
-        m = consumer.poll(1.0)
-        if m is not None and m.error() is None:
-            got.append(m.value())
-    consumer.commit(asynchronous=False)
-    consumer.close()
-    assert got == values
+    assert confluent_round_trip(conf, f"tls-{uuid.uuid4().hex[:8]}", values) == values
 
 
 def _metadata_ports(conf: dict) -> set[int]:
@@ -337,24 +321,9 @@ def test_aiokafka_over_mtls(tls_broker, pki):
 
 def test_fetches_larger_than_the_sendfile_threshold_over_ssl(tls_broker, pki):
     """Slices of 64 KiB and more go out by sendfile on plaintext; under TLS they must be encrypted."""
-    from confluent_kafka import Consumer, Producer
-
     conf = _confluent(pki, tls_broker.ports["SSL"])
-    topic = f"big-{uuid.uuid4().hex[:8]}"
     values = [bytes([i % 251]) * 4096 + i.to_bytes(4, "big") for i in range(256)]  # ~1 MiB
-    producer = Producer({**conf, "linger.ms": 50})
-    for v in values:
-        producer.produce(topic, v)
-    assert producer.flush(30) == 0
-    consumer = Consumer({**conf, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 30
-    while len(got) < len(values) and time.monotonic() < deadline:
-        for m in consumer.consume(100, 1.0):
-            if m.error() is None:
-                got.append(m.value())
-    consumer.close()
+    got = confluent_round_trip(conf, f"big-{uuid.uuid4().hex[:8]}", values, producer_extra={"linger.ms": 50})
     assert got == values
 
 
