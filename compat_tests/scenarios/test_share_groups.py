@@ -282,6 +282,32 @@ def test_implicit_acknowledgement(share_bootstrap: str, share_topic: tuple[str, 
     assert later.no_record_for(LOCK_S + 2)
 
 
+def test_batches_larger_than_a_fetch_are_all_delivered(
+    share_bootstrap: str, share_topic: tuple[str, str], consumers: list[ShareConsumer]
+) -> None:
+    """About 12 MB in batches of about 1 MB: a ShareFetch reads at most its byte limit of the log, which
+    ends inside a batch; every record must still be delivered, once (pybroker once failed the fetch)."""
+    from confluent_kafka import Producer
+
+    topic, group = share_topic
+    count = 12_000
+    producer = Producer(
+        {"bootstrap.servers": share_bootstrap, "linger.ms": 200, "batch.size": 1 << 20, "message.max.bytes": 2 << 20}
+    )
+    for i in range(count):
+        while True:
+            try:
+                producer.produce(topic, f"{i:08d}".encode() * 128)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    assert producer.flush(60) == 0
+    c = ShareConsumer(share_bootstrap, topic, group, ack="implicit")
+    consumers.append(c)
+    delivered = [c.next_record()[0] for _ in range(count)]
+    assert sorted(delivered) == list(range(count))
+
+
 def test_share_state_survives_a_broker_restart(request: pytest.FixtureRequest, tmp_path: Path) -> None:
     """Accepted and rejected records stay done and a released record keeps its delivery count across a
     broker restart: the share-partition state is durable (``__share_group_state``)."""

@@ -28,7 +28,7 @@ from pybroker.coordinator.share.manager import (
 from pybroker.coordinator.share.share_partition import AcknowledgementBatch, SharePartition
 from pybroker.coordinator.share.state_records import SharePartitionKey
 from pybroker.protocol.errors import ErrorCode
-from pybroker.records.batch import iter_batch_headers
+from pybroker.records.batch import iter_batch_headers, whole_batches
 
 if TYPE_CHECKING:
     from pybroker.replication.partition import Partition
@@ -359,7 +359,7 @@ def _acquire_one(sp: SharePartition, p: Partition, member_id: str, max_records: 
     file_slice = p.log.read(offset, max_bytes, hw)
     if file_slice is None:
         return None
-    data = file_slice.read()
+    data = whole_batches(file_slice.read())  # the slice ends at max_bytes, maybe inside a batch
     headers = list(iter_batch_headers(data, verify_crc=False))
     if not headers:
         return None

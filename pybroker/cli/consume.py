@@ -17,7 +17,7 @@ from pybroker.cli.client import (
 )
 from pybroker.cli.common import connect, emit_json, out
 from pybroker.protocol.errors import ErrorCode
-from pybroker.records.batch import LOG_OVERHEAD, iter_batch_headers
+from pybroker.records.batch import LOG_OVERHEAD, iter_batch_headers, whole_batches
 from pybroker.records.reader import decode_batch_records
 
 FORMATTER = argparse.RawDescriptionHelpFormatter
@@ -117,17 +117,6 @@ def _start_offsets(client: KafkaClient, topic: str, partitions: list[int], spec:
     return result
 
 
-def _whole_batches(records: memoryview) -> memoryview:
-    """A fetch may end in a partial batch (max bytes): cut it off."""
-    position, end = 0, len(records)
-    while position + LOG_OVERHEAD <= end:
-        size = int.from_bytes(records[position + 8 : position + 12], "big", signed=True)
-        if position + LOG_OVERHEAD + size > end:
-            break
-        position += LOG_OVERHEAD + size
-    return records[:position]
-
-
 def run_consume(args: argparse.Namespace) -> int:
     if args.num is not None and args.num <= 0:
         raise CliError("-n must be positive")
@@ -215,7 +204,7 @@ def _fetch_loop(
                         else part["high_watermark"]
                     )
                     if records:
-                        view = _whole_batches(memoryview(records))
+                        view = whole_batches(records)
                         for header in iter_batch_headers(view):
                             if header.next_offset <= positions[p]:
                                 continue

@@ -13,7 +13,7 @@ import time
 from collections.abc import Awaitable, Iterator
 from typing import TYPE_CHECKING
 
-from pybroker.records.batch import iter_batch_headers
+from pybroker.records.batch import iter_batch_headers, whole_batches
 from pybroker.records.builder import SimpleRecord, build_batch
 from pybroker.records.control import COMMIT, control_type
 from pybroker.records.reader import decode_batch_records
@@ -119,7 +119,8 @@ class InternalTopic:
                 file_slice = p.log.read(offset, READ_CHUNK_BYTES, end)
                 if file_slice is None:
                     break
-                data = file_slice.read()
+                # A chunk ends at READ_CHUNK_BYTES, maybe inside a batch: that batch starts the next chunk.
+                data = whole_batches(file_slice.read())
                 headers = list(iter_batch_headers(data))
                 if not headers:
                     break

@@ -131,6 +131,19 @@ def parse_batch_header(buf: bytes | bytearray | memoryview, position: int = 0) -
     return BatchHeader._make((*HEADER_STRUCT.unpack_from(buf, position), position))
 
 
+def whole_batches(records: bytes | bytearray | memoryview) -> memoryview:
+    """The prefix of `records` made of whole batches: a log read or a fetch is cut at its byte limit and
+    may end inside a batch (Kafka's FileRecords slices do the same); the torn tail is dropped."""
+    view = memoryview(records)
+    position, end = 0, len(view)
+    while position + LOG_OVERHEAD <= end:
+        size = int.from_bytes(view[position + 8 : position + 12], "big", signed=True)
+        if size < 0 or position + LOG_OVERHEAD + size > end:
+            break
+        position += LOG_OVERHEAD + size
+    return view[:position]
+
+
 def iter_batch_headers(
     buf: bytes | bytearray | memoryview, verify_crc: bool = True, start: int = 0
 ) -> Iterator[BatchHeader]:

@@ -90,3 +90,32 @@ def test_offsets_survive_restart_and_compaction(tmp_path: Path) -> None:
             await broker.stop()
 
     asyncio.run(run())
+
+
+def test_replay_reads_chunks_that_end_inside_a_batch(tmp_path: Path, monkeypatch) -> None:
+    """Replay reads the offsets partition in byte-limited chunks; a chunk that ends inside a batch must not
+    fail the load (it once raised CorruptRecordError once a partition outgrew one 4 MiB chunk)."""
+    from pybroker.coordinator import offsets_topic
+
+    async def run() -> None:
+        port = free_port()
+        broker = Broker(make_config(tmp_path, port))
+        await broker.start()
+        try:
+            broker.create_topic("t", 1, {})
+            for i in range(40):
+                commit(broker, "g1", i)
+        finally:
+            await broker.stop()
+        # Small chunks: almost every read now ends inside a batch.
+        monkeypatch.setattr(offsets_topic, "READ_CHUNK_BYTES", 150)
+        broker = Broker(make_config(tmp_path, port))
+        await broker.start()
+        try:
+            _, found = broker.group_coordinator.fetch_offsets("g1", [("t", [0])])
+            om = found[0][1][0][1]
+            assert (om.offset, om.metadata) == (39, "m39")
+        finally:
+            await broker.stop()
+
+    asyncio.run(run())
