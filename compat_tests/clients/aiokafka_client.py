@@ -26,6 +26,7 @@ from .base import (
     TopicDescription,
 )
 from .errors import kafka_error_name
+from .security import ClientSecurity, aiokafka_kwargs
 
 TIMEOUT_S = 30.0
 T = TypeVar("T")
@@ -49,6 +50,7 @@ def _check(error_code: int, what: str) -> None:
 
 class AiokafkaClient:
     name = "aiokafka"
+    security: ClientSecurity | None = None  # set by a scenario for a secured listener
     # aiokafka's Metadata requests always set allow_auto_topic_creation=true; there is no switch.
     consumer_can_disable_auto_create = False
 
@@ -65,6 +67,7 @@ class AiokafkaClient:
         async def run() -> list[Delivery]:
             producer = AIOKafkaProducer(
                 bootstrap_servers=bootstrap,
+                **aiokafka_kwargs(self.security),
                 compression_type=None if compression == "none" else compression,
                 enable_idempotence=idempotent,
                 acks="all" if acks == "all" else int(acks),
@@ -107,6 +110,7 @@ class AiokafkaClient:
         async def run() -> list[list[Delivery]]:
             producer = AIOKafkaProducer(
                 bootstrap_servers=bootstrap,
+                **aiokafka_kwargs(self.security),
                 transactional_id=transactional_id,
                 linger_ms=5,
                 request_timeout_ms=int(TIMEOUT_S * 1000),
@@ -169,6 +173,7 @@ class AiokafkaClient:
         async def run() -> list[ConsumedRecord]:
             consumer = AIOKafkaConsumer(
                 bootstrap_servers=bootstrap,
+                **aiokafka_kwargs(self.security),
                 group_id=None,
                 enable_auto_commit=False,
                 isolation_level=isolation,
@@ -211,7 +216,12 @@ class AiokafkaClient:
 
     def offset_for_time(self, bootstrap: str, topic: str, partition: int, timestamp_ms: int) -> int | None:
         async def run() -> int | None:
-            consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
+            consumer = AIOKafkaConsumer(
+                bootstrap_servers=bootstrap,
+                **aiokafka_kwargs(self.security),
+                group_id=None,
+                enable_auto_commit=False,
+            )
             await consumer.start()
             try:
                 tp = TopicPartition(topic, partition)
@@ -225,7 +235,11 @@ class AiokafkaClient:
     # ---- admin -------------------------------------------------------------------------
     def _admin_call(self, bootstrap: str, operation: Callable[[AIOKafkaAdminClient], Awaitable[T]]) -> T:
         async def run() -> T:
-            admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(TIMEOUT_S * 1000))
+            admin = AIOKafkaAdminClient(
+                bootstrap_servers=bootstrap,
+                **aiokafka_kwargs(self.security),
+                request_timeout_ms=int(TIMEOUT_S * 1000),
+            )
             await admin.start()
             try:
                 return await operation(admin)
@@ -277,7 +291,12 @@ class AiokafkaClient:
             raise NotSupportedByClient("aiokafka has no max-timestamp offset spec (ListOffsets v7)")
 
         async def run() -> ListedOffset:
-            consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
+            consumer = AIOKafkaConsumer(
+                bootstrap_servers=bootstrap,
+                **aiokafka_kwargs(self.security),
+                group_id=None,
+                enable_auto_commit=False,
+            )
             await consumer.start()
             try:
                 tp = TopicPartition(topic, partition)
@@ -341,6 +360,7 @@ class AiokafkaClient:
 
             consumer = AIOKafkaConsumer(
                 bootstrap_servers=bootstrap,
+                **aiokafka_kwargs(self.security),
                 group_id=group_id,
                 group_instance_id=instance_id,
                 enable_auto_commit=False,

@@ -43,6 +43,7 @@ from .base import (
     TopicDescription,
 )
 from .errors import kafka_error_name
+from .security import ClientSecurity, librdkafka_config
 
 # librdkafka reports broker errors with the Kafka code and local ones with negative codes.
 _LOCAL_NAMES = {
@@ -86,6 +87,7 @@ def _raise_from(exc: KafkaException) -> ClientError:
 
 class ConfluentClient:
     name = "confluent"
+    security: ClientSecurity | None = None  # set by a scenario for a secured listener
 
     # ---- producer / consumer -------------------------------------------------------------
     def produce(
@@ -101,6 +103,7 @@ class ConfluentClient:
         producer = Producer(
             {
                 "bootstrap.servers": bootstrap,
+                **librdkafka_config(self.security),
                 "compression.type": compression,
                 "enable.idempotence": idempotent,
                 "acks": "-1" if acks == "all" else acks,
@@ -152,6 +155,7 @@ class ConfluentClient:
         producer = Producer(
             {
                 "bootstrap.servers": bootstrap,
+                **librdkafka_config(self.security),
                 "transactional.id": transactional_id,
                 "linger.ms": 5,
                 "message.timeout.ms": int(TIMEOUT_S * 1000),
@@ -216,6 +220,7 @@ class ConfluentClient:
         return Consumer(
             {
                 "bootstrap.servers": bootstrap,
+                **librdkafka_config(self.security),
                 "group.id": f"compat-{uuid.uuid4().hex}",  # required by the API; never joined (assign only)
                 "enable.auto.commit": False,
                 "allow.auto.create.topics": False,
@@ -283,7 +288,7 @@ class ConfluentClient:
 
     # ---- admin -------------------------------------------------------------------------
     def _admin(self, bootstrap: str) -> AdminClient:
-        return AdminClient({"bootstrap.servers": bootstrap})
+        return AdminClient({"bootstrap.servers": bootstrap, **librdkafka_config(self.security)})
 
     def _call(self, bootstrap: str, operation) -> list:  # noqa: ANN001
         # The AdminClient must stay referenced until its futures resolve: dropping it destroys the
@@ -379,6 +384,7 @@ class ConfluentClient:
         ``group.remote.assignor``)."""
         settings = {
             "bootstrap.servers": bootstrap,
+            **librdkafka_config(self.security),
             "group.id": group_id,
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
@@ -436,6 +442,7 @@ class ConfluentClient:
         ``partition.assignment.strategy`` (range, roundrobin, cooperative-sticky)."""
         settings = {
             "bootstrap.servers": bootstrap,
+            **librdkafka_config(self.security),
             "group.id": group_id,
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",

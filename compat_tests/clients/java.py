@@ -35,6 +35,7 @@ from .base import (
 )
 from .group_member import drive_group_member
 from .program_lines import transaction_deliveries, transactions_input
+from .security import ClientSecurity, java_properties
 
 logger = logging.getLogger(__name__)
 
@@ -128,6 +129,7 @@ class JavaClient:
 
     name = "java"
     build = KAFKA3_BUILD
+    security: ClientSecurity | None = None  # set by a scenario for a secured listener
 
     def __init__(
         self, *, timeout_s: float = 30.0, java: str = "java", properties: dict[str, str] | None = None
@@ -451,7 +453,7 @@ class JavaClient:
         cds = [f"-XX:SharedArchiveFile={self.build.cds_archive}"] if self.build.cds_archive.exists() else []
         argv = [java, *JVM_OPTIONS, *cds, "-jar", str(jar), command, "--bootstrap", bootstrap]
         argv += ["--timeout-ms", str(int(client_timeout_s * 1000)), *options]
-        for name, value in self.properties.items():
+        for name, value in {**java_properties(self.security), **self.properties}.items():
             argv += ["--property", f"{name}={value}"]
         return argv
 

@@ -24,6 +24,7 @@ from .base import (
     TopicDescription,
 )
 from .errors import kafka_error_name
+from .security import ClientSecurity, kafka_python_kwargs
 
 TIMEOUT_S = 30.0
 
@@ -41,6 +42,7 @@ def to_client_error(exc: BaseException) -> ClientError:
 
 class KafkaPythonClient:
     name = "kafka-python"
+    security: ClientSecurity | None = None  # set by a scenario for a secured listener
 
     def produce(
         self,
@@ -58,6 +60,7 @@ class KafkaPythonClient:
             )
         producer = KafkaProducer(
             bootstrap_servers=bootstrap,
+            **kafka_python_kwargs(self.security),
             compression_type=None if compression == "none" else compression,
             enable_idempotence=idempotent,
             acks=-1 if acks == "all" else int(acks),
@@ -102,6 +105,7 @@ class KafkaPythonClient:
         """See ConfluentClient.produce_transactions."""
         producer = KafkaProducer(
             bootstrap_servers=bootstrap,
+            **kafka_python_kwargs(self.security),
             transactional_id=transactional_id,
             linger_ms=5,
             request_timeout_ms=int(TIMEOUT_S * 1000),
@@ -154,6 +158,7 @@ class KafkaPythonClient:
     def _consumer(self, bootstrap: str, isolation: str = "read_uncommitted") -> KafkaConsumer:
         consumer = KafkaConsumer(
             bootstrap_servers=bootstrap,
+            **kafka_python_kwargs(self.security),
             group_id=None,
             enable_auto_commit=False,
             isolation_level=isolation,
@@ -223,7 +228,11 @@ class KafkaPythonClient:
 
     # ---- admin -------------------------------------------------------------------------
     def _admin(self, bootstrap: str) -> KafkaAdminClient:
-        return KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(TIMEOUT_S * 1000))
+        return KafkaAdminClient(
+            bootstrap_servers=bootstrap,
+            **kafka_python_kwargs(self.security),
+            request_timeout_ms=int(TIMEOUT_S * 1000),
+        )
 
     def _call(self, bootstrap: str, operation):  # noqa: ANN001, ANN202
         admin = self._admin(bootstrap)
@@ -313,6 +322,7 @@ class KafkaPythonClient:
         consumer = KafkaConsumer(
             topic,
             bootstrap_servers=bootstrap,
+            **kafka_python_kwargs(self.security),
             group_id=group_id,
             group_instance_id=instance_id,
             enable_auto_commit=False,

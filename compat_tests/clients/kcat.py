@@ -28,6 +28,7 @@ from .base import (
     Record,
     Start,
 )
+from .security import ClientSecurity, librdkafka_config
 
 TIMEOUT_S = 60.0
 _DELIVERED = re.compile(rb"Message delivered to partition (-?\d+) \(offset (-?\d+)\)")
@@ -58,6 +59,14 @@ def _error_from_stderr(stderr: bytes, default: str = "UNKNOWN") -> ClientError:
 
 class KcatClient:
     name = "kcat"
+    security: ClientSecurity | None = None  # set by a scenario for a secured listener
+
+    def _security_args(self) -> list[str]:
+        return [
+            arg
+            for name, value in librdkafka_config(self.security).items()
+            for arg in ("-X", f"{name}={value}")
+        ]
 
     # ---- producer ----------------------------------------------------------------------
     def produce(
@@ -106,7 +115,7 @@ class KcatClient:
         key_delim, msg_delim = _delimiters(records)
         args: list[str | bytes] = [
             kcat_binary(),
-            "-b", bootstrap, "-t", topic, "-P", "-v", "-v",
+            "-b", bootstrap, *self._security_args(), "-t", topic, "-P", "-v", "-v",
             "-K", _escape(key_delim), "-D", _escape(msg_delim),
             "-X", f"compression.codec={compression}",
             "-X", f"acks={'-1' if acks == 'all' else acks}",
@@ -143,7 +152,7 @@ class KcatClient:
     ) -> list[ConsumedRecord]:
         offset = "beginning" if start == "beginning" else "end" if start == "end" else str(start)
         args = [
-            kcat_binary(), "-b", bootstrap, "-t", topic, "-p", str(partition), "-C", "-J",
+            kcat_binary(), "-b", bootstrap, *self._security_args(), "-t", topic, "-p", str(partition), "-C", "-J",
             "-o", offset, "-c", str(count), "-q", "-u",
             "-X", "allow.auto.create.topics=false",
             "-X", "isolation.level=read_uncommitted",
@@ -160,7 +169,15 @@ class KcatClient:
         return [_parse_json_record(line) for line in complete.split(b"\n") if line.strip()]
 
     def offset_for_time(self, bootstrap: str, topic: str, partition: int, timestamp_ms: int) -> int | None:
-        args = [kcat_binary(), "-b", bootstrap, "-Q", "-t", f"{topic}:{partition}:{timestamp_ms}"]
+        args = [
+            kcat_binary(),
+            "-b",
+            bootstrap,
+            *self._security_args(),
+            "-Q",
+            "-t",
+            f"{topic}:{partition}:{timestamp_ms}",
+        ]
         proc = subprocess.run(args, capture_output=True, timeout=TIMEOUT_S)
         if proc.returncode != 0:
             raise _error_from_stderr(proc.stderr)

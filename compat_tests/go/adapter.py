@@ -33,6 +33,7 @@ from compat_tests.clients.base import (
 )
 from compat_tests.clients.group_member import drive_group_member
 from compat_tests.clients.program_lines import transaction_deliveries, transactions_input
+from compat_tests.clients.security import ClientSecurity, go_options
 from compat_tests.reference.maven import CACHE_DIR, build_lock
 
 logger = logging.getLogger(__name__)
@@ -93,6 +94,7 @@ class GoCliClient:
 
     name = ""
     library = ""  # "franz" or "sarama"
+    security: ClientSecurity | None = None  # set by a scenario for a secured listener
 
     def __init__(self, *, timeout_s: float = 30.0) -> None:
         self.timeout_s = timeout_s
@@ -286,6 +288,7 @@ class GoCliClient:
         if instance_id is not None:
             options += ["--instance-id", instance_id]
         argv = [str(ensure_binary()), self.library, "group-consume", "--bootstrap", bootstrap]
+        argv += go_options(self.security)
         argv += ["--timeout-ms", str(int(self.timeout_s * 1000)), *options]
         process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
         errors: list[dict[str, Any]] = []  # the member's error line, read once it has exited
@@ -325,6 +328,7 @@ class GoCliClient:
     ) -> list[dict[str, Any]]:
         client_timeout_s = timeout_s if timeout_s is not None else self.timeout_s
         argv = [str(ensure_binary()), self.library, command, "--bootstrap", bootstrap]
+        argv += go_options(self.security)
         argv += ["--timeout-ms", str(int(client_timeout_s * 1000)), *options]
         result = subprocess.run(
             argv, input=stdin, capture_output=True, text=True, timeout=client_timeout_s + PROCESS_SLACK_S

@@ -53,6 +53,7 @@ func runFranz(command string, a *args) {
 		kgo.RequestTimeoutOverhead(timeout),
 		kgo.RetryTimeout(timeout),
 	}
+	opts = append(opts, securityFrom(a).franzOpts()...)
 	switch command {
 	case "produce":
 		franzProduce(ctx, a, opts)

@@ -58,6 +58,7 @@ func runSarama(command string, a *args) {
 	config.Metadata.AllowAutoTopicCreation = false
 	config.Metadata.Retry.Max = 3
 	config.Metadata.Retry.Backoff = 250 * time.Millisecond
+	securityFrom(a).applySarama(config)
 	brokers := strings.Split(a.must("bootstrap"), ",")
 	topic := a.str("topic", "")
 	switch command {
