@@ -151,6 +151,10 @@ class Broker:
         self.fetch_sessions = FetchSessions(config.max_incremental_fetch_session_cache_slots)
         # What the handlers may use (apis/services.py) and what the coordinators may use
         # (coordinator/services.py): the seams in front of this class.
+        # Cluster mode: ids from blocks claimed in ZooKeeper, unique across brokers (ZkProducerIdManager).
+        allocate_producer_id = (
+            self.metadata.allocate_producer_id if self.cluster is None else self.cluster.allocate_producer_id
+        )
         self.services = BrokerServices(
             node_id=self.node_id,
             config=config,
@@ -162,7 +166,7 @@ class Broker:
             topic_admin=self.controller if self.cluster is None else self.cluster.topic_admin(self.controller),
             fetch_sessions=self.fetch_sessions,
             metrics=self.metrics,
-            allocate_producer_id=self.metadata.allocate_producer_id,
+            allocate_producer_id=allocate_producer_id,
             metadata_store=self.metadata,
             cluster_mode=self.cluster is not None,
             controller_mutation_quotas=self.controller_mutation_quotas,
@@ -176,7 +180,7 @@ class Broker:
             topic_names=lambda: list(self.metadata.topics),
             create_topic=self.controller.create_topic,
             mark_internal=self.metadata.set_internal,
-            allocate_producer_id=self.metadata.allocate_producer_id,
+            allocate_producer_id=allocate_producer_id,
             group_coordinator=lambda: self.services.group_coordinator,
         )
         # What each SASL listener accepts (mechanisms, PLAIN users, OAUTHBEARER validation, reauth): a bad

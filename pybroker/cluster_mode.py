@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from pybroker.controller.cluster import ZkClusterMembership
 from pybroker.controller.metadata_loader import PartitionState
+from pybroker.controller.producer_id_manager import PRODUCER_ID_BLOCK_SIZE, ProducerIdManager
 from pybroker.controller.zk_data import BrokerInfo, TopicAssignment
 from pybroker.metadata.image import (
     NO_LEADER,
@@ -173,6 +174,7 @@ class ClusterMode:
         )
         self.membership: ZkClusterMembership | None = None
         self.alter_partition: AlterIsrManager | None = None
+        self.producer_ids: ProducerIdManager | None = None
         self._tasks: list[asyncio.Task] = []
         self.local: LocalController  # set by topic_admin(): the store mirror and partition factory
 
@@ -185,7 +187,18 @@ class ClusterMode:
         self.alter_partition = AlterIsrManager(self.membership.loader.alter_isr)
         zk = self.membership.zk
         await asyncio.to_thread(zk.start)
-        return await asyncio.to_thread(zk.call, _get_or_create_cluster_id, zk.kazoo)
+        cluster_id = await asyncio.to_thread(zk.call, _get_or_create_cluster_id, zk.kazoo)
+        # Producer ids come from blocks claimed in ZooKeeper: unique across the cluster.
+        self.producer_ids = ProducerIdManager(
+            lambda: zk.claim_producer_id_block(self.node_id, PRODUCER_ID_BLOCK_SIZE)
+        )
+        await asyncio.to_thread(self.producer_ids.start)
+        return cluster_id
+
+    def allocate_producer_id(self) -> int:
+        if self.producer_ids is None:
+            raise KafkaError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, "not connected to ZooKeeper yet")
+        return self.producer_ids.generate_producer_id()
 
     def topic_admin(self, local: LocalController) -> ClusterTopicAdmin:
         self.local = local

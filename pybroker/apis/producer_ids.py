@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 
 from pybroker.apis import RequestContext, auth, handles
-from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.errors import ErrorCode, KafkaError
 from pybroker.storage.errors import KafkaStorageError
 
 log = logging.getLogger(__name__)
@@ -44,12 +44,9 @@ def handle_init_producer_id(ctx: RequestContext, request: dict) -> dict:
     try:
         new_pid = ctx.services.allocate_producer_id()
     except KafkaStorageError:  # a new id block could not be recorded (disk full): retriable
-        return {
-            "throttle_time_ms": 0,
-            "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
-            "producer_id": -1,
-            "producer_epoch": -1,
-        }
+        return _refused(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    except KafkaError as exc:  # cluster mode: the next block is still being claimed from ZooKeeper
+        return _refused(exc.code)
     log.debug("producer id %d for %s", new_pid, ctx.peer)
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": new_pid, "producer_epoch": 0}
 
@@ -63,12 +60,15 @@ async def _init_transactional(ctx: RequestContext, request: dict) -> dict:
     if coordinator is None or not coordinator.started:
         error, pid, epoch = ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, -1
     else:
-        error, pid, epoch = await coordinator.init_producer_id(
-            request["transactional_id"],
-            request["transaction_timeout_ms"],
-            request.get("producer_id", -1),
-            request.get("producer_epoch", -1),
-        )
+        try:
+            error, pid, epoch = await coordinator.init_producer_id(
+                request["transactional_id"],
+                request["transaction_timeout_ms"],
+                request.get("producer_id", -1),
+                request.get("producer_epoch", -1),
+            )
+        except KafkaError as exc:  # no producer id to hand out yet (cluster mode): retriable
+            error, pid, epoch = exc.code, -1, -1
     if error == ErrorCode.PRODUCER_FENCED and ctx.version < 4:
         error = ErrorCode.INVALID_PRODUCER_EPOCH  # PRODUCER_FENCED is new in v4 (KIP-588)
     return {"throttle_time_ms": 0, "error_code": error, "producer_id": pid, "producer_epoch": epoch}

@@ -534,6 +534,31 @@ class KafkaZkClient:
         except NodeExistsError:
             self.kazoo.set(path, data)
 
+    def claim_producer_id_block(self, broker_id: int, block_size: int) -> tuple[int, int]:
+        """Claim the next ``block_size`` producer ids: (first, last). Kafka's
+        ZkProducerIdManager.getNewProducerIdBlock: read the latest block, write the one after it
+        conditionally on the znode's version, and start over when another broker won the race."""
+        while True:
+            try:
+                data, stat = self.call(self.kazoo.get, z.PRODUCER_ID_BLOCK_PATH)
+            except NoNodeError:
+                data, stat = None, None
+            first = 0
+            if data:
+                first = int(json.loads(data)["block_end"]) + 1
+            last = first + block_size - 1
+            block = json.dumps(
+                {"version": 1, "broker": broker_id, "block_start": str(first), "block_end": str(last)}
+            ).encode()
+            try:
+                if stat is None:
+                    self.call(self.kazoo.create, z.PRODUCER_ID_BLOCK_PATH, block)
+                else:
+                    self.call(self.kazoo.set, z.PRODUCER_ID_BLOCK_PATH, block, version=stat.version)
+            except (BadVersionError, NodeExistsError):
+                continue  # another broker claimed a block meanwhile (or our retried write landed): re-read
+            return first, last
+
     def get_controlled_shutdown_requests(self, watch: Watcher | None = None) -> dict[int, int]:
         """broker id -> broker epoch of every pending controlled-shutdown request."""
         self.kazoo.ensure_path(z.CONTROLLED_SHUTDOWN_PATH)

@@ -36,6 +36,8 @@ CONFIG_TOPICS_PATH = "/config/topics"
 # Kafka's brokers send ControlledShutdown (API 7), which Kafka 4's protocol no longer has). One ephemeral
 # child per broker, named after its id, holding {"broker_epoch": ...}; the controller deletes it when done.
 CONTROLLED_SHUTDOWN_PATH = "/admin/controlled_shutdown"
+# Kafka's ProducerIdBlockZNode: {"version": 1, "broker": id, "block_start": "first", "block_end": "last"}.
+PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
 PERSISTENT_PATHS = (
     BROKER_IDS_PATH, TOPICS_PATH, DELETE_TOPICS_PATH, ISR_CHANGE_NOTIFICATION_PATH, CONFIG_TOPICS_PATH,
     "/config/brokers", "/config/changes", CONTROLLED_SHUTDOWN_PATH,

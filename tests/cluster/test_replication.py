@@ -13,6 +13,7 @@ from pybroker.cli.client import KafkaClient
 from pybroker.protocol.errors import ErrorCode
 from pybroker.records.builder import SimpleRecord, build_batch
 from tests.cluster.conftest import Cluster, wait_for
+from tests.wire import WireClient
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -212,3 +213,21 @@ def test_group_members_on_different_brokers_share_one_coordinator(cluster: Clust
     finally:
         for c in consumers:
             c.close()
+
+
+def test_producer_ids_are_unique_across_brokers(cluster: Cluster) -> None:
+    """Each broker hands out ids from its own ZooKeeper-claimed block: idempotent producers that reach
+    different brokers never share an id (a shared id would make one leader take the other producer's
+    batches for its own sequence)."""
+    pids = []
+    for node, broker in cluster.brokers.items():
+        if broker.process is None or broker.process.poll() is not None:
+            continue
+        with WireClient(broker.bootstrap) as wire:
+            for _ in range(3):
+                answer = wire.request(22, 4, {"transactional_id": None, "transaction_timeout_ms": 60000,
+                                              "producer_id": -1, "producer_epoch": -1})  # fmt: skip
+                assert answer["error_code"] == 0, (node, answer)
+                pids.append(answer["producer_id"])
+    assert len(pids) >= 6
+    assert len(set(pids)) == len(pids), pids
