@@ -115,3 +115,56 @@ def test_kill9_mid_transaction_is_never_half_visible_and_times_out(tmp_path: Pat
         assert read_all(bootstrap, topic, "read_committed") == committed + [b"after"]
     finally:
         broker.stop()
+
+
+def test_kill9_between_prepare_commit_and_the_markers_completes_the_commit_on_restart(tmp_path: Path) -> None:
+    """The coordinator wrote PrepareCommit (EndTxn answered: the outcome is durable) but no marker reached
+    the partition when the broker died. On restart it replays PrepareCommit and writes the markers, as
+    Kafka's TransactionStateManager does: the commit becomes visible to read_committed, whole.
+
+    The markers are held back by a test-only hook that makes them fail as on a failed disk
+    (pybroker/coordinator/transaction/service.py FAIL_MARKERS_ENV); the restart runs without it."""
+    from pybroker.coordinator.transaction.service import FAIL_MARKERS_ENV
+
+    topic = "txn-prepared"
+    broker = PyBroker(tmp_path, env={FAIL_MARKERS_ENV: topic})
+    broker.start()
+    try:
+        bootstrap = broker.bootstrap
+        CLIENT.create_topic(bootstrap, topic, partitions=1)
+        txn_id = f"prepared-{uuid.uuid4().hex[:8]}"
+        producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id})
+        producer.init_transactions(TIMEOUT_S)
+        producer.begin_transaction()
+        values = [b"prepared-%d" % i for i in range(4)]
+        for value in values:
+            producer.produce(topic, value=value)
+        producer.commit_transaction(TIMEOUT_S)  # answered once PrepareCommit is written
+        assert read_all(bootstrap, topic, "read_uncommitted") == values
+        assert read_all(bootstrap, topic, "read_committed", settle_s=1.0) == []  # no COMMIT marker yet
+        assert "PrepareCommit" in _transaction_state(bootstrap, txn_id)
+
+        broker.kill9()
+        broker.extra_env.pop(FAIL_MARKERS_ENV)
+        broker.start()
+        wait_for(lambda: _transaction_state(bootstrap, txn_id) == "CompleteCommit", 30, "CompleteCommit")
+        assert read_all(bootstrap, topic, "read_committed") == values
+        again = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id})
+        again.init_transactions(TIMEOUT_S)
+        again.begin_transaction()
+        again.produce(topic, value=b"after")
+        again.commit_transaction(TIMEOUT_S)
+        assert read_all(bootstrap, topic, "read_committed") == [*values, b"after"]
+    finally:
+        broker.stop()
+
+
+def _transaction_state(bootstrap: str, transactional_id: str) -> str:
+    """DescribeTransactions (API 65) on the wire: the coordinator's state name for the id."""
+    from tests.wire import WireClient
+
+    with WireClient(bootstrap) as wire:
+        answer = wire.request(65, 0, {"transactional_ids": [transactional_id]})
+    (state,) = answer["transaction_states"]
+    assert state["error_code"] == 0, state
+    return state["transaction_state"]

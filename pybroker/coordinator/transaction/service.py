@@ -4,18 +4,27 @@ Everything it needs of the broker comes in ``CoordinatorServices``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+import os
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from pybroker.coordinator.offsets_topic import InternalTopic
 from pybroker.coordinator.transaction.coordinator import TransactionConfig, TransactionCoordinator
 from pybroker.coordinator.transaction.markers import LocalMarkerWriter
+from pybroker.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from pybroker.coordinator.coordinator import GroupCoordinator
     from pybroker.coordinator.services import CoordinatorServices
 
+log = logging.getLogger(__name__)
+
 TOPIC = "__transaction_state"
+# Test-only: markers to this topic's partitions fail as on a failed disk (KAFKA_STORAGE_ERROR), so a test
+# can stop the coordinator between PrepareCommit and the markers and kill the broker there
+# (tests/integration/test_transactions_crash.py). Never set it on a real broker.
+FAIL_MARKERS_ENV = "PYBROKER_TEST_FAIL_TXN_MARKERS_TOPIC"
 # What Kafka gives the topic (TransactionLog / TransactionStateManager.transactionTopicConfigs).
 TOPIC_CONFIGS = {
     "cleanup.policy": "compact",
@@ -36,7 +45,21 @@ def marker_writer(
         if gc is not None:
             gc.txn_offsets.complete(producer_id, commit, index)
 
-    return LocalMarkerWriter(partition, offsets_marker)
+    writer = LocalMarkerWriter(partition, offsets_marker)
+    failing_topic = os.environ.get(FAIL_MARKERS_ENV)
+    if not failing_topic:
+        return writer
+    log.warning("test hook %s=%s: markers to that topic fail", FAIL_MARKERS_ENV, failing_topic)
+
+    def write(
+        producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, partitions: Iterable[Any]
+    ) -> dict[tuple[str, int], ErrorCode]:
+        wanted = set(partitions)
+        failed = {tp: ErrorCode.KAFKA_STORAGE_ERROR for tp in wanted if tp[0] == failing_topic}
+        rest = writer(producer_id, producer_epoch, commit, coordinator_epoch, wanted - set(failed))
+        return {**rest, **failed}
+
+    return write  # type: ignore[return-value]
 
 
 async def start_transaction_coordinator(services: CoordinatorServices) -> TransactionCoordinator:
