@@ -421,6 +421,22 @@ class ClusterMode:
                  replication_factor)
         return self.broker.metadata.topics.get(name)
 
+    async def alter_topic_configs(self, name: str, configs: dict[str, str], timeout_ms: int = 30_000) -> None:
+        """Write the topic's configs to ZooKeeper (/config/topics/<topic>): every broker's metadata loader
+        sees the change and applies it. Answered once this broker has applied it, so a DescribeConfigs
+        here right after shows it (Kafka's ZK-mode AdminZkClient.changeTopicConfig, then the watch)."""
+        if name in LOCAL_TOPICS:
+            self.local.set_topic_configs(name, configs)
+            return
+        assert self.membership is not None
+        await asyncio.to_thread(self.membership.zk.set_topic_config, name, configs)
+
+        def applied() -> bool:
+            return self.publisher.configs.get(name) == configs
+
+        if not await self._wait_until(applied, timeout_ms):
+            raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"The new configs of {name} are not applied yet.")
+
     def auto_create_topic(self, name: str) -> None:
         """Metadata's auto-creation: the write happens in the background; the client is answered
         LEADER_NOT_AVAILABLE meanwhile and asks again, as with Kafka."""
@@ -533,6 +549,9 @@ class ClusterTopicAdmin:
         self, name: str, topic_id: uuid.UUID | None = None, timeout_ms: int | None = None
     ) -> None:
         await self._cluster.delete_topic(name, topic_id, timeout_ms)
+
+    async def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        await self._cluster.alter_topic_configs(name, configs)
 
     async def add_partitions(
         self,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable
 
 from pybroker import config as broker_config
 from pybroker.apis import RequestContext, auth, broker_loggers, handles, telemetry
@@ -153,7 +154,7 @@ def _config_denial(ctx: RequestContext, op, rtype: int, name: str) -> ErrorCode 
     return None
 
 
-def _apply_topic_configs(
+async def _apply_topic_configs(
     ctx: RequestContext, name: str, new: dict[str, str], validate_only: bool
 ) -> tuple[ErrorCode, str | None]:
     b = ctx.services
@@ -163,14 +164,14 @@ def _apply_topic_configs(
         return ErrorCode.INVALID_CONFIG, str(e)
     if not validate_only:
         try:
-            b.topic_admin.set_topic_configs(name, new)
-        except KafkaError as e:  # the change could not be recorded (KAFKA_STORAGE_ERROR)
+            await b.topic_admin.alter_topic_configs(name, new)
+        except KafkaError as e:  # the change could not be recorded (KAFKA_STORAGE_ERROR, REQUEST_TIMED_OUT)
             return ErrorCode(e.code), e.message
         log.info("topic %s configs now %s", name, new)
     return ErrorCode.NONE, None
 
 
-def _alter(ctx: RequestContext, request: dict, incremental: bool) -> dict:
+async def _alter(ctx: RequestContext, request: dict, incremental: bool) -> dict:
     b = ctx.services
     validate_only = request.get("validate_only", False)
     responses = []
@@ -194,7 +195,7 @@ def _alter(ctx: RequestContext, request: dict, incremental: bool) -> dict:
                 except ValueError as e:
                     code, message = ErrorCode.INVALID_CONFIG, str(e)
                 else:
-                    code, message = _apply_topic_configs(ctx, rname, new, validate_only)
+                    code, message = await _apply_topic_configs(ctx, rname, new, validate_only)
         elif rtype == BROKER:
             code, message = _alter_broker(ctx, rname, r["configs"], incremental, validate_only)
         elif rtype == CLIENT_METRICS:
@@ -359,10 +360,10 @@ def _apply_op(configs: dict[str, str], c: dict, incremental: bool, broker) -> No
 
 
 @handles(33, 0, 2)
-def handle_alter_configs(ctx: RequestContext, request: dict) -> dict:
+def handle_alter_configs(ctx: RequestContext, request: dict) -> Awaitable[dict]:
     return _alter(ctx, request, incremental=False)
 
 
 @handles(44, 0, 1)
-def handle_incremental_alter_configs(ctx: RequestContext, request: dict) -> dict:
+def handle_incremental_alter_configs(ctx: RequestContext, request: dict) -> Awaitable[dict]:
     return _alter(ctx, request, incremental=True)

@@ -73,6 +73,9 @@ class TopicAdmin(Protocol):
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None: ...
 
+    async def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """set_topic_configs as the API does it: in a cluster, through ZooKeeper to every broker."""
+
     def dynamic_config_level(self, resource_name: str) -> ConfigSource: ...
 
     def set_dynamic_broker_configs(self, resource_name: str, configs: dict[str, str]) -> None: ...

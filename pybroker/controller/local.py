@@ -412,6 +412,9 @@ class LocalController:
             raise KafkaError(ErrorCode.POLICY_VIOLATION, TOO_MANY_RECORDS)
         return rec
 
+    async def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        self.set_topic_configs(name, configs)
+
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         rec = self.metadata.topics[name]
         with storage_errors_as_kafka_errors(f"changing the configs of {name}"):

@@ -158,7 +158,23 @@ class ZkMetadataLoader:
                 self._watched_topics.add(topic)
             if new:
                 DataWatch(self.zk.kazoo, z.topic_path(topic), self._topic_watcher(topic))
+                # Config changes (AlterConfigs on any broker) rewrite /config/topics/<topic>.
+                DataWatch(self.zk.kazoo, z.topic_config_path(topic), self._config_watcher(topic))
         return None
+
+    def _config_watcher(self, topic: str) -> Callable[[bytes | None, Any], bool | None]:
+        def on_config(data: bytes | None, stat: Any) -> bool | None:
+            if self._stopped:
+                return False
+            with self._lock:
+                if topic not in self._watched_topics:
+                    return False  # deleted: a re-created topic gets a new watch
+                assignment = self.topics.get(topic)
+            if assignment is not None and stat is not None:
+                self._deliver(self.listener.on_topic, topic, assignment, z.decode_topic_config(data))
+            return None
+
+        return on_config
 
     def _topic_watcher(self, topic: str) -> Callable[[bytes | None, Any], bool | None]:
         def on_assignment(data: bytes | None, stat: Any) -> bool | None:

@@ -249,6 +249,18 @@ class KafkaZkClient:
             return {}
         return z.decode_topic_config(data)
 
+    def set_topic_config(self, topic: str, config: Mapping[str, str]) -> None:
+        """Replace the topic's config znode (/config/topics/<topic>, Kafka's format); every broker's
+        metadata loader watches it (ZkMetadataLoader) and applies the change."""
+        data = z.encode_topic_config(config)
+        try:
+            self.call(self.kazoo.set, z.topic_config_path(topic), data)
+        except NoNodeError:
+            try:
+                self.call(self.kazoo.create, z.topic_config_path(topic), data, makepath=True)
+            except NodeExistsError:
+                self.call(self.kazoo.set, z.topic_config_path(topic), data)
+
     def create_topic(
         self,
         topic: str,

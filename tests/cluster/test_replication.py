@@ -231,3 +231,38 @@ def test_producer_ids_are_unique_across_brokers(cluster: Cluster) -> None:
                 pids.append(answer["producer_id"])
     assert len(pids) >= 6
     assert len(set(pids)) == len(pids), pids
+
+
+def test_topic_config_change_reaches_every_broker(cluster: Cluster) -> None:
+    """IncrementalAlterConfigs on one broker writes /config/topics/<topic>; every broker applies it:
+    DescribeConfigs on each shows it, and each partition leader enforces it (max.message.bytes)."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    create_topic(cluster, "configs", partitions=3)
+    first = next(iter(cluster.brokers.values())).bootstrap
+    resource = ConfigResource(
+        "topic",
+        "configs",
+        incremental_configs=[ConfigEntry("max.message.bytes", "2000", incremental_operation=AlterConfigOpType.SET)],
+    )
+    alter = AdminClient({"bootstrap.servers": first})  # referenced until its futures resolve
+    for future in alter.incremental_alter_configs([resource]).values():
+        future.result(30)
+    for node, broker in cluster.brokers.items():
+        if broker.process is None or broker.process.poll() is not None:
+            continue
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+        def shown(admin: AdminClient = admin) -> bool:
+            configs = admin.describe_configs([ConfigResource("topic", "configs")])
+            entries = next(iter(configs.values())).result(30)
+            return entries["max.message.bytes"].value == "2000"
+
+        wait_for(shown, what=f"broker {node} to show the new max.message.bytes")
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "message.max.bytes": 100_000})
+    results: list[str] = []
+    for partition in range(3):  # leaders spread over the brokers
+        producer.produce("configs", b"x" * 5000, partition=partition,
+                         on_delivery=lambda err, msg: results.append(err.name() if err else "ok"))  # fmt: skip
+    producer.flush(30)
+    assert results == ["MSG_SIZE_TOO_LARGE"] * 3
