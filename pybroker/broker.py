@@ -229,6 +229,9 @@ class Broker:
         if self.port == 0 or self.advertised_port == 0:
             raise SystemExit("listeners must name a port")
         group_coordinator = GroupCoordinator(self.coordinator_services)
+        if self.cluster is not None:  # groups follow the leadership of their __consumer_offsets partition
+            group_coordinator.leadership_driven = True
+            group_coordinator.request_offsets_topic = self.cluster.ensure_offsets_topic
         self.services.group_coordinator = group_coordinator
         self.controller.internal_topic_creators[OFFSETS_TOPIC] = group_coordinator.ensure_offsets_topic
         self.controller.topics_deleted_listeners.append(group_coordinator.on_topics_deleted)

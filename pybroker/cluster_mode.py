@@ -58,7 +58,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # Each broker keeps its own copy of these (its coordinators' state), outside ZooKeeper.
-LOCAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+# __consumer_offsets is replicated like any topic: a group's coordinator is the leader of its partition.
+# The transaction coordinator's __transaction_state still lives on one broker (transactions are refused
+# in cluster mode).
+LOCAL_TOPICS = frozenset({"__transaction_state"})
+OFFSETS_TOPIC = "__consumer_offsets"
 # How often an admin request re-reads the image while it waits for the controller's result.
 ADMIN_POLL_S = 0.05
 CLUSTER_ID_PATH = "/cluster/id"
@@ -175,6 +179,7 @@ class ClusterMode:
         self.membership: ZkClusterMembership | None = None
         self.alter_partition: AlterIsrManager | None = None
         self.producer_ids: ProducerIdManager | None = None
+        self._creating_offsets_topic = False
         self._tasks: list[asyncio.Task] = []
         self.local: LocalController  # set by topic_admin(): the store mirror and partition factory
 
@@ -317,6 +322,57 @@ class ClusterMode:
             return
         results = become_leader_or_follower(self.node_id, rm.get_partition, self.fetchers, [state])
         log.debug("%s-%d: %s -> %s", topic, partition, state, results)
+        if topic == OFFSETS_TOPIC:
+            self._offsets_leadership(partition, state.leader == self.node_id)
+
+    def _offsets_leadership(self, partition: int, leader: bool) -> None:
+        """Kafka's GroupCoordinator.onElection / onResignation: this broker coordinates the groups of the
+        __consumer_offsets partitions it leads, loaded from the partition when it becomes their leader."""
+        coordinator = self.broker.services.group_coordinator
+        if coordinator is None:
+            return
+        if leader:
+            coordinator.on_election(partition)
+        else:
+            coordinator.on_resignation(partition)
+
+    def ensure_offsets_topic(self) -> None:
+        """Create __consumer_offsets through ZooKeeper on first use (Kafka's FindCoordinator does): with
+        offsets.topic.replication.factor replicas, refused (and logged) while fewer brokers are alive, as
+        Kafka refuses it; clients are answered COORDINATOR_NOT_AVAILABLE until its leaders are elected."""
+        if self._creating_offsets_topic or self.publisher.image().topic(OFFSETS_TOPIC) is not None:
+            return
+        from pybroker.coordinator.offsets_topic import TOPIC_CONFIGS
+
+        rf = self.config.get("offsets.topic.replication.factor")
+        partitions = self.config.offsets_topic_num_partitions
+        live = len(self.live_brokers())
+        if live < rf:
+            log.warning(
+                "not creating %s yet: offsets.topic.replication.factor is %d and %d brokers are alive",
+                OFFSETS_TOPIC, rf, live,
+            )  # fmt: skip
+            return
+        self._creating_offsets_topic = True
+
+        async def create() -> None:
+            try:
+                assert self.membership is not None
+                await self._zk(
+                    self.membership.zk.create_topic, OFFSETS_TOPIC, partitions, rf, config=dict(TOPIC_CONFIGS)
+                )
+                log.info("created %s with %d partitions, replication factor %d", OFFSETS_TOPIC, partitions, rf)
+            except KafkaError as e:
+                if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                    log.warning("creating %s failed: %s", OFFSETS_TOPIC, e.message)
+            except Exception:
+                log.exception("creating %s failed", OFFSETS_TOPIC)
+            finally:
+                self._creating_offsets_topic = False
+
+        task = asyncio.ensure_future(create())
+        self._tasks.append(task)
+        task.add_done_callback(lambda t: self._tasks.remove(t) if t in self._tasks else None)
 
     # -- local logs --------------------------------------------------------------------------
     def _mirror_topic(self, topic: str, assignment: TopicAssignment, config: dict[str, str]) -> None:
@@ -345,6 +401,8 @@ class ClusterMode:
         return True
 
     def _remove_local_partition(self, topic: str, index: int) -> None:
+        if topic == OFFSETS_TOPIC:
+            self._offsets_leadership(index, False)
         self.fetchers.remove_fetcher_for_partitions([(topic, index)])
         p = self.broker.replica_manager.remove_partition(topic, index)
         if p is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from pybroker.apis import RequestContext, auth, handles
-from pybroker.apis.groups import _after, _client_host, _client_id, _coordinator
+from pybroker.apis.groups import _after, _client_host, _client_id, _coordinator, _coordinator_error
 from pybroker.coordinator.consumer_coordinator import HeartbeatRequest
 from pybroker.coordinator.consumer_records import assignment_from_wire
 from pybroker.protocol.errors import ErrorCode
@@ -22,7 +22,7 @@ AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 @handles(CONSUMER_GROUP_HEARTBEAT, 0, 1)
 def handle_consumer_group_heartbeat(ctx: RequestContext, request: dict):  # noqa: ANN201
-    coordinator = _coordinator(ctx)
+    coordinator = _coordinator(ctx, request["group_id"])
     # Kafka: Read on the group, then Describe on every topic subscribed to by name.
     refused = None
     if not auth.authorize(ctx, auth.READ, auth.GROUP, request["group_id"]):
@@ -34,7 +34,7 @@ def handle_consumer_group_heartbeat(ctx: RequestContext, request: dict):  # noqa
     if coordinator is None or refused is not None:
         return {
             "throttle_time_ms": 0,
-            "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE if refused is None else refused,
+            "error_code": _coordinator_error(ctx, request["group_id"]) if refused is None else refused,
             "error_message": None,
             "member_id": None,
             "member_epoch": 0,
@@ -72,10 +72,10 @@ def handle_consumer_group_describe(ctx: RequestContext, request: dict) -> dict[s
         if not auth.authorize(ctx, auth.DESCRIBE, auth.GROUP, group_id):
             refused.append(_group_error(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED, None))
             continue
-        if coordinator is None:
+        if coordinator is None or not coordinator.is_coordinator_for(group_id):
             groups.append(
                 {
-                    "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                    "error_code": _coordinator_error(ctx, group_id),
                     "error_message": None,
                     "group_id": group_id,
                     "group_state": "",

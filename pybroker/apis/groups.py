@@ -15,6 +15,8 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from pybroker.apis import RequestContext, auth, handles
+from pybroker.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
+from pybroker.coordinator.offsets_topic import partition_for
 from pybroker.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -39,9 +41,25 @@ KEY_TYPE_TRANSACTION = 1
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
-def _coordinator(ctx: RequestContext) -> GroupCoordinator | None:
+def _coordinator(ctx: RequestContext, group_id: str | None = None) -> GroupCoordinator | None:
+    """The running group coordinator; with ``group_id``, only if it coordinates that group (in a cluster,
+    the group's __consumer_offsets partition is led here)."""
     coordinator = getattr(ctx.services, "group_coordinator", None)
-    return coordinator if coordinator is not None and coordinator.started else None
+    if coordinator is None or not coordinator.started:
+        return None
+    if group_id is not None and not coordinator.is_coordinator_for(group_id):
+        return None
+    return coordinator
+
+
+def _coordinator_error(ctx: RequestContext, group_id: str | None = None) -> ErrorCode:
+    """Why ``_coordinator(ctx, group_id)`` gave None: NOT_COORDINATOR when another broker coordinates the
+    group (the client looks the coordinator up again), else COORDINATOR_NOT_AVAILABLE."""
+    coordinator = getattr(ctx.services, "group_coordinator", None)
+    if coordinator is not None and coordinator.started and group_id is not None:
+        if not coordinator.is_coordinator_for(group_id):
+            return ErrorCode.NOT_COORDINATOR
+    return ErrorCode.COORDINATOR_NOT_AVAILABLE
 
 
 def _client_host(ctx: RequestContext) -> str:
@@ -54,6 +72,15 @@ def _client_id(ctx: RequestContext) -> str:
 
 
 # -- FindCoordinator ----------------------------------------------------------------------------------
+def _offsets_partition_leader(ctx: RequestContext, group_id: str) -> int:
+    """The leader of the group's __consumer_offsets partition (-1 while there is none)."""
+    topic = ctx.metadata_image().topic(OFFSETS_TOPIC)
+    if topic is None or not topic.partitions:
+        return -1
+    registration = topic.partitions.get(partition_for(group_id, len(topic.partitions)))
+    return -1 if registration is None else registration.leader
+
+
 def _find_one(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
     b = ctx.services
     # Kafka: Describe on the group, or on the transactional id, before anything else.
@@ -68,9 +95,12 @@ def _find_one(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
     txn = getattr(b, "transaction_coordinator", None)
     node_id = b.node_id
     if b.cluster_mode:
-        # Cluster mode, for now: __consumer_offsets is not replicated; every group is coordinated by the
-        # controller broker (one place all members agree on), and transactions are refused.
-        node_id = ctx.metadata_image().controller_id
+        # A group's coordinator is the leader of its __consumer_offsets partition (created through
+        # ZooKeeper on first use). Transactions are refused in cluster mode for now.
+        node_id = -1
+        if key_type == KEY_TYPE_GROUP and coordinator is not None:
+            coordinator.ensure_offsets_topic()
+            node_id = _offsets_partition_leader(ctx, key)
         if key_type == KEY_TYPE_TRANSACTION or node_id not in ctx.metadata_image().brokers:
             coordinator = txn = None
     if key_type == KEY_TYPE_GROUP and coordinator is not None:
@@ -131,14 +161,14 @@ async def _held(fut: Awaitable[dict[str, Any]], shape) -> dict[str, Any]:  # noq
 
 @handles(JOIN_GROUP, 0, 9)
 def handle_join_group(ctx: RequestContext, request: dict):  # noqa: ANN201
-    coordinator = _coordinator(ctx)
+    coordinator = _coordinator(ctx, request["group_id"])
     version = ctx.version
     denied = not auth.authorize(ctx, auth.READ, auth.GROUP, request["group_id"])
     if coordinator is None or denied:
         return _join_response(
             version,
             {
-                "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED if denied else ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED if denied else _coordinator_error(ctx, request["group_id"]),  # noqa: E501
                 "generation_id": -1,
                 "protocol_type": None,
                 "protocol_name": None,
@@ -179,14 +209,14 @@ def _sync_response(version: int, result: dict[str, Any]) -> dict[str, Any]:
 
 @handles(SYNC_GROUP, 0, 5)
 def handle_sync_group(ctx: RequestContext, request: dict):  # noqa: ANN201
-    coordinator = _coordinator(ctx)
+    coordinator = _coordinator(ctx, request["group_id"])
     version = ctx.version
     denied = not auth.authorize(ctx, auth.READ, auth.GROUP, request["group_id"])
     if coordinator is None or denied:
         return _sync_response(
             version,
             {
-                "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED if denied else ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED if denied else _coordinator_error(ctx, request["group_id"]),  # noqa: E501
                 "protocol_type": None,
                 "protocol_name": None,
                 "assignment": b"",
@@ -208,11 +238,11 @@ def handle_sync_group(ctx: RequestContext, request: dict):  # noqa: ANN201
 
 @handles(HEARTBEAT, 0, 4)
 def handle_heartbeat(ctx: RequestContext, request: dict) -> dict:
-    coordinator = _coordinator(ctx)
+    coordinator = _coordinator(ctx, request["group_id"])
     if not auth.authorize(ctx, auth.READ, auth.GROUP, request["group_id"]):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     if coordinator is None:
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
+        return {"throttle_time_ms": 0, "error_code": _coordinator_error(ctx, request["group_id"])}
     error = coordinator.heartbeat(
         group_id=request["group_id"],
         generation_id=request["generation_id"],
@@ -224,7 +254,7 @@ def handle_heartbeat(ctx: RequestContext, request: dict) -> dict:
 
 @handles(LEAVE_GROUP, 0, 5)
 def handle_leave_group(ctx: RequestContext, request: dict) -> dict:
-    coordinator = _coordinator(ctx)
+    coordinator = _coordinator(ctx, request["group_id"])
     version = ctx.version
     if version >= 3:
         leaving = [(m["member_id"], m.get("group_instance_id")) for m in request["members"]]
@@ -233,7 +263,7 @@ def handle_leave_group(ctx: RequestContext, request: dict) -> dict:
     if not auth.authorize(ctx, auth.READ, auth.GROUP, request["group_id"]):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "members": []}
     if coordinator is None:
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "members": []}
+        return {"throttle_time_ms": 0, "error_code": _coordinator_error(ctx, request["group_id"]), "members": []}
     top, results = coordinator.leave_group(request["group_id"], leaving)
     if version < 3:
         # One member: its own error is the answer.
@@ -277,9 +307,9 @@ def handle_describe_groups(ctx: RequestContext, request: dict) -> dict:
                 }
             )
             continue
-        if coordinator is None:
+        if coordinator is None or not coordinator.is_coordinator_for(group_id):
             described = {
-                "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                "error_code": _coordinator_error(ctx, group_id),
                 "group_id": group_id,
                 "group_state": "",
                 "protocol_type": "",
@@ -337,10 +367,15 @@ def handle_delete_groups(ctx: RequestContext, request: dict):  # noqa: ANN201
             "results": [{"group_id": g, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE} for g in allowed]
             + refused,
         }
+    # In a cluster, groups coordinated by another broker: NOT_COORDINATOR, as Kafka answers them.
+    elsewhere = [
+        {"group_id": g, "error_code": ErrorCode.NOT_COORDINATOR} for g in allowed if not coordinator.is_coordinator_for(g)
+    ]
+    allowed = [g for g in allowed if coordinator.is_coordinator_for(g)]
     results, wait = coordinator.delete_groups(allowed) if allowed else ([], None)
     response = {
         "throttle_time_ms": 0,
-        "results": [{"group_id": g, "error_code": e} for g, e in results] + refused,
+        "results": [{"group_id": g, "error_code": e} for g, e in results] + elsewhere + refused,
     }
     return response if wait is None else _after(wait, response)
 
@@ -371,7 +406,7 @@ def _topic_id(ctx: RequestContext, name: str) -> uuid.UUID:
 
 @handles(OFFSET_COMMIT, 2, 10)
 def handle_offset_commit(ctx: RequestContext, request: dict):  # noqa: ANN201
-    coordinator = _coordinator(ctx)
+    coordinator = _coordinator(ctx, request["group_id"])
     version = ctx.version
     unknown_ids: dict[tuple[str, int], ErrorCode] = {}
     if version >= TOPIC_IDS_VERSION:
@@ -402,7 +437,8 @@ def handle_offset_commit(ctx: RequestContext, request: dict):  # noqa: ANN201
     refused = {(t, p): ErrorCode.TOPIC_AUTHORIZATION_FAILED for t, p, *_ in wanted if t in unauthorized}
     wanted = [w for w in wanted if w[0] not in unauthorized]
     if coordinator is None:
-        errors = {(t, p): ErrorCode.COORDINATOR_NOT_AVAILABLE for t, p, *_ in wanted}
+        unavailable = _coordinator_error(ctx, request["group_id"])
+        errors = {(t, p): unavailable for t, p, *_ in wanted}
         return _commit_response(request, errors | unknown_ids | refused)
     if not wanted and refused:
         return _commit_response(request, refused | unknown_ids)
@@ -493,8 +529,8 @@ def _fetch_group(
             if name in unauthorized
         ]
         wanted = [w for w in wanted if w[0] not in unauthorized]
-    if coordinator is None:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+    if coordinator is None or not coordinator.is_coordinator_for(group_id):
+        return _coordinator_error(ctx, group_id), []
     error, found = coordinator.fetch_offsets(group_id, wanted, member_id, member_epoch)
     if wanted is None:
         hidden = auth.denied(ctx, auth.DESCRIBE, auth.TOPIC, (name for name, _ in found), log_denied=False)
@@ -612,12 +648,12 @@ def handle_offset_fetch(ctx: RequestContext, request: dict) -> dict:
 
 @handles(OFFSET_DELETE, 0, 0)
 def handle_offset_delete(ctx: RequestContext, request: dict):  # noqa: ANN201
-    coordinator = _coordinator(ctx)
+    coordinator = _coordinator(ctx, request["group_id"])
     wanted = [(t["name"], p["partition_index"]) for t in request["topics"] for p in t["partitions"]]
     if not auth.authorize(ctx, auth.DELETE, auth.GROUP, request["group_id"]):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "topics": []}
     if coordinator is None:
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "topics": []}
+        return {"throttle_time_ms": 0, "error_code": _coordinator_error(ctx, request["group_id"]), "topics": []}
     unauthorized = auth.denied(ctx, auth.READ, auth.TOPIC, (t["name"] for t in request["topics"]))
     error, errors, wait = coordinator.delete_offsets(request["group_id"], [w for w in wanted if w[0] not in unauthorized])
     errors = {**errors, **{w: ErrorCode.TOPIC_AUTHORIZATION_FAILED for w in wanted if w[0] in unauthorized}}

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -167,6 +167,12 @@ class GroupCoordinator:
         self._expiry_timer: Any = None
         self._offsets_topic: Any = None
         self.started = False
+        # Cluster mode (set before start()): groups are loaded and unloaded with the leadership of their
+        # __consumer_offsets partition (on_election / on_resignation), and __consumer_offsets is created
+        # through ZooKeeper by ``request_offsets_topic``.
+        self.leadership_driven = False
+        self.owned_partitions: set[int] = set()
+        self.request_offsets_topic: Callable[[], None] | None = None
         if topics is None:
             topics = BrokerTopics(services) if services is not None else NoTopics()
         self.consumer = ConsumerGroupManager(self, self.config.consumer or ConsumerGroupConfig(), topics)
@@ -196,11 +202,14 @@ class GroupCoordinator:
             from pybroker.coordinator.offsets_topic import OffsetsTopic
 
             self._offsets_topic = OffsetsTopic(self.services)
-            self._offsets_topic.ensure_topic()
             self.store = self._offsets_topic
-            self.load(self._offsets_topic.replay())
-            self._sweep_offsets_of_missing_topics()
-            self.txn_offsets.load_open(self._offsets_topic.open_transactions)
+            if self.leadership_driven:
+                self._offsets_topic.local_creation = False  # created through ZooKeeper, loaded on election
+            else:
+                self._offsets_topic.ensure_topic()
+                self.load(self._offsets_topic.replay())
+                self._sweep_offsets_of_missing_topics()
+                self.txn_offsets.load_open(self._offsets_topic.open_transactions)
             self._offsets_topic.start_cleaner()
         self._schedule_expiry()
         self.started = True
@@ -400,16 +409,28 @@ class GroupCoordinator:
             self.on_topics_deleted(missing)
 
     def ensure_offsets_topic(self) -> None:
-        """Create ``__consumer_offsets`` again if it was deleted (FindCoordinator calls this)."""
-        if self._offsets_topic is not None:
+        """Create ``__consumer_offsets`` (again, if it was deleted): FindCoordinator calls this."""
+        if self.leadership_driven:
+            if self.request_offsets_topic is not None:
+                self.request_offsets_topic()
+        elif self._offsets_topic is not None:
             self._offsets_topic.ensure_topic()
 
     def _unload_all_groups(self) -> None:
-        """Forget every group (their records went with the deleted partitions); held JoinGroup and
-        SyncGroup answers learn that this broker no longer coordinates them, so the clients look the
-        coordinator up again."""
+        """Forget every group (their records went with the deleted partitions)."""
+        log.warning(
+            "__consumer_offsets was deleted: unloaded %d classic and %d consumer groups",
+            len(self.groups),
+            len(self.consumer.groups),
+        )
+        self._unload_groups(list(self.groups), list(self.consumer.groups))
+
+    def _unload_groups(self, classic: list[str], consumer: list[str]) -> None:
+        """Forget these groups; held JoinGroup and SyncGroup answers learn that this broker no longer
+        coordinates them, so the clients look the coordinator up again."""
         now = self.clock.now_ms()
-        for group in self.groups.values():
+        for group_id in classic:
+            group = self.groups.pop(group_id)
             self._cancel_group_timers(group)
             if not group.is_(GroupState.DEAD):  # timers still pending (pending-member expiry) see Dead
                 group.transition_to(GroupState.DEAD, now)
@@ -418,18 +439,45 @@ class GroupCoordinator:
                 m.join_future = None
                 _done(m.sync_future, sync_result(ErrorCode.NOT_COORDINATOR))
                 m.sync_future = None
-        for cgroup in self.consumer.groups.values():
+        for group_id in consumer:
+            cgroup = self.consumer.groups.pop(group_id)
             for cm in cgroup.members.values():
                 for t in (cm.session_timer, cm.rebalance_timer):
                     if t is not None:
                         t.cancel()
-        log.warning(
-            "__consumer_offsets was deleted: unloaded %d classic and %d consumer groups",
-            len(self.groups),
-            len(self.consumer.groups),
-        )
-        self.groups.clear()
-        self.consumer.groups.clear()
+
+    # -- cluster mode: groups follow the leadership of their __consumer_offsets partition ---------------
+    def is_coordinator_for(self, group_id: str) -> bool:
+        """On one broker every group is here; in a cluster, the groups of the partitions this broker leads."""
+        return not self.leadership_driven or self.partition_for(group_id) in self.owned_partitions
+
+    def on_election(self, index: int) -> None:
+        """Kafka's GroupCoordinator.onElection: this broker now leads __consumer_offsets partition ``index``:
+        load its groups from the partition (which, as the new leader, holds every committed record)."""
+        if not self.leadership_driven or index in self.owned_partitions or self._offsets_topic is None:
+            return
+        rec = self.services.topic(self._offsets_topic.name) if self.services is not None else None
+        if rec is not None:
+            self._offsets_topic.num_partitions = rec.partitions  # fixed by the topic, not the setting
+        before = (len(self.groups), len(self.consumer.groups))
+        self.load(self._offsets_topic.replay([index]))
+        self.txn_offsets.load_open(self._offsets_topic.open_transactions)
+        self.owned_partitions.add(index)
+        log.info(
+            "leader of %s-%d: loaded %d classic and %d consumer groups",
+            self._offsets_topic.name, index, len(self.groups) - before[0], len(self.consumer.groups) - before[1],
+        )  # fmt: skip
+
+    def on_resignation(self, index: int) -> None:
+        """Kafka's GroupCoordinator.onResignation: another broker leads partition ``index`` now; its groups
+        are unloaded here (their members rejoin through the new coordinator)."""
+        if not self.leadership_driven or index not in self.owned_partitions:
+            return
+        self.owned_partitions.discard(index)
+        classic = [g for g in self.groups if self.partition_for(g) == index]
+        consumer = [g for g in self.consumer.groups if self.partition_for(g) == index]
+        self._unload_groups(classic, consumer)
+        log.info("no longer leader of __consumer_offsets-%d: unloaded %d groups", index, len(classic) + len(consumer))
 
     # -- group type conversions (Kafka converts an *empty* group to the protocol a member asks for) -----
     def take_empty_classic_group(self, group: ClassicGroup) -> dict[tuple[str, int], OffsetAndMetadata]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from pybroker.records.batch import iter_batch_headers, whole_batches
@@ -62,6 +62,8 @@ class InternalTopic:
         self.num_partitions = num_partitions
         self.configs = configs
         self.open_transactions: dict[int, list[tuple[bytes, bytes | None]]] = {}
+        # False in cluster mode: the topic is created through ZooKeeper, never by this broker alone.
+        self.local_creation = True
 
     def ensure_topic(self) -> None:
         rec = self.services.topic(self.name)
@@ -89,7 +91,7 @@ class InternalTopic:
         if not entries:
             return None
         p = self.services.partition(self.name, self.partition_for(key))
-        if p is None and self.services.topic(self.name) is None:
+        if p is None and self.local_creation and self.services.topic(self.name) is None:
             self.ensure_topic()  # deleted by an admin: the coordinator keeps working on a new one
             p = self.services.partition(self.name, self.partition_for(key))
         if p is None:
@@ -106,10 +108,10 @@ class InternalTopic:
         info = p.append_as_leader(buf, list(iter_batch_headers(buf)), now_ms)
         return p.wait_replicated(info.last_offset)
 
-    def replay(self) -> Iterator[tuple[bytes, bytes | None]]:
-        """Every (key, value) of every partition, each partition in offset order."""
+    def replay(self, partitions: Iterable[int] | None = None) -> Iterator[tuple[bytes, bytes | None]]:
+        """Every (key, value) of every partition (or of ``partitions``), each partition in offset order."""
         self.open_transactions = {}
-        for index in range(self.num_partitions):
+        for index in range(self.num_partitions) if partitions is None else partitions:
             p = self.services.partition(self.name, index)
             if p is None:
                 continue

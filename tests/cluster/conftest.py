@@ -17,7 +17,7 @@ SESSION_TIMEOUT_MS = "4000"
 
 
 class Cluster:
-    def __init__(self, workdir: Path, connect: str, size: int = 3) -> None:
+    def __init__(self, workdir: Path, connect: str, size: int = 3, overrides: dict[str, str] | None = None) -> None:
         self.brokers: dict[int, PyBroker] = {}
         for node in range(1, size + 1):
             self.brokers[node] = PyBroker(
@@ -31,6 +31,7 @@ class Cluster:
                     "offsets.topic.replication.factor": "1",
                     "num.partitions": "3",
                     "default.replication.factor": "3",
+                    **(overrides or {}),
                 },
             )
 
