@@ -12,12 +12,15 @@ says becomes, on this broker:
   hosts and deleted topics lose their logs;
 - ISR changes a leader decides go to ZooKeeper through ``ZkMetadataLoader.alter_isr``.
 
-Topic administration in cluster mode (create, delete, add partitions) writes to ZooKeeper through
-``KafkaZkClient`` and waits, up to the request's timeout, until this broker's image shows the result,
-as Kafka's ZK-mode AdminManager does with its delayed operations.
+Topic administration in cluster mode (create, delete, add partitions, config changes) writes to
+ZooKeeper through ``KafkaZkClient`` and waits, up to the request's timeout, until this broker's image
+shows the result, as Kafka's ZK-mode AdminManager does with its delayed operations. Producer ids come
+from blocks claimed in ZooKeeper (controller/producer_id_manager.py), unique across brokers.
 
-The coordinators' own topics (``__consumer_offsets``, ``__transaction_state``) stay local to each
-broker for now (not replicated): see ``LOCAL_TOPICS``.
+``__consumer_offsets`` is replicated like any topic, and a group is coordinated by the leader of its
+partition: the group coordinator loads a partition's groups when this broker becomes its leader and
+unloads them when it stops being one (``_offsets_leadership``). ``__transaction_state`` still stays
+local to each broker (``LOCAL_TOPICS``): transactions are refused in cluster mode for now.
 """
 
 from __future__ import annotations
