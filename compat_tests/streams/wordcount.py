@@ -209,6 +209,28 @@ def wait_for_counts(bootstrap: str, topic: str, partitions: int, want: dict[str,
         time.sleep(0.5)  # poll interval; the deadline bounds the wait
 
 
+def repartition_log_starts(bootstrap: str, application_id: str, partitions: int) -> list[int]:
+    client = AdminClient({"bootstrap.servers": bootstrap})  # referenced until its futures resolve
+    tps = [TopicPartition(f"{application_id}-words-repartition", p) for p in range(partitions)]
+    earliest = client.list_offsets({tp: OffsetSpec.earliest() for tp in tps})
+    return [earliest[tp].result(TIMEOUT_S).offset for tp in tps]
+
+
+def wait_for_purge(bootstrap: str, application_id: str, partitions: int, timeout_s: float) -> None:
+    """Until the running instance has purged (DeleteRecords) every repartition partition. Streams purges
+    a partition at a commit, once repartition.purge.interval.ms has passed, up to what it consumed: a
+    partition whose last records were processed just before the instance stopped may be purged at a
+    commit that never comes, on any broker. Waiting while it runs makes the check deterministic."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        starts = repartition_log_starts(bootstrap, application_id, partitions)
+        if all(start > 0 for start in starts):
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"repartition topic not purged after {timeout_s}s: log start offsets {starts}")
+        time.sleep(0.5)  # poll interval; the deadline bounds the wait
+
+
 @dataclass
 class WordCountRun:
     sequences: dict[str, list[int]]  # per word, its counts in the output as read_committed sees them
@@ -306,6 +328,7 @@ def run_word_count(
         second.wait_running(TIMEOUT_S * 2)
         try:
             wait_for_counts(bootstrap, output_topic, partitions, want, TIMEOUT_S * 2)
+            wait_for_purge(bootstrap, application_id, partitions, TIMEOUT_S)
         except AssertionError as exc:
             raise AssertionError(f"{exc}; {second.log_tail()}") from None
         status = second.stop()
@@ -334,10 +357,7 @@ def check_internal_topics(
     assert changelog_configs["cleanup.policy"] == "compact"
     assert changelog_configs["message.timestamp.type"] == "CreateTime"
     # The repartition topic carried the words, and Streams purged (DeleteRecords) what it committed.
-    client = AdminClient({"bootstrap.servers": bootstrap})
-    tps = [TopicPartition(repartition, p) for p in range(partitions)]
-    earliest = client.list_offsets({tp: OffsetSpec.earliest() for tp in tps})
-    starts = [earliest[tp].result(TIMEOUT_S).offset for tp in tps]
+    starts = repartition_log_starts(bootstrap, application_id, partitions)
     assert all(start > 0 for start in starts), f"repartition topic not purged: log start offsets {starts}"
     stored = {w: s[-1] for w, s in count_sequences(read_topic(bootstrap, changelog, partitions)).items()}
     if guarantee == "exactly_once_v2":
