@@ -30,7 +30,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +51,7 @@ from pybroker.replication.fetcher import ReplicaFetcherConfig, ReplicaFetcherMan
 from pybroker.replication.isr import run_isr_expiration
 from pybroker.replication.leader_endpoint import RemoteLeaderEndpoint
 from pybroker.replication.state_change import become_leader_or_follower
+from pybroker.storage.errors import StorageError
 
 if TYPE_CHECKING:
     from pybroker.broker import Broker
@@ -298,10 +299,12 @@ class ClusterMode:
                 del pub.states[tp]
             pub.topic_changed(topic)
             self._delete_local_topic(topic)
+            self._forget_committed_offsets(topic)
             return
         old = pub.assignments.get(topic)
         if old is not None and old.topic_uuid != assignment.topic_uuid and assignment.topic_uuid is not None:
             self._delete_local_topic(topic)  # deleted and created again while we looked away
+            self._forget_committed_offsets(topic)
         pub.assignments[topic] = assignment
         pub.configs[topic] = dict(config)
         pub.topic_changed(topic)
@@ -327,6 +330,27 @@ class ClusterMode:
         log.debug("%s-%d: %s -> %s", topic, partition, state, results)
         if topic == OFFSETS_TOPIC:
             self._offsets_leadership(partition, state.leader == self.node_id)
+
+    def _spawn(self, work: Awaitable[Any]) -> None:
+        """Run ``work`` in the background; stop() cancels what is still running."""
+        task = asyncio.ensure_future(work)
+        self._tasks.append(task)
+        task.add_done_callback(lambda t: self._tasks.remove(t) if t in self._tasks else None)
+
+    def _forget_committed_offsets(self, topic: str) -> None:
+        """A deleted topic's committed offsets go from the groups this broker coordinates (Kafka's
+        onTopicsDeleted, run by every coordinator for its own groups), with tombstones replicated like
+        any commit, so a group resuming on a topic re-created under the name does not skip its records."""
+        coordinator = self.broker.services.group_coordinator
+        if coordinator is None or topic == OFFSETS_TOPIC:
+            return
+        try:
+            wait = coordinator.on_topics_deleted([topic])
+        except StorageError as e:
+            log.error("deleted topic %s, but not its committed offsets: %s", topic, e)
+            return
+        if wait is not None:
+            self._spawn(wait)
 
     def _offsets_leadership(self, partition: int, leader: bool) -> None:
         """Kafka's GroupCoordinator.onElection / onResignation: this broker coordinates the groups of the
@@ -373,9 +397,7 @@ class ClusterMode:
             finally:
                 self._creating_offsets_topic = False
 
-        task = asyncio.ensure_future(create())
-        self._tasks.append(task)
-        task.add_done_callback(lambda t: self._tasks.remove(t) if t in self._tasks else None)
+        self._spawn(create())
 
     # -- local logs --------------------------------------------------------------------------
     def _mirror_topic(self, topic: str, assignment: TopicAssignment, config: dict[str, str]) -> None:
@@ -513,9 +535,7 @@ class ClusterMode:
             except Exception:
                 log.exception("auto-creating topic %s failed", name)
 
-        task = asyncio.ensure_future(create())
-        self._tasks.append(task)
-        task.add_done_callback(lambda t: self._tasks.remove(t) if t in self._tasks else None)
+        self._spawn(create())
 
     async def delete_topic(self, name: str, topic_id: uuid.UUID | None, timeout_ms: int | None) -> None:
         assert self.membership is not None

@@ -399,6 +399,11 @@ def _name_topics_by_id(ctx: RequestContext, topics: list[dict]) -> None:
         t["name"] = topic.name if topic is not None else ""
 
 
+def partition_exists(ctx: RequestContext, topic: str, partition: int) -> bool:
+    image = ctx.metadata_image().topic(topic)
+    return image is not None and partition in image.partitions
+
+
 def _topic_id(ctx: RequestContext, name: str) -> uuid.UUID:
     topic = ctx.metadata_image().topic(name)
     return topic.topic_id if topic is not None else ZERO_UUID
@@ -449,7 +454,9 @@ def handle_offset_commit(ctx: RequestContext, request: dict):  # noqa: ANN201
         group_instance_id=request.get("group_instance_id") if version >= 7 else None,
         retention_time_ms=request.get("retention_time_ms", -1) if 2 <= version <= 4 else -1,
         offsets=wanted,
-        topic_exists=lambda topic, partition: ctx.replica_manager.get_partition(topic, partition) is not None,
+        # The metadata decides (Kafka's metadata cache), not this broker's replicas: in a cluster the
+        # coordinator need not host the committed partition.
+        topic_exists=functools.partial(partition_exists, ctx),
         api_version=version,
     )
     response = _commit_response(request, errors | unknown_ids | refused)

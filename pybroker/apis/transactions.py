@@ -7,10 +7,12 @@ state machine lives in ``pybroker.coordinator.transaction``.
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
 from pybroker.apis import RequestContext, auth, handles
+from pybroker.apis.groups import partition_exists
 from pybroker.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
 from pybroker.coordinator.topic_regex import InvalidTopicRegex, compile_topic_regex
 from pybroker.coordinator.transaction.service import marker_writer
@@ -283,7 +285,9 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: dict) -> dict:
         member_id=request.get("member_id", "") if ctx.version >= 3 else "",
         group_instance_id=request.get("group_instance_id") if ctx.version >= 3 else None,
         offsets=wanted,
-        topic_exists=lambda topic, partition: ctx.replica_manager.get_partition(topic, partition) is not None,
+        # The metadata decides (Kafka's metadata cache), not this broker's replicas: in a cluster the
+        # coordinator need not host the committed partition.
+        topic_exists=functools.partial(partition_exists, ctx),
     )
     if wait is not None:
         await wait
