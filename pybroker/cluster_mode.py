@@ -38,6 +38,8 @@ from pybroker.controller.cluster import ZkClusterMembership
 from pybroker.controller.metadata_loader import PartitionState
 from pybroker.controller.producer_id_manager import PRODUCER_ID_BLOCK_SIZE, ProducerIdManager
 from pybroker.controller.zk_data import BrokerInfo, TopicAssignment
+from pybroker.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
+from pybroker.coordinator.offsets_topic import TOPIC_CONFIGS
 from pybroker.metadata.image import (
     NO_LEADER,
     BrokerRegistration,
@@ -66,7 +68,6 @@ log = logging.getLogger(__name__)
 # The transaction coordinator's __transaction_state still lives on one broker (transactions are refused
 # in cluster mode).
 LOCAL_TOPICS = frozenset({"__transaction_state"})
-OFFSETS_TOPIC = "__consumer_offsets"
 # How often an admin request re-reads the image while it waits for the controller's result.
 ADMIN_POLL_S = 0.05
 CLUSTER_ID_PATH = "/cluster/id"
@@ -369,8 +370,6 @@ class ClusterMode:
         Kafka refuses it; clients are answered COORDINATOR_NOT_AVAILABLE until its leaders are elected."""
         if self._creating_offsets_topic or self.publisher.image().topic(OFFSETS_TOPIC) is not None:
             return
-        from pybroker.coordinator.offsets_topic import TOPIC_CONFIGS
-
         rf = self.config.get("offsets.topic.replication.factor")
         partitions = self.config.offsets_topic_num_partitions
         live = len(self.live_brokers())

@@ -55,10 +55,9 @@ def _coordinator(ctx: RequestContext, group_id: str | None = None) -> GroupCoord
 def _coordinator_error(ctx: RequestContext, group_id: str | None = None) -> ErrorCode:
     """Why ``_coordinator(ctx, group_id)`` gave None: NOT_COORDINATOR when another broker coordinates the
     group (the client looks the coordinator up again), else COORDINATOR_NOT_AVAILABLE."""
-    coordinator = getattr(ctx.services, "group_coordinator", None)
-    if coordinator is not None and coordinator.started and group_id is not None:
-        if not coordinator.is_coordinator_for(group_id):
-            return ErrorCode.NOT_COORDINATOR
+    running = _coordinator(ctx)
+    if running is not None and group_id is not None and not running.is_coordinator_for(group_id):
+        return ErrorCode.NOT_COORDINATOR
     return ErrorCode.COORDINATOR_NOT_AVAILABLE
 
 
@@ -94,17 +93,15 @@ def _find_one(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
     coordinator = _coordinator(ctx)
     txn = getattr(b, "transaction_coordinator", None)
     node_id = b.node_id
+    if key_type == KEY_TYPE_GROUP and coordinator is not None:
+        # As Kafka's FindCoordinator: created on first use (again, should it have been deleted).
+        coordinator.ensure_offsets_topic()
     if b.cluster_mode:
-        # A group's coordinator is the leader of its __consumer_offsets partition (created through
-        # ZooKeeper on first use). Transactions are refused in cluster mode for now.
-        node_id = -1
-        if key_type == KEY_TYPE_GROUP and coordinator is not None:
-            coordinator.ensure_offsets_topic()
-            node_id = _offsets_partition_leader(ctx, key)
+        # A group's coordinator is the leader of its __consumer_offsets partition. Transactions are
+        # refused in cluster mode for now.
+        node_id = _offsets_partition_leader(ctx, key) if key_type == KEY_TYPE_GROUP else -1
         if key_type == KEY_TYPE_TRANSACTION or node_id not in ctx.metadata_image().brokers:
             coordinator = txn = None
-    if key_type == KEY_TYPE_GROUP and coordinator is not None:
-        coordinator.ensure_offsets_topic()  # as Kafka's FindCoordinator, should it have been deleted
     if (key_type == KEY_TYPE_GROUP and coordinator is not None) or (
         key_type == KEY_TYPE_TRANSACTION and txn is not None and txn.started
     ):
@@ -368,11 +365,9 @@ def handle_delete_groups(ctx: RequestContext, request: dict):  # noqa: ANN201
             + refused,
         }
     # In a cluster, groups coordinated by another broker: NOT_COORDINATOR, as Kafka answers them.
-    elsewhere = [
-        {"group_id": g, "error_code": ErrorCode.NOT_COORDINATOR} for g in allowed if not coordinator.is_coordinator_for(g)
-    ]
-    allowed = [g for g in allowed if coordinator.is_coordinator_for(g)]
-    results, wait = coordinator.delete_groups(allowed) if allowed else ([], None)
+    here = [g for g in allowed if coordinator.is_coordinator_for(g)]
+    elsewhere = [{"group_id": g, "error_code": ErrorCode.NOT_COORDINATOR} for g in allowed if g not in here]
+    results, wait = coordinator.delete_groups(here) if here else ([], None)
     response = {
         "throttle_time_ms": 0,
         "results": [{"group_id": g, "error_code": e} for g, e in results] + elsewhere + refused,

@@ -93,6 +93,7 @@ class ZkMetadataLoader:
         self.brokers: dict[int, BrokerInfo] = {}
         self.controller_id: int | None = None
         self.topics: dict[str, TopicAssignment] = {}
+        self.topic_configs: dict[str, dict[str, str]] = {}  # as last delivered with on_topic
         self.partitions: dict[tuple[str, int], PartitionState] = {}
         self._raw_states: dict[tuple[str, int], LeaderAndIsr] = {}
         self._watched_topics: set[str] = set()
@@ -166,12 +167,18 @@ class ZkMetadataLoader:
         def on_config(data: bytes | None, stat: Any) -> bool | None:
             if self._stopped:
                 return False
+            config = z.decode_topic_config(data) if stat is not None else None
             with self._lock:
                 if topic not in self._watched_topics:
                     return False  # deleted: a re-created topic gets a new watch
                 assignment = self.topics.get(topic)
-            if assignment is not None and stat is not None:
-                self._deliver(self.listener.on_topic, topic, assignment, z.decode_topic_config(data))
+                # The watch's first call, and the assignment watcher's own read, deliver nothing new:
+                # on_topic would re-apply every partition's state of the topic for nothing.
+                changed = assignment is not None and config is not None and config != self.topic_configs.get(topic)
+                if changed:
+                    self.topic_configs[topic] = config
+            if changed:
+                self._deliver(self.listener.on_topic, topic, assignment, config)
             return None
 
         return on_config
@@ -184,6 +191,7 @@ class ZkMetadataLoader:
                 with self._lock:
                     self._watched_topics.discard(topic)
                     known = self.topics.pop(topic, None)
+                    self.topic_configs.pop(topic, None)
                     for tp in [tp for tp in self.partitions if tp[0] == topic]:
                         del self.partitions[tp]
                         self._raw_states.pop(tp, None)
@@ -195,6 +203,7 @@ class ZkMetadataLoader:
             config = self.zk.call(self.zk.get_topic_config, topic)
             with self._lock:
                 self.topics[topic] = assignment
+                self.topic_configs[topic] = config
             self._deliver(self.listener.on_topic, topic, assignment, config)
             for partition in assignment.partitions:
                 tp = (topic, partition)

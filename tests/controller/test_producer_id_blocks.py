@@ -71,6 +71,18 @@ def test_two_managers_on_one_zookeeper_never_repeat_an_id(zk_connect: str) -> No
             client.close()
 
 
+def next_id_once_a_block_is_there(manager: ProducerIdManager, timeout_s: float = 10) -> int:
+    """The next id, retried while the manager answers COORDINATOR_LOAD_IN_PROGRESS, as a client retries."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return manager.generate_producer_id()
+        except KafkaError as exc:
+            assert exc.code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+
+
 def test_next_block_is_claimed_before_the_current_one_runs_out() -> None:
     claimed = threading.Event()
     blocks = iter([(0, 999), (5000, 5999)])
@@ -90,14 +102,8 @@ def test_next_block_is_claimed_before_the_current_one_runs_out() -> None:
     assert claimed.wait(10)  # prefetched at 90 % of the block, in a thread
     ids += [manager.generate_producer_id() for _ in range(99)]
     assert ids == list(range(1000))
-    deadline = time.monotonic() + 10
-    while True:  # the claim returned just now: the block is stored a moment later
-        try:
-            assert manager.generate_producer_id() == 5000
-            break
-        except KafkaError:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+    # The claim returned just now: the block is stored a moment later.
+    assert next_id_once_a_block_is_there(manager) == 5000
     assert len(calls) == 2  # one prefetch, no claim on the allocating thread
 
 
@@ -119,11 +125,4 @@ def test_allocation_fails_retriably_while_no_block_is_available() -> None:
         manager.generate_producer_id()
     assert refused.value.code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
     release.set()
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            assert manager.generate_producer_id() == 10
-            break
-        except KafkaError:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+    assert next_id_once_a_block_is_there(manager) == 10
