@@ -33,6 +33,7 @@ from compat_tests.reference.kafka_probe import ProbeError, broker_ids
 logger = logging.getLogger(__name__)
 
 ZOOKEEPER_NODE = 0  # the fault proxies' owner id of ZooKeeper's route
+DEFAULT_SESSION_TIMEOUT_MS = 18000  # pybroker's (and Kafka's ZooKeeper mode's) zookeeper.session.timeout.ms
 
 # The cluster defaults of the issue-11 harness, Kafka's key names (the same as the Kafka reference's).
 CLUSTER_SETTINGS: dict[str, str] = {
@@ -68,6 +69,16 @@ class PyBrokerCluster:
         self.proxies: FaultProxies | None = None
         self.bootstrap = ""
         self.frozen: set[int] = set()
+        self._observer: Any = None  # the harness's own ZooKeeper session (active_controller)
+
+    @property
+    def session_timeout_s(self) -> float:
+        """zookeeper.session.timeout.ms: how long a dead or silent broker keeps its registration."""
+        return int(self.overrides.get("zookeeper.session.timeout.ms", DEFAULT_SESSION_TIMEOUT_MS)) / 1000
+
+    def data_dir(self, node_id: int) -> Path:
+        """The broker's log.dirs."""
+        return self.nodes[node_id].data_dir
 
     def _zookeeper(self) -> Any:
         try:
@@ -190,24 +201,26 @@ class PyBrokerCluster:
         self.proxies.heal(node_id)
 
     def active_controller(self) -> tuple[int, int]:
-        """(broker id, controller epoch) from the /controller and /controller_epoch znodes."""
+        """(broker id, controller epoch) from the /controller and /controller_epoch znodes, read through
+        one session of the harness's own, straight to ZooKeeper (past its proxy)."""
         from kazoo.client import KazooClient  # type: ignore[import-not-found]
         from kazoo.exceptions import NoNodeError  # type: ignore[import-not-found]
 
-        client = KazooClient(hosts=self.zookeeper.connect_string, timeout=5)
-        client.start(timeout=10)
+        if self._observer is None:
+            self._observer = KazooClient(hosts=self.zookeeper.connect_string, timeout=10)
+            self._observer.start(timeout=10)
         try:
-            try:
-                controller, _ = client.get("/controller")
-            except NoNodeError:
-                return -1, -1  # between the old controller's session and the next election
-            epoch, _ = client.get("/controller_epoch")
-            return int(json.loads(controller)["brokerid"]), int(epoch)
-        finally:
-            client.stop()
-            client.close()
+            controller, _ = self._observer.get("/controller")
+        except NoNodeError:
+            return -1, -1  # between the old controller's session and the next election
+        epoch, _ = self._observer.get("/controller_epoch")
+        return int(json.loads(controller)["brokerid"]), int(epoch)
 
     def stop(self) -> None:
+        if self._observer is not None:
+            self._observer.stop()
+            self._observer.close()
+            self._observer = None
         for node_id in self.nodes:
             self.thaw(node_id)
             if self.is_running(node_id):

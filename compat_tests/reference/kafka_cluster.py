@@ -331,6 +331,15 @@ class ApacheKafkaCluster:
             raise RuntimeError("network cuts need the cluster started with proxied=True")
         self.proxies.heal(node_id)
 
+    @property
+    def session_timeout_s(self) -> float:
+        """broker.session.timeout.ms: how long the quorum keeps a silent broker unfenced (leading)."""
+        return int(self.overrides.get("broker.session.timeout.ms", 9000)) / 1000
+
+    def data_dir(self, node_id: int) -> Path:
+        """The node's log.dirs."""
+        return self.nodes[node_id].data_dir
+
     def active_controller(self) -> tuple[int, int]:
         """(node id, epoch) of the KRaft quorum leader, from the nodes' quorum-state files (the newest
         epoch any node has recorded)."""

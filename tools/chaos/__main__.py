@@ -50,8 +50,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--writers", default="confluent,aiokafka", help="client libraries writing")
     parser.add_argument("--rate", type=float, default=200, help="records/s per writer")
     parser.add_argument("--down", type=float, default=2.0, help="seconds a killed/stopped node stays down")
-    parser.add_argument("--freeze-seconds", type=float, default=15.0)
+    parser.add_argument(
+        "--freeze-seconds", type=float, default=None, help="how long a leader stays frozen (session timeout + 7 s)"
+    )
     parser.add_argument("--cut-seconds", type=float, default=30.0)
+    parser.add_argument(
+        "--stall-margin", type=float, default=5.0,
+        help="a kill/controller kill/freeze/cut may stall its partitions the session timeout + this long",
+    )  # fmt: skip
+    parser.add_argument("--bounce-stall-limit", type=float, default=3.0, help="stall limit of a clean bounce")
+    parser.add_argument("--no-probe", action="store_true", help="no write straight to a deposed leader")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
         "--deadline", type=float, default=None, help="no fault starts after this many seconds (3 x duration)"
@@ -66,14 +74,15 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("tools.chaos").setLevel(logging.INFO)
-    for noisy in ("librdkafka", "aiokafka", "kafka"):  # the clients' own reconnect chatter during faults
+    for noisy in ("librdkafka", "aiokafka", "kafka", "kazoo"):  # the clients' own reconnect chatter during faults
         logging.getLogger(noisy).setLevel(logging.CRITICAL)
     options = Options(
         partitions=args.partitions, duration=args.duration, kills=args.kills, bounces=args.bounces,
         controller_kills=args.controller_kills, freeze=args.freeze, partition_cut=args.partition_cut,
         acks=args.acks, unclean=args.unclean, writers=tuple(args.writers.split(",")), rate=args.rate,
         down_s=args.down, freeze_s=args.freeze_seconds, cut_s=args.cut_seconds, seed=args.seed,
-        deadline_s=args.deadline,
+        deadline_s=args.deadline, stall_margin_s=args.stall_margin, bounce_stall_limit_s=args.bounce_stall_limit,
+        probe=not args.no_probe,
     )  # fmt: skip
     overrides = dict(pair.split("=", 1) for pair in args.set)
     with tempfile.TemporaryDirectory(prefix="chaos-") as scratch:

@@ -171,3 +171,28 @@ def produce_stall(logs: list[WriterLog], at: float, partitions: set[int] | None)
     if not partitions <= set(firsts):
         return None
     return max(firsts[p] for p in partitions) - at
+
+
+def acks_in_window(
+    logs: list[WriterLog], records: list[LogRecord], partitions: set[int], since: float, until: float
+) -> dict[str, int]:
+    """Of the records acknowledged on ``partitions`` in [``since``, ``until``] (monotonic times), how many
+    the final log lacks (lost) or holds at another offset than acknowledged (offset mismatch)."""
+    found: dict[tuple[str, int, int], list[int]] = defaultdict(list)
+    for record in records:
+        if record.partition in partitions:
+            found[(record.writer, record.written_partition, record.seq)].append(record.offset)
+    counts = {"acknowledged": 0, "lost": 0, "offset_mismatch": 0}
+    for log in logs:
+        with log.lock:
+            acked = [(key, offset) for key, (t_ack, offset) in log.acked.items() if since <= t_ack <= until]
+        for (partition, seq), offset in acked:
+            if partition not in partitions:
+                continue
+            counts["acknowledged"] += 1
+            offsets = found.get((log.name, partition, seq))
+            if not offsets:
+                counts["lost"] += 1
+            elif offset >= 0 and offset not in offsets:
+                counts["offset_mismatch"] += 1
+    return counts

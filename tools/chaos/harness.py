@@ -11,13 +11,17 @@ from __future__ import annotations
 import logging
 import random
 import struct
+import threading
 import time
 from dataclasses import dataclass, field
 from itertools import pairwise
+from pathlib import Path
 from typing import Any, Protocol
 
 from compat_tests.reference.kafka_probe import ProbeError, partition_states
-from tools.chaos.checker import CheckResult, check, produce_stall, read_partitions
+from tools.chaos.checker import CheckResult, acks_in_window, check, produce_stall, read_partitions
+from tools.chaos.probe import DeposedLeaderProbe
+from tools.chaos.replicas import wait_replicas_agree
 from tools.chaos.workload import WRITERS, Writer, WriterLog
 
 logger = logging.getLogger(__name__)
@@ -30,6 +34,9 @@ class Cluster(Protocol):
 
     bootstrap: str
     kind: str
+    # How long a dead or silent broker keeps its leadership: pybroker's ZooKeeper session
+    # (zookeeper.session.timeout.ms), Kafka's broker.session.timeout.ms.
+    session_timeout_s: float
 
     def node_ids(self) -> list[int]: ...
     def is_running(self, node_id: int) -> bool: ...
@@ -43,6 +50,7 @@ class Cluster(Protocol):
     def active_controller(self) -> tuple[int, int]: ...
     def is_frozen(self, node_id: int) -> bool: ...
     def observer_port(self, node_id: int) -> int: ...
+    def data_dir(self, node_id: int) -> Path: ...
 
 
 @dataclass
@@ -60,8 +68,16 @@ class Options:
     writers: tuple[str, ...] = ("confluent", "aiokafka")
     rate: float = 200.0  # records/s per writer
     down_s: float = 2.0  # how long a killed or stopped node stays down
-    freeze_s: float = 15.0  # > broker.session.timeout.ms (Kafka 9 s) + a margin
+    freeze_s: float | None = None  # default: the cluster's session timeout + 7 s (past it, with a margin)
     cut_s: float = 30.0
+    # Produce stall limits (issue 11): a kill or controller kill may stall the partitions the node led
+    # until its session expires, plus this much; a clean bounce only ``bounce_stall_limit_s``. A frozen
+    # or cut-off leader must be replaced within the same limit; the clients' own stall there also
+    # depends on their request timeouts (a request to a silent broker is not answered), so it is
+    # measured, not bounded.
+    stall_margin_s: float = 5.0
+    bounce_stall_limit_s: float = 3.0
+    probe: bool = True  # send a write straight to a frozen / cut-off leader once it was deposed
     warmup_s: float = 5.0
     cooldown_s: float = 10.0
     recover_timeout_s: float = 90.0
@@ -72,6 +88,13 @@ class Options:
 
     def max_duration(self) -> float:
         return self.deadline_s if self.deadline_s is not None else 3 * self.duration
+
+    def freeze_seconds(self, session_timeout_s: float) -> float:
+        return self.freeze_s if self.freeze_s is not None else session_timeout_s + 7.0
+
+    def stall_limit(self, kind: str, session_timeout_s: float) -> float:
+        """The bound of a fault's stall (kill, controller kill, bounce) or of its election (freeze, cut)."""
+        return self.bounce_stall_limit_s if kind == "bounce" else session_timeout_s + self.stall_margin_s
 
 
 @dataclass
@@ -85,6 +108,9 @@ class FaultEvent:
     recovered_s: float | None = None  # fault start -> all nodes serving and every ISR full again
     stall_s: float | None = None  # fault start -> a write sent after it acknowledged on every led partition
     stall_any_s: float | None = None  # fault start -> a write sent after it acknowledged on any partition
+    deposed_at: float | None = None  # freeze / cut: monotonic time every partition it led had a new leader
+    ended_at: float | None = None  # monotonic time the fault was lifted (restart, thaw, heal)
+    probe: DeposedLeaderProbe | None = None
     notes: dict[str, Any] = field(default_factory=dict)
 
 
@@ -172,6 +198,7 @@ class Nemesis:
         self.random = random.Random(options.seed)
         self.events: list[FaultEvent] = []
         self.controller_epochs: list[tuple[int, int]] = []
+        self.probe_readers: list[threading.Thread] = []
 
     def schedule(self) -> list[str]:
         o = self.options
@@ -231,33 +258,64 @@ class Nemesis:
                 event.notes["controller_after"] = self._next_controller(epoch)
             time.sleep(max(0.0, event.at + o.down_s - time.monotonic()))
             event.held_s = time.monotonic() - event.at
+            event.ended_at = time.monotonic()
             cluster.restart(node)
         elif kind == "bounce":
             cluster.terminate(node)
             event.notes["stop_took_s"] = round(time.monotonic() - event.at, 2)
             time.sleep(o.down_s)
             event.held_s = time.monotonic() - event.at
+            event.ended_at = time.monotonic()
             cluster.restart(node)
-        elif kind == "freeze":
-            cluster.freeze(node)
-            time.sleep(o.freeze_s)
+        elif kind in ("freeze", "cut"):
+            hold = o.freeze_seconds(cluster.session_timeout_s) if kind == "freeze" else o.cut_s
+            probe = None
+            if o.probe and partitions:
+                probe = DeposedLeaderProbe(node, cluster.observer_port(node), o.topic, partitions)
+                probe.connect()  # while the node runs: after SIGSTOP the kernel still queues the request
+            if kind == "freeze":
+                cluster.freeze(node)
+            else:
+                cluster.isolate(node)
+            event.deposed_at = self._wait_deposed(node, partitions, event.at + hold)
+            if event.deposed_at is not None:
+                event.notes["new_leaders_after_s"] = round(event.deposed_at - event.at, 2)
+                if probe is not None:
+                    probe.send()
+                    event.probe = probe
+            time.sleep(max(0.0, event.at + hold - time.monotonic()))
             leaders = self.metadata.leaders()
-            event.notes["leaders_while_frozen"] = {str(p): leaders.get(p) for p in partitions}
+            event.notes[f"leaders_while_{'frozen' if kind == 'freeze' else 'cut'}"] = {
+                str(p): leaders.get(p) for p in partitions
+            }
             event.held_s = time.monotonic() - event.at
-            cluster.thaw(node)
-        elif kind == "cut":
-            cluster.isolate(node)
-            time.sleep(o.cut_s)
-            leaders = self.metadata.leaders()
-            event.notes["leaders_while_cut"] = {str(p): leaders.get(p) for p in partitions}
-            event.held_s = time.monotonic() - event.at
-            cluster.heal(node)
+            event.ended_at = time.monotonic()
+            if kind == "freeze":
+                cluster.thaw(node)
+            else:
+                cluster.heal(node)
+            if event.probe is not None:  # answered after SIGCONT (freeze) or by the request timeout (cut)
+                reader = threading.Thread(target=event.probe.result, name=f"probe-{node}", daemon=True)
+                reader.start()
+                self.probe_readers.append(reader)
+            elif probe is not None and probe.sock is not None:
+                probe.sock.close()
         else:
             raise ValueError(f"unknown fault {kind!r}")
         if wait_healthy(cluster, self.metadata, self.replication, o.recover_timeout_s):
             event.recovered_s = time.monotonic() - event.at
         self.events.append(event)
         return event
+
+    def _wait_deposed(self, node: int, partitions: list[int], until: float) -> float | None:
+        """While ``node`` is frozen or cut off: the time every partition it led had another leader (as
+        the nodes that still answer report it), or None if that did not happen before ``until``."""
+        while time.monotonic() < until:
+            leaders = self.metadata.leaders()
+            if all(leaders.get(p, -1) not in (-1, node) for p in partitions):
+                return time.monotonic()
+            time.sleep(0.2)  # poll interval while the cluster elects
+        return None
 
     def _next_controller(self, epoch: int, timeout_s: float = 30) -> list[int] | None:
         deadline = time.monotonic() + timeout_s
@@ -310,21 +368,49 @@ def run(cluster: Cluster, options: Options) -> dict[str, Any]:
         for writer in writers:
             writer.join(120)
         restore(cluster)
+        for reader in nemesis.probe_readers:
+            reader.join(90)
     elapsed = time.monotonic() - started
     healthy = wait_healthy(cluster, metadata, replication, options.recover_timeout_s)
-    logs: list[WriterLog] = [log for writer in writers for log in writer.logs]
+    probes = [e.probe for e in nemesis.events if e.probe is not None]
+    logs: list[WriterLog] = [log for writer in writers for log in writer.logs] + [p.log for p in probes]
     records = read_partitions(cluster.bootstrap, options.topic, options.partitions)
     result: CheckResult = check(logs, records)
+    replicas = wait_replicas_agree(cluster, options.topic, options.partitions)
+    session = cluster.session_timeout_s
     for event in nemesis.events:
         event.stall_s = produce_stall(logs, event.at, set(event.partitions))
         event.stall_any_s = produce_stall(logs, event.at, None)
+        limit = options.stall_limit(event.kind, session)
+        event.notes["stall_limit_s"] = limit
+        # What the limit bounds: the produce stall, or (freeze, cut) the time until new leaders.
+        bounded = (
+            (None if event.deposed_at is None else event.deposed_at - event.at)
+            if event.kind in ("freeze", "cut") else event.stall_s
+        )  # fmt: skip
+        event.notes["stall_ok"] = bounded is not None and bounded <= limit if event.partitions else True
+        if event.kind in ("freeze", "cut"):
+            event.notes["deposed"] = deposed_verdict(event, logs, records)
     # Per controller kill: the epoch of the controller killed, then of the one elected after it. Each
     # election must raise the epoch, and the series as a whole must never go back.
     epochs = [epoch for _, epoch in nemesis.controller_epochs]
     kills = [e.notes for e in nemesis.events if e.kind == "controller-kill"]
     elections_raise = all(n.get("controller_after") and n["controller_after"][1] > n["controller_before"][1] for n in kills)
+    epochs_ok = elections_raise and all(a <= b for a, b in pairwise(epochs))
+    deposed_acks = sum(len(e.notes["deposed"]["probe_acknowledged"]) for e in nemesis.events if "deposed" in e.notes)
+    deposed_lost = sum(e.notes["deposed"]["lost"] for e in nemesis.events if "deposed" in e.notes)
+    stalls_over = [
+        {"kind": e.kind, "node": e.node, "stall_s": _round(e.stall_s), "limit_s": e.notes["stall_limit_s"],
+         "new_leaders_after_s": e.notes.get("new_leaders_after_s")}
+        for e in nemesis.events if not e.notes["stall_ok"]
+    ]  # fmt: skip
+    safety_ok = (
+        result.ok() and not any(w.error for w in writers) and replicas["agree"] and epochs_ok
+        and deposed_acks == 0 and deposed_lost == 0
+    )  # fmt: skip
     return {
         "cluster": cluster.kind,
+        "session_timeout_s": session,
         "options": {k: v for k, v in options.__dict__.items()},
         "elapsed_s": round(elapsed, 1),
         "healthy_at_end": healthy,
@@ -333,7 +419,7 @@ def run(cluster: Cluster, options: Options) -> dict[str, Any]:
         "faults_done": {kind: sum(e.kind == kind for e in nemesis.events) for kind in FAULT_KINDS},
         "faults_skipped_for_time": skipped,
         "controller_epochs": epochs,
-        "controller_epochs_strictly_increasing": elections_raise and all(a <= b for a, b in pairwise(epochs)),
+        "controller_epochs_strictly_increasing": epochs_ok,
         "events": [
             {
                 "kind": e.kind, "node": e.node, "started_s": round(e.started_s, 1), "partitions": e.partitions,
@@ -342,24 +428,78 @@ def run(cluster: Cluster, options: Options) -> dict[str, Any]:
             }  # fmt: skip
             for e in nemesis.events
         ],
+        "stalls": stall_table(nemesis.events),
+        "stalls_over_limit": stalls_over,
         "check": result.as_dict(),
-        "ok": result.ok() and not any(w.error for w in writers),
+        "replicas": replicas,
+        "deposed_leader_acks": deposed_acks,
+        "safety_ok": safety_ok,
+        "stalls_ok": not stalls_over and skipped == 0,
+        "ok": safety_ok and not stalls_over and skipped == 0,
     }
+
+
+def deposed_verdict(event: FaultEvent, logs: list[WriterLog], records: list[Any]) -> dict[str, Any]:
+    """A frozen or cut-off leader, once another leader was elected: what the probe sent straight to it
+    got (must not be an acknowledgement), and every write the clients had acknowledged on its
+    partitions from the election until the cluster settled again, checked against the final log (an
+    ack from the deposed leader would be lost, or found at another offset, after it truncated)."""
+    verdict: dict[str, Any] = {"new_leaders_elected": event.deposed_at is not None, "probe": None,
+                               "probe_acknowledged": []}  # fmt: skip
+    if event.probe is not None:
+        verdict["probe"] = {str(p): answer for p, answer in event.probe.answers.items()}
+        verdict["probe_acknowledged"] = event.probe.acknowledged
+        if event.probe.error:
+            verdict["probe_error"] = event.probe.error
+    since = event.deposed_at if event.deposed_at is not None else event.at
+    until = event.at + (event.recovered_s if event.recovered_s is not None else event.held_s)
+    verdict.update(acks_in_window(logs, records, set(event.partitions), since, until))
+    return verdict
+
+
+def stall_table(events: list[FaultEvent]) -> dict[str, dict[str, Any]]:
+    """Per fault kind: every stall (seconds, in order), median and max."""
+    table: dict[str, dict[str, Any]] = {}
+    for kind in FAULT_KINDS:
+        stalls = [e.stall_s for e in events if e.kind == kind and e.partitions]
+        if not stalls:
+            continue
+        measured = sorted(s for s in stalls if s is not None)
+        table[kind] = {
+            "stalls_s": [_round(s) for s in stalls],
+            "median_s": _round(measured[len(measured) // 2]) if measured else None,
+            "max_s": _round(measured[-1]) if measured else None,
+            "never_resumed": sum(s is None for s in stalls),
+        }
+    return table
 
 
 def human_summary(summary: dict[str, Any]) -> str:
     check_ = summary["check"]
     lines = [
         f"cluster {summary['cluster']}, {summary['elapsed_s']} s, acks={summary['options']['acks']}, "
-        f"writers {','.join(summary['options']['writers'])}, unclean={summary['options']['unclean']}",
+        f"writers {','.join(summary['options']['writers'])}, unclean={summary['options']['unclean']}, "
+        f"session timeout {summary['session_timeout_s']} s",
         f"faults done {summary['faults_done']} (skipped for time: {summary['faults_skipped_for_time']})",
     ]
     for event in summary["events"]:
-        lines.append(
+        verdict = f"limit {event['stall_limit_s']}s{'' if event['stall_ok'] else ' EXCEEDED'}"
+        if event["kind"] in ("freeze", "cut"):
+            verdict = f"new leaders after {event.get('new_leaders_after_s')}s, {verdict}"
+        line = (
             f"  {event['started_s']:7.1f}s {event['kind']:<16} node {event['node']} leads {event['partitions']}: "
-            f"held {event['held_s']}s, stall {event['stall_s']}s (any partition {event['stall_any_s']}s), "
-            f"recovered {event['recovered_s']}s"
+            f"held {event['held_s']}s, stall {event['stall_s']}s ({verdict}; any partition "
+            f"{event['stall_any_s']}s), recovered {event['recovered_s']}s"
         )
+        deposed = event.get("deposed")
+        if deposed is not None:
+            line += (
+                f"; deposed leader: probe {deposed['probe']}, client acks on its partitions after the election "
+                f"{deposed['acknowledged']} (lost {deposed['lost']}, offset mismatch {deposed['offset_mismatch']})"
+            )
+        lines.append(line)
+    for kind, row in summary["stalls"].items():
+        lines.append(f"stall {kind}: median {row['median_s']}s, max {row['max_s']}s, all {row['stalls_s']}")
     if summary["controller_epochs"]:
         lines.append(
             f"controller epochs before/after each controller kill {summary['controller_epochs']} "
@@ -371,9 +511,22 @@ def human_summary(summary: dict[str, Any]) -> str:
         f"offset mismatch {check_['offset_mismatch']}, wrong partition {check_['wrong_partition']}, "
         f"unacknowledged but present {check_['unacknowledged_present']}"
     )
+    replicas = summary["replicas"]
+    lines.append(
+        f"replica logs identical on every node: {replicas['agree']}"
+        + (f" (divergent partitions {replicas['divergent']})" if replicas["divergent"] else "")
+        + f"; deposed-leader acknowledgements: {summary['deposed_leader_acks']}"
+    )
     for example in check_["lost_examples"]:
         lines.append(f"  lost: {example}")
     if summary["writer_errors"]:
         lines.append(f"writer errors: {summary['writer_errors']}")
-    lines.append("RESULT: " + ("OK" if summary["ok"] else "ANOMALIES FOUND"))
+    if summary["stalls_over_limit"]:
+        lines.append(f"stalls over their limit: {summary['stalls_over_limit']}")
+    lines.append(
+        "RESULT: "
+        + ("OK" if summary["ok"] else "ANOMALIES FOUND")
+        + f" (safety {'ok' if summary['safety_ok'] else 'VIOLATED'}, "
+        + f"stalls {'within limits' if summary['stalls_ok'] else 'OVER LIMIT or faults skipped'})"
+    )
     return "\n".join(lines)

@@ -1,0 +1,135 @@
+"""The deposed-leader probe: a write sent straight to a leader frozen past its session, after another
+broker was elected in its place.
+
+A stock client would be redirected to the new leader by Metadata; the probe is not.  It connects to the
+node's real port (past its fault proxy) while the node runs, sends one acks=all Produce (v7, one
+single-record batch per partition the node led) while the node is frozen, once every one of those
+partitions has a new leader, and reads the answer after SIGCONT.  The kernel holds the request, so the
+node reads it first thing after it wakes, before it can have heard from ZooKeeper (or the KRaft quorum)
+that it was deposed: the most adversarial moment.  It must not acknowledge: a deposed leader's ISR
+still names followers that now fetch from the new leader, so its high watermark cannot pass the write,
+and when it learns of the new leader the wait ends with NOT_LEADER_OR_FOLLOWER (or the request times
+out).  An acknowledged probe record is reported, and the checker looks for it in the final log.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from dataclasses import dataclass, field
+
+from pybroker.records.builder import SimpleRecord, build_batch
+from tools.chaos.workload import WriterLog, encode
+
+PRODUCE = 0
+PRODUCE_VERSION = 7  # the newest non-flexible version: record batch v2, fixed-width strings
+ERROR_NAMES = {
+    0: "NONE", 6: "NOT_LEADER_OR_FOLLOWER", 7: "REQUEST_TIMED_OUT", 19: "NOT_ENOUGH_REPLICAS",
+    20: "NOT_ENOUGH_REPLICAS_AFTER_APPEND", 3: "UNKNOWN_TOPIC_OR_PARTITION", 74: "FENCED_LEADER_EPOCH",
+}  # fmt: skip
+
+
+def _string(value: str) -> bytes:
+    raw = value.encode()
+    return struct.pack(">h", len(raw)) + raw
+
+
+def produce_request(topic: str, batches: dict[int, bytes], timeout_ms: int, correlation_id: int = 1) -> bytes:
+    """A size-prefixed Produce v7 request, acks=-1, no transactional id."""
+    body = struct.pack(">hhi", -1, -1, timeout_ms)  # transactional id null, acks all, timeout
+    body += struct.pack(">i", 1) + _string(topic) + struct.pack(">i", len(batches))
+    for partition, batch in sorted(batches.items()):
+        body += struct.pack(">ii", partition, len(batch)) + batch
+    header = struct.pack(">hhi", PRODUCE, PRODUCE_VERSION, correlation_id) + _string("chaos-deposed-probe")
+    return struct.pack(">i", len(header) + len(body)) + header + body
+
+
+def parse_produce_response(frame: bytes) -> dict[int, tuple[int, int]]:
+    """{partition: (error code, base offset)} of a Produce v7 response frame (without its size)."""
+    offset = 4  # correlation id
+    (topics,) = struct.unpack_from(">i", frame, offset)
+    offset += 4
+    answers: dict[int, tuple[int, int]] = {}
+    for _ in range(topics):
+        (length,) = struct.unpack_from(">h", frame, offset)
+        offset += 2 + max(length, 0)
+        (partitions,) = struct.unpack_from(">i", frame, offset)
+        offset += 4
+        for _ in range(partitions):
+            partition, error, base_offset = struct.unpack_from(">ihq", frame, offset)
+            offset += 4 + 2 + 8 + 8 + 8  # + log append time, log start offset
+            answers[partition] = (error, base_offset)
+    return answers
+
+
+def _read_exact(sock: socket.socket, size: int) -> bytes:
+    data = bytearray()
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("the node closed the connection")
+        data += chunk
+    return bytes(data)
+
+
+@dataclass
+class DeposedLeaderProbe:
+    """connect() while the node runs; send() while it is frozen and deposed; result() after SIGCONT."""
+
+    node: int
+    port: int
+    topic: str
+    partitions: list[int]
+    timeout_ms: int = 10_000
+    log: WriterLog = field(init=False)
+    sock: socket.socket | None = None
+    sent_at: float | None = None
+    answers: dict[int, str] = field(default_factory=dict)
+    error: str | None = None
+
+    def __post_init__(self) -> None:
+        self.log = WriterLog(f"probe{self.node}.0")
+
+    def connect(self) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+
+    def send(self) -> None:
+        assert self.sock is not None, "connect() first"
+        batches = {}
+        for partition in self.partitions:
+            batches[partition] = build_batch([SimpleRecord(None, encode(self.log.name, partition, 0))])
+            self.log.sent[(partition, 0)] = time.monotonic()
+        self.sock.sendall(produce_request(self.topic, batches, self.timeout_ms))
+        self.sent_at = time.monotonic()
+
+    def result(self, wait_s: float = 60) -> dict[int, str]:
+        """Read the answer (bounded); every partition's outcome, also recorded in ``log`` as the
+        workload's writers record theirs (acknowledged with its offset, or failed with the error)."""
+        if self.sock is None or self.sent_at is None:
+            return {}
+        try:
+            self.sock.settimeout(wait_s)
+            (size,) = struct.unpack(">i", _read_exact(self.sock, 4))
+            answers = parse_produce_response(_read_exact(self.sock, size))
+        except (OSError, ConnectionError, struct.error) as error:
+            self.error = repr(error)
+            answers = {}
+        finally:
+            self.sock.close()
+            self.sock = None
+        now = time.monotonic()
+        for partition in self.partitions:
+            code, base_offset = answers.get(partition, (-1, -1))
+            name = ERROR_NAMES.get(code, f"error {code}") if partition in answers else "NO_ANSWER"
+            self.answers[partition] = name
+            if code == 0:
+                self.log.acked[(partition, 0)] = (now, base_offset)
+            else:
+                self.log.failed[(partition, 0)] = name
+        return dict(self.answers)
+
+    @property
+    def acknowledged(self) -> list[int]:
+        """The partitions whose probe write the deposed leader acknowledged (must be none)."""
+        return sorted(partition for partition, _ in self.log.acked)
