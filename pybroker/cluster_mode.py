@@ -186,6 +186,9 @@ class ClusterMode:
         self.producer_ids: ProducerIdManager | None = None
         self._creating_offsets_topic = False
         self._tasks: list[asyncio.Task] = []
+        # Set when the broker stops: metadata deliveries already queued on the loop change nothing
+        # any more (no leader or follower changes, no fetchers, no log deletions on closing logs).
+        self._stopping = False
         self.local: LocalController  # set by topic_admin(): the store mirror and partition factory
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -262,6 +265,7 @@ class ClusterMode:
                  time.monotonic() - t0)
 
     async def stop(self) -> None:
+        self._stopping = True
         for t in self._tasks:
             t.cancel()
         await self.fetchers.shutdown()
@@ -290,7 +294,7 @@ class ClusterMode:
         self.publisher.set_controller(controller_id)
 
     def on_topic(self, topic: str, assignment: TopicAssignment | None, config: dict[str, str]) -> None:
-        if topic in LOCAL_TOPICS:
+        if topic in LOCAL_TOPICS or self._stopping:
             return
         pub = self.publisher
         if assignment is None:
@@ -318,7 +322,7 @@ class ClusterMode:
                 self.on_partition(topic, i, state)  # a state seen before its topic was mirrored
 
     def on_partition(self, topic: str, partition: int, state: PartitionState) -> None:
-        if topic in LOCAL_TOPICS:
+        if topic in LOCAL_TOPICS or self._stopping:
             return
         self.publisher.states[(topic, partition)] = state
         self.publisher.topic_changed(topic)

@@ -48,7 +48,12 @@ class ZkClusterMembership:
         )
         self.loader = ZkMetadataLoader(self.zk, info.broker_id, listener)
         self.controller = KafkaController(self.zk, info.broker_id, controller_config)
-        self.broker_epoch = -1
+
+    @property
+    def broker_epoch(self) -> int:
+        """The czxid of the current registration (-1 before it): after a lost session the broker
+        registers again and the epoch changes, as Kafka's RegisterBrokerAndReelect updates it."""
+        return self.zk.broker_epoch
 
     @classmethod
     def from_config(
@@ -79,7 +84,7 @@ class ZkClusterMembership:
         deadline = time.monotonic() + self.session_timeout_ms / 1000 * 1.5 + 5
         while True:
             try:
-                self.broker_epoch = await asyncio.to_thread(self.zk.register_broker, self.info)
+                await asyncio.to_thread(self.zk.register_broker, self.info)
                 break
             except BrokerIdInUseError:
                 if time.monotonic() > deadline:

@@ -68,6 +68,8 @@ class KafkaZkClient:
             deadline=max(1.0, session_timeout_ms / 1000 * 1.5),
         )
         self._registration: BrokerInfo | None = None
+        # The czxid of this broker's current registration: a new session registers again, so it changes.
+        self.broker_epoch = -1
         self._state_listeners: list[Callable[[str], None]] = []
         self._lost = False
         self._lock = threading.Lock()
@@ -149,6 +151,7 @@ class KafkaZkClient:
                 ) from None
         self._registration = info
         _, stat = self.kazoo.get(path)
+        self.broker_epoch = stat.czxid
         return stat.czxid
 
     def get_all_brokers(self, watch: Watcher | None = None) -> dict[int, BrokerInfo]:

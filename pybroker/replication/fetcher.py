@@ -192,8 +192,12 @@ class ReplicaFetcher:
 
     async def _sleep(self, seconds: float | None) -> None:
         self._wake.clear()
+        # asyncio.timeout, not wait_for: before Python 3.12, wait_for returns instead of raising when a
+        # cancellation and a wake-up meet in one loop turn, and a fetcher cancelled at shutdown (by
+        # asyncio.run, for one that shutdown() never saw) would loop on and keep the process alive.
         try:
-            await asyncio.wait_for(self._wake.wait(), seconds)
+            async with asyncio.timeout(seconds):
+                await self._wake.wait()
         except TimeoutError:
             pass
 
@@ -416,13 +420,17 @@ class ReplicaFetcherManager:
         self.config = config or ReplicaFetcherConfig()
         self._clock = clock
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
+        self._shut_down = False
 
     def fetcher_id(self, tp: TopicPartition) -> int:
         return zlib.crc32(f"{tp[0]}-{tp[1]}".encode()) % self.config.num_replica_fetchers
 
     def add_fetcher_for_partitions(self, initial: dict[TopicPartition, InitialFetchState]) -> None:
         """Start (or move) fetching these partitions from their leaders; a partition already
-        fetched from another leader leaves that fetcher.  Call after make_follower."""
+        fetched from another leader leaves that fetcher.  Call after make_follower.  Once the
+        manager was shut down (the broker is stopping and its logs close) nothing starts."""
+        if self._shut_down:
+            return
         self.remove_fetcher_for_partitions(
             [tp for tp, init in initial.items() if self._fetcher_of(tp, exclude=init.leader_id) is not None]
         )
@@ -457,6 +465,7 @@ class ReplicaFetcherManager:
             await self.fetchers.pop(key).shutdown()
 
     async def shutdown(self) -> None:
+        self._shut_down = True
         fetchers, self.fetchers = self.fetchers, {}
         for fetcher in fetchers.values():
             await fetcher.shutdown()

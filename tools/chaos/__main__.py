@@ -60,6 +60,10 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument("--bounce-stall-limit", type=float, default=3.0, help="stall limit of a clean bounce")
     parser.add_argument("--no-probe", action="store_true", help="no write straight to a deposed leader")
+    parser.add_argument(
+        "--by-chance", action="store_true",
+        help="control-acks1: kill the leader without first freezing its followers (loss only by chance)",
+    )  # fmt: skip
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
         "--deadline", type=float, default=None, help="no fault starts after this many seconds (3 x duration)"
@@ -93,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
                 summary = run(cluster, options)
                 text, ok = human_summary(summary), summary["ok"]
             elif args.command == "control-acks1":
-                summary = acks1_control(cluster, options)
+                summary = acks1_control(cluster, options, lagging_followers=not args.by_chance)
                 text, ok = json.dumps(summary, indent=1), summary["loss_detected"]
             else:
                 summary = unclean_control(cluster, options)

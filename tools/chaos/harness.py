@@ -13,6 +13,7 @@ import random
 import struct
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import Any, Protocol
 from compat_tests.reference.kafka_probe import ProbeError, partition_states
 from tools.chaos.checker import CheckResult, acks_in_window, check, produce_stall, read_partitions
 from tools.chaos.probe import DeposedLeaderProbe
-from tools.chaos.replicas import wait_replicas_agree
+from tools.chaos.replicas import Fingerprint, read_fingerprints, wait_replicas_agree
 from tools.chaos.workload import WRITERS, Writer, WriterLog
 
 logger = logging.getLogger(__name__)
@@ -111,6 +112,9 @@ class FaultEvent:
     deposed_at: float | None = None  # freeze / cut: monotonic time every partition it led had a new leader
     ended_at: float | None = None  # monotonic time the fault was lifted (restart, thaw, heal)
     probe: DeposedLeaderProbe | None = None
+    # freeze / cut: the node's own log of each partition it led, read from its data directory just
+    # before it was thawed or healed (nothing can write to it then); compared with the final log.
+    held_log: dict[int, list[Fingerprint]] = field(default_factory=dict)
     notes: dict[str, Any] = field(default_factory=dict)
 
 
@@ -190,7 +194,11 @@ def wait_healthy(cluster: Cluster, metadata: Metadata, replication: int, timeout
 
 
 class Nemesis:
-    def __init__(self, cluster: Cluster, metadata: Metadata, options: Options, replication: int) -> None:
+    def __init__(
+        self, cluster: Cluster, metadata: Metadata, options: Options, replication: int,
+        writer_logs: Callable[[], list[WriterLog]] = list,
+    ) -> None:
+        self.writer_logs = writer_logs
         self.cluster = cluster
         self.metadata = metadata
         self.options = options
@@ -288,6 +296,9 @@ class Nemesis:
             event.notes[f"leaders_while_{'frozen' if kind == 'freeze' else 'cut'}"] = {
                 str(p): leaders.get(p) for p in partitions
             }
+            event.held_log = {
+                p: read_fingerprints(cluster.data_dir(node) / f"{o.topic}-{p}") for p in partitions
+            }
             event.held_s = time.monotonic() - event.at
             event.ended_at = time.monotonic()
             if kind == "freeze":
@@ -304,6 +315,14 @@ class Nemesis:
             raise ValueError(f"unknown fault {kind!r}")
         if wait_healthy(cluster, self.metadata, self.replication, o.recover_timeout_s):
             event.recovered_s = time.monotonic() - event.at
+        # The next fault waits until the writers are through this one too: a write sent after it was
+        # acknowledged on every partition it hit (else the next fault's outage would add to its stall).
+        deadline = time.monotonic() + o.recover_timeout_s
+        while event.partitions and time.monotonic() < deadline:
+            if produce_stall(self.writer_logs(), event.at, set(event.partitions)) is not None:
+                event.notes["writes_resumed_s"] = round(time.monotonic() - event.at, 2)
+                break
+            time.sleep(0.5)  # poll interval: the writers acknowledge hundreds of records a second
         self.events.append(event)
         return event
 
@@ -353,7 +372,9 @@ def run(cluster: Cluster, options: Options) -> dict[str, Any]:
         WRITERS[name](cluster.bootstrap, options.topic, options.partitions, options.acks, options.rate, i)
         for i, name in enumerate(options.writers)
     ]
-    nemesis = Nemesis(cluster, metadata, options, replication)
+    nemesis = Nemesis(
+        cluster, metadata, options, replication, lambda: [log for writer in writers for log in writer.logs]
+    )
     started = time.monotonic()
     for writer in writers:
         writer.start()
@@ -377,6 +398,12 @@ def run(cluster: Cluster, options: Options) -> dict[str, Any]:
     records = read_partitions(cluster.bootstrap, options.topic, options.partitions)
     result: CheckResult = check(logs, records)
     replicas = wait_replicas_agree(cluster, options.topic, options.partitions)
+    final_logs = None
+    if replicas["agree"]:  # then any node's log is the final log
+        some = cluster.node_ids()[0]
+        final_logs = {
+            p: set(read_fingerprints(cluster.data_dir(some) / f"{options.topic}-{p}")) for p in range(options.partitions)
+        }
     session = cluster.session_timeout_s
     for event in nemesis.events:
         event.stall_s = produce_stall(logs, event.at, set(event.partitions))
@@ -390,7 +417,7 @@ def run(cluster: Cluster, options: Options) -> dict[str, Any]:
         )  # fmt: skip
         event.notes["stall_ok"] = bounded is not None and bounded <= limit if event.partitions else True
         if event.kind in ("freeze", "cut"):
-            event.notes["deposed"] = deposed_verdict(event, logs, records)
+            event.notes["deposed"] = deposed_verdict(event, logs, records, final_logs)
     # Per controller kill: the epoch of the controller killed, then of the one elected after it. Each
     # election must raise the epoch, and the series as a whole must never go back.
     epochs = [epoch for _, epoch in nemesis.controller_epochs]
@@ -439,7 +466,9 @@ def run(cluster: Cluster, options: Options) -> dict[str, Any]:
     }
 
 
-def deposed_verdict(event: FaultEvent, logs: list[WriterLog], records: list[Any]) -> dict[str, Any]:
+def deposed_verdict(
+    event: FaultEvent, logs: list[WriterLog], records: list[Any], final_logs: dict[int, set[Fingerprint]] | None
+) -> dict[str, Any]:
     """A frozen or cut-off leader, once another leader was elected: what the probe sent straight to it
     got (must not be an acknowledgement), and every write the clients had acknowledged on its
     partitions from the election until the cluster settled again, checked against the final log (an
@@ -454,6 +483,13 @@ def deposed_verdict(event: FaultEvent, logs: list[WriterLog], records: list[Any]
     since = event.deposed_at if event.deposed_at is not None else event.at
     until = event.at + (event.recovered_s if event.recovered_s is not None else event.held_s)
     verdict.update(acks_in_window(logs, records, set(event.partitions), since, until))
+    # What the deposed node had that the final log does not (it must have truncated it: the replica
+    # comparison shows its log now equals the others').
+    if final_logs is not None:
+        verdict["truncated_batches"] = {
+            str(p): sum(1 for fp in held if fp not in final_logs.get(p, set()))
+            for p, held in event.held_log.items()
+        }
     return verdict
 
 
@@ -495,7 +531,8 @@ def human_summary(summary: dict[str, Any]) -> str:
         if deposed is not None:
             line += (
                 f"; deposed leader: probe {deposed['probe']}, client acks on its partitions after the election "
-                f"{deposed['acknowledged']} (lost {deposed['lost']}, offset mismatch {deposed['offset_mismatch']})"
+                f"{deposed['acknowledged']} (lost {deposed['lost']}, offset mismatch {deposed['offset_mismatch']}), "
+                f"batches it truncated on return {deposed.get('truncated_batches')}"
             )
         lines.append(line)
     for kind, row in summary["stalls"].items():

@@ -19,48 +19,41 @@ import struct
 import time
 from dataclasses import dataclass, field
 
+from pybroker.protocol.codec import DecodeError, decode_response, encode_request
+from pybroker.protocol.errors import ErrorCode
 from pybroker.records.builder import SimpleRecord, build_batch
 from tools.chaos.workload import WriterLog, encode
 
 PRODUCE = 0
-PRODUCE_VERSION = 7  # the newest non-flexible version: record batch v2, fixed-width strings
-ERROR_NAMES = {
-    0: "NONE", 6: "NOT_LEADER_OR_FOLLOWER", 7: "REQUEST_TIMED_OUT", 19: "NOT_ENOUGH_REPLICAS",
-    20: "NOT_ENOUGH_REPLICAS_AFTER_APPEND", 3: "UNKNOWN_TOPIC_OR_PARTITION", 74: "FENCED_LEADER_EPOCH",
-}  # fmt: skip
-
-
-def _string(value: str) -> bytes:
-    raw = value.encode()
-    return struct.pack(">h", len(raw)) + raw
+PRODUCE_VERSION = 7  # non-flexible, record batch v2: every Kafka since 2.1 and pybroker answer it
 
 
 def produce_request(topic: str, batches: dict[int, bytes], timeout_ms: int, correlation_id: int = 1) -> bytes:
-    """A size-prefixed Produce v7 request, acks=-1, no transactional id."""
-    body = struct.pack(">hhi", -1, -1, timeout_ms)  # transactional id null, acks all, timeout
-    body += struct.pack(">i", 1) + _string(topic) + struct.pack(">i", len(batches))
-    for partition, batch in sorted(batches.items()):
-        body += struct.pack(">ii", partition, len(batch)) + batch
-    header = struct.pack(">hhi", PRODUCE, PRODUCE_VERSION, correlation_id) + _string("chaos-deposed-probe")
-    return struct.pack(">i", len(header) + len(body)) + header + body
+    """A size-prefixed Produce request, acks=-1, no transactional id."""
+    body = {
+        "transactional_id": None, "acks": -1, "timeout_ms": timeout_ms,
+        "topic_data": [{"name": topic, "partition_data": [
+            {"index": partition, "records": batch} for partition, batch in sorted(batches.items())
+        ]}],
+    }  # fmt: skip
+    return encode_request(PRODUCE, PRODUCE_VERSION, correlation_id, "chaos-deposed-probe", body)
 
 
 def parse_produce_response(frame: bytes) -> dict[int, tuple[int, int]]:
-    """{partition: (error code, base offset)} of a Produce v7 response frame (without its size)."""
-    offset = 4  # correlation id
-    (topics,) = struct.unpack_from(">i", frame, offset)
-    offset += 4
-    answers: dict[int, tuple[int, int]] = {}
-    for _ in range(topics):
-        (length,) = struct.unpack_from(">h", frame, offset)
-        offset += 2 + max(length, 0)
-        (partitions,) = struct.unpack_from(">i", frame, offset)
-        offset += 4
-        for _ in range(partitions):
-            partition, error, base_offset = struct.unpack_from(">ihq", frame, offset)
-            offset += 4 + 2 + 8 + 8 + 8  # + log append time, log start offset
-            answers[partition] = (error, base_offset)
-    return answers
+    """{partition: (error code, base offset)} of a Produce response frame (without its size)."""
+    _, body = decode_response(PRODUCE, PRODUCE_VERSION, frame)
+    return {
+        answer["index"]: (answer["error_code"], answer["base_offset"])
+        for topic in body["responses"]
+        for answer in topic["partition_responses"]
+    }
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"error {code}"
 
 
 def _read_exact(sock: socket.socket, size: int) -> bytes:
@@ -112,7 +105,7 @@ class DeposedLeaderProbe:
             self.sock.settimeout(wait_s)
             (size,) = struct.unpack(">i", _read_exact(self.sock, 4))
             answers = parse_produce_response(_read_exact(self.sock, size))
-        except (OSError, ConnectionError, struct.error) as error:
+        except (OSError, DecodeError, struct.error) as error:
             self.error = repr(error)
             answers = {}
         finally:
@@ -121,7 +114,7 @@ class DeposedLeaderProbe:
         now = time.monotonic()
         for partition in self.partitions:
             code, base_offset = answers.get(partition, (-1, -1))
-            name = ERROR_NAMES.get(code, f"error {code}") if partition in answers else "NO_ANSWER"
+            name = _error_name(code) if partition in answers else "NO_ANSWER"
             self.answers[partition] = name
             if code == 0:
                 self.log.acked[(partition, 0)] = (now, base_offset)
