@@ -285,7 +285,10 @@ class Nemesis:
                 cluster.freeze(node)
             else:
                 cluster.isolate(node)
-            event.deposed_at = self._wait_deposed(node, partitions, event.at + hold)
+            # Held at least until new leaders exist (bounded by the election's limit), so the probe
+            # always meets a deposed leader, even with a short --cut-seconds on a slow machine.
+            elect_by = event.at + max(hold, o.stall_limit(kind, cluster.session_timeout_s))
+            event.deposed_at = self._wait_deposed(node, partitions, elect_by)
             if event.deposed_at is not None:
                 event.notes["new_leaders_after_s"] = round(event.deposed_at - event.at, 2)
                 if probe is not None:
@@ -478,6 +481,10 @@ def deposed_verdict(
     if event.probe is not None:
         verdict["probe"] = {str(p): answer for p, answer in event.probe.answers.items()}
         verdict["probe_acknowledged"] = event.probe.acknowledged
+        if event.probe.answered_at is not None and event.ended_at is not None:
+            # After SIGCONT a deposed leader that answers at once refused the write; one that
+            # answers later appended it and waited for followers that no longer follow it.
+            verdict["probe_answered_after_lifted_s"] = round(event.probe.answered_at - event.ended_at, 3)
         if event.probe.error:
             verdict["probe_error"] = event.probe.error
     since = event.deposed_at if event.deposed_at is not None else event.at
@@ -530,7 +537,8 @@ def human_summary(summary: dict[str, Any]) -> str:
         deposed = event.get("deposed")
         if deposed is not None:
             line += (
-                f"; deposed leader: probe {deposed['probe']}, client acks on its partitions after the election "
+                f"; deposed leader: probe {deposed['probe']} "
+                f"(answered {deposed.get('probe_answered_after_lifted_s')}s after the fault was lifted), client acks on its partitions after the election "
                 f"{deposed['acknowledged']} (lost {deposed['lost']}, offset mismatch {deposed['offset_mismatch']}), "
                 f"batches it truncated on return {deposed.get('truncated_batches')}"
             )

@@ -78,6 +78,7 @@ class DeposedLeaderProbe:
     log: WriterLog = field(init=False)
     sock: socket.socket | None = None
     sent_at: float | None = None
+    answered_at: float | None = None  # monotonic time the answer (or the connection's end) came
     answers: dict[int, str] = field(default_factory=dict)
     error: str | None = None
 
@@ -111,7 +112,7 @@ class DeposedLeaderProbe:
         finally:
             self.sock.close()
             self.sock = None
-        now = time.monotonic()
+        now = self.answered_at = time.monotonic()
         for partition in self.partitions:
             code, base_offset = answers.get(partition, (-1, -1))
             name = _error_name(code) if partition in answers else "NO_ANSWER"
