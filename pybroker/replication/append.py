@@ -137,9 +137,17 @@ def error_response(index: int, e: Exception) -> dict:
     raise e
 
 
+def writable(records) -> bytearray | memoryview:
+    """The batch to walk and stamp offsets into: the request's own bytes when they are writable
+    (the server's frames are bytearrays the transport read into: no copy), else a copy."""
+    if isinstance(records, memoryview) and not records.readonly:
+        return records
+    return bytearray(records)
+
+
 def validate(records, header: BatchHeader, rules: ValidationRules, now_ms: int):
     """LogValidator's walk; returns the batch to append (maybe recompressed) and its headers."""
-    buf = bytearray(records)  # the copy the log stamps offsets into; walked in place
+    buf = writable(records)  # walked, then stamped, in place
     validated = validate_batch(buf, header, rules, now_ms)
     if not validated.recompressed:
         return buf, [header]

@@ -181,7 +181,7 @@ class ReplicaManager:
                     # Decompressing (and recompressing) runs in a thread; the partition's slot in the
                     # response is filled once it is done, appends then made in request order.
                     parts.append(None)
-                    deferred.append((parts, len(parts) - 1, p, index, bytes(records), header, rules))
+                    deferred.append((parts, len(parts) - 1, p, index, records, header, rules))
                     continue
                 try:
                     buf, batches = validate(records, header, rules, now_ms)
