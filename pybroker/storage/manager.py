@@ -22,6 +22,7 @@ from pybroker.storage.config import LogConfig
 from pybroker.storage.errors import LogDirLockedError, StorageError, io_failure
 from pybroker.storage.log import Log
 from pybroker.storage.syncfs import syncfs, syncfs_available
+from pybroker.storage.writer import LogDirWriter
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +67,13 @@ class LogManager:
         self._lock_fds: list[int] = []
         self.loaded = False  # startup() has loaded the logs; only then may shutdown() mark a clean stop
         self._pending_deletes: list[tuple[int, Path]] = []
+        # One writer thread per log directory for produced batches (storage/writer.py);
+        # PYBROKER_LOG_WRITER_THREADS=0 writes them on the event loop instead (to compare the two).
+        self._writers: dict[Path, LogDirWriter] = (
+            {d: LogDirWriter(d.name) for d in self.log_dirs}
+            if os.environ.get("PYBROKER_LOG_WRITER_THREADS", "1") != "0"
+            else {}
+        )
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -121,6 +129,7 @@ class LogManager:
                     log_start_offset=start_offsets.get(parsed, 0),
                     clean_shutdown=clean_shutdown,
                 )
+                log.writer = self._writers.get(log_dir)
                 self._logs[parsed] = log
                 self._log_dir_of[parsed] = log_dir
                 self.topic_ids[parsed] = read_partition_metadata(entry)
@@ -146,6 +155,14 @@ class LogManager:
                 "is using this log directory"
             ) from exc
         self._lock_fds.append(fd)
+
+    def finish_writes(self) -> None:
+        """On the event loop, before ``shutdown``: wait for every queued write (their requests get
+        their answers) and stop the writer threads."""
+        for log in self._logs.values():
+            log.wait_for_writes()
+        for writer in self._writers.values():
+            writer.stop()
 
     def shutdown(self) -> None:
         """Flush every log, snapshot producer state, write checkpoints and the clean-shutdown marker.
@@ -219,6 +236,7 @@ class LogManager:
         key = (log.topic, log.partition)
         if key in self._logs:
             raise StorageError(f"log {log.topic}-{log.partition} already exists")
+        log.writer = self._writers.get(log_dir)
         self._logs[key] = log
         self._log_dir_of[key] = log_dir
         self.topic_ids[key] = topic_id
