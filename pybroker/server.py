@@ -100,14 +100,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self._backlog: deque[bytearray] = deque()
-        self._busy = False  # an async handler is in flight: later requests wait their turn
+        self._busy = False  # a request waits for those before it to be answered (see _process)
+        self._pipeline: deque[_Pending | _Answered] = deque()  # requests handled, answers not yet sent
+        self._pipeline_blocked = 0  # pending requests in it that are not Produce (nothing may overtake them)
         self._closed = False
         # sendfile writes file bytes straight to the socket: never under TLS, whose records OpenSSL makes.
         self._use_sendfile = USE_SENDFILE and ssl_factory is None
         self._dup_fd = -1
         self._sending: tuple[Any, int] | None = None  # (file slice, bytes already sent)
         self._out_queue: deque[Any] = deque()
-        self._in_flight = 0  # pool bytes of the request an async handler is working on
         self._write_paused = False  # the client does not read its responses
         self._memory_paused = False  # waiting for the memory pool (queued.max.request.bytes)
         # KIP-219: muted (not read) until this loop time after a quota violation; 0.0 when not.
@@ -189,7 +190,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     @property
     def request_in_flight(self) -> bool:
-        return self._busy
+        return self._busy or bool(self._pipeline)
 
     def pause_writing(self) -> None:
         # The client is not reading its responses: stop reading its requests too.
@@ -259,75 +260,119 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.transport.resume_reading()
 
     # -- dispatch ----------------------------------------------------------------------------
+    # Requests are answered in order.  A handler that returns an awaitable (long-poll fetch,
+    # acks=all, a produce waiting for the log directory's writer thread) joins ``_pipeline``; while
+    # it waits, only further Produce requests of the connection are handled (up to PIPELINE_DEPTH):
+    # their appends queue behind its own in the same logs, so the writer threads get several writes
+    # per wake-up instead of one, and their answers wait their turn.  Any other request waits until
+    # everything before it is answered (``_busy``), as Kafka's network layer mutes a channel.
     def _process(self, frames: list[bytearray] | deque[bytearray]) -> None:
-        out: list[Any] = []
+        out: list[Any] = []  # answers not yet written (only while nothing before them is pending)
         queue = deque(frames) if not isinstance(frames, deque) else frames
-        handled = 0  # pool bytes of the frames handled here, released in one go
+        handled = 0  # pool bytes of the frames answered here, released in one go
+        pipeline = self._pipeline
         while queue and not self._closed:
-            frame = queue.popleft()
-            handled += len(frame)
+            frame = queue[0]
+            # Under client quotas a produce request is throttled when it is answered: none may overtake.
+            produce = _is_produce(frame) and not self.broker.client_quotas.quotas
+            if pipeline and (not produce or self._pipeline_blocked or len(pipeline) >= PIPELINE_DEPTH):
+                self._busy = True  # waits until the requests before it are answered
+                break
+            queue.popleft()
             try:
                 result = self._handle(frame)
             except CloseConnection as e:
+                handled += len(frame)
                 self._write(out)
                 self.close(str(e))
                 break
             except Exception:
                 # A bug of ours, not the peer's: keep the traceback, drop only this connection.
+                handled += len(frame)
                 log.exception("internal error while handling a request from %s", self.peer)
                 self._write(out)
                 self.close("internal error while handling a request")
                 break
-            if isinstance(result, list):
-                out.extend(result)
-                if self._close_after is not None:  # a SASL failure: its answer goes out, then the connection closes
-                    self._write(out)
-                    out = []
-                    self.close(self._close_after)
-                    break
             if result is None or isinstance(result, list):
+                if pipeline:  # answered already, but sent after the requests still pending before it
+                    pipeline.append(_Answered(result, len(frame)))
+                else:
+                    handled += len(frame)
+                    if result:
+                        out.extend(result)
+                    if self._close_after is not None:  # a SASL failure: its answer goes out, then the connection closes
+                        self._write(out)
+                        out = []
+                        self.close(self._close_after)
+                        break
                 if self._throttled_until and queue:
                     # Muted by a quota (KIP-219): the rest waits, still charged, until the throttle ends.
-                    self._backlog.extendleft(reversed(queue))
-                    queue.clear()
-                    self._write(out)
-                    self.pool.release(handled)
-                    return
+                    break
                 continue
-            # An awaitable: everything after it waits; its frame stays charged until it is done.
-            self._write(out)
-            self._busy = True
-            self._in_flight = len(frame)
-            self.pool.release(handled - self._in_flight)
-            self._backlog.extendleft(reversed(queue))
-            queue.clear()
+            # An awaitable: its frame stays charged until it is answered.
+            if not pipeline:
+                self._write(out)
+                out = []
             task = asyncio.ensure_future(result)
-            task.add_done_callback(self._async_done)
-            return
-        if queue:  # the connection closed: nothing left will be handled
-            handled += sum(len(f) for f in queue)
-            queue.clear()
-        else:
+            pipeline.append(_Pending(task, len(frame), produce))
+            task.add_done_callback(self._request_done)
+            if not produce:
+                self._pipeline_blocked += 1
+                self._busy = True
+                break
+        if queue:
+            if self._closed:  # nothing left will be handled
+                handled += sum(len(f) for f in queue)
+                queue.clear()
+            else:
+                self._backlog.extendleft(reversed(queue))
+                queue.clear()
+        if not self._closed:
             self._write(out)
         self.pool.release(handled)
 
-    def _async_done(self, task: asyncio.Future) -> None:
-        self._busy = False
-        self.pool.release(self._in_flight)
-        self._in_flight = 0
+    def _request_done(self, task: asyncio.Future) -> None:
+        """A pending request is done: send every answer now due, in order, and go on reading."""
+        pipeline = self._pipeline
+        out: list[Any] = []
+        released = 0
+        while pipeline:
+            head = pipeline[0]
+            if isinstance(head, _Pending):
+                if not head.task.done():
+                    break
+                pipeline.popleft()
+                released += head.size
+                if not head.produce:
+                    self._pipeline_blocked -= 1
+                if self._closed:
+                    continue
+                try:
+                    parts = head.task.result()
+                except CloseConnection as e:
+                    self._write(out)
+                    out = []
+                    self.close(str(e))
+                    continue
+                except Exception:
+                    log.exception("request from %s failed", self.peer)
+                    self._write(out)
+                    out = []
+                    self.close("internal error while handling a request")
+                    continue
+            else:
+                pipeline.popleft()
+                released += head.size
+                parts = head.parts
+            if parts and not self._closed:
+                out.extend(parts)
+        if out and not self._closed:
+            self._write(out)
+        self.pool.release(released)
         if self._closed:
             return
-        try:
-            parts = task.result()
-        except CloseConnection as e:
-            self.close(str(e))
-            return
-        except Exception:
-            log.exception("request from %s failed", self.peer)
-            self.close("internal error while handling a request")
-            return
-        if parts:
-            self._write(parts)
+        # What waited may go on now (_process stops again at whatever must still wait).
+        self._busy = False
         if self._backlog and not self._throttled_until:
             backlog = self._backlog
             self._backlog = deque()
@@ -649,6 +694,33 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
 
 PRODUCE, FETCH = 0, 1
+# Produce requests of one connection handled while earlier ones wait for their writes (see _process).
+PIPELINE_DEPTH = 8
+
+
+class _Pending:
+    """A request whose handler is still working: its task and its frame's pool bytes."""
+
+    __slots__ = ("task", "size", "produce")
+
+    def __init__(self, task: asyncio.Future, size: int, produce: bool) -> None:
+        self.task = task
+        self.size = size
+        self.produce = produce
+
+
+class _Answered:
+    """A request answered at once behind pending ones: its response parts (None: none)."""
+
+    __slots__ = ("parts", "size")
+
+    def __init__(self, parts: list[Any] | None, size: int) -> None:
+        self.parts = parts
+        self.size = size
+
+
+def _is_produce(frame: bytearray) -> bool:
+    return len(frame) > 1 and frame[0] == 0 and frame[1] == PRODUCE
 QUOTA_APIS = frozenset({PRODUCE, FETCH})
 MUTATION_APIS = frozenset({19, 20, 37})  # CreateTopics, DeleteTopics, CreatePartitions
 # ApiVersions and the SASL exchange are never throttled (a client must be able to connect).

@@ -11,6 +11,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from time import perf_counter
 
 from pybroker.records.batch import (
     LOG_OVERHEAD,
@@ -35,7 +36,7 @@ from pybroker.storage.leader_epoch import LeaderEpochCache
 from pybroker.storage.producer_state import CompletedTxn, ProducerStateManager
 from pybroker.storage.segment import BatchInfo, LogSegment
 from pybroker.storage.txn_index import AbortedTxn
-from pybroker.storage.writer import LogDirWriter, LogWriteState, WriteJob, WriteSkipped
+from pybroker.storage.writer import LogDirWriter, LogWriteState, WriteJob, WriteSkipped, voluntary_switches
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +79,7 @@ class Log:
         self.writer: LogDirWriter | None = None
         self._writes: deque[WriteJob] = deque()  # submitted to the writer, in order, not yet taken back
         self._write_state = LogWriteState()
+        self._write_failed = False  # a write came back failed: roll back once none is queued
 
     # ---- construction ------------------------------------------------------------------------------
 
@@ -228,11 +230,12 @@ class Log:
         now_ms: int,
         on_written: Callable[[BaseException | None], None],
     ) -> AppendInfo:
-        """``append``, with the write done by the log directory's writer thread: the returned info
-        has ``pending`` set and ``on_written(None)`` is called on the loop once the bytes are in
-        the log (readable, counted in ``log_end_offset``), or ``on_written(KafkaStorageError)``
-        if they could not be written (nothing of this append is then kept).  ``buf`` must stay
-        unchanged until then.  Without a writer this is ``append`` (``pending`` unset, no call)."""
+        """``append``, with the write done by a writer thread of the log directory when it should
+        be (``LogDirWriter.should_queue``, ``_queue_write``): the returned info then has ``pending``
+        set and ``on_written(None)`` is called on the loop once the bytes are in the log (readable,
+        counted in ``log_end_offset``), or ``on_written(KafkaStorageError)`` if they could not be
+        written (nothing of this append is then kept); ``buf`` must stay unchanged until then.
+        Otherwise (and without a writer) this is ``append``: ``pending`` unset, no call."""
         if self.writer is None:
             return self.append(buf, batches, leader_epoch=leader_epoch, now_ms=now_ms)
         return self._append(buf, batches, leader_epoch, now_ms, on_written)
@@ -293,17 +296,25 @@ class Log:
             # The epoch is recorded before its first batch is written, so a crash cannot leave a
             # batch of an epoch the checkpoint does not know.
             self.leader_epochs.assign(leader_epoch, first_offset)
-            if on_written is None:
-                self._write(buf, batches, infos, now_ms)
-            else:
+            queued = on_written is not None and self._queue_write(total_size, next_offset)
+            if queued:
                 self._submit(buf, batches, infos, now_ms, first_offset, next_offset, on_written)
+            elif on_written is None:
+                self._write(buf, batches, infos, now_ms)
+            else:  # the loop writes it itself (LogDirWriter.should_queue): a write that stalls diverts the next
+                switches = voluntary_switches()
+                started = perf_counter()
+                self._write(buf, batches, infos, now_ms)
+                elapsed = perf_counter() - started
+                if elapsed >= LogDirWriter.SLOW_WRITE_S:  # slept in the kernel, or only preempted?
+                    self.writer.inline_write_stalled(elapsed, voluntary_switches() > switches)  # type: ignore[union-attr]
         except OSError as e:  # disk full, I/O error, read-only: nothing of this append was kept
             raise io_failure(self.directory.parent, f"append to {self.name}", e) from e
         self.producer_state.commit(plan)
         info = AppendInfo(
             first_offset, next_offset - 1, now_ms if log_append_time else -1, self.log_start_offset, False
         )
-        if on_written is not None:
+        if queued:
             return _pending(info)
         try:
             self._maybe_flush_after_append(now_ms)
@@ -312,6 +323,14 @@ class Log:
         if storage_errors.failing:  # one truth test per append while nothing failed
             storage_errors.io_success(self.directory.parent)
         return info
+
+    def _queue_write(self, total_size: int, end_offset: int) -> bool:
+        """Whether append_async hands this write to the writer thread (else the loop writes it)."""
+        if self._writes:  # behind writes still queued: in order
+            return True
+        if end_offset - self.recovery_point >= self.config.flush_messages:  # an fsync: never on the loop
+            return True
+        return self.writer.should_queue(total_size)  # type: ignore[union-attr]
 
     def _submit(
         self,
@@ -366,10 +385,12 @@ class Log:
             if storage_errors.failing:
                 storage_errors.io_success(self.directory.parent)
         elif isinstance(job.error, WriteSkipped):
+            self._write_failed = True
             error = storage_errors.KafkaStorageError(f"append to {self.name} failed: {job.error}")
         else:
+            self._write_failed = True
             error = io_failure(self.directory.parent, f"append to {self.name}", job.error)
-        if not self._writes and self._write_state.failed:
+        if self._write_failed and not self._writes:
             self._roll_back_unwritten()
         for callback in job.callbacks:
             callback(error)
@@ -377,7 +398,9 @@ class Log:
     def _roll_back_unwritten(self) -> None:
         """After a failed write, once none is queued: forget what was assigned but not written
         (producer state and leader epochs back to what the files hold)."""
-        self._write_state.failed = False
+        self._write_failed = False
+        assert self.writer is not None
+        self.writer.clear_failed(self._write_state)
         self.producer_state.clear()
         self._load_producer_state()
         self.leader_epochs.truncate_from_end(self.log_end_offset)
@@ -396,10 +419,8 @@ class Log:
         """Block until every queued write of this log is done and taken back (a no-op when none is)."""
         writes = self._writes
         while writes:
-            job = writes[0]
             assert self.writer is not None
-            self.writer.wait(job)
-            self._write_done(job)
+            self.writer.wait(writes[0])
 
     def append_marker(
         self,
