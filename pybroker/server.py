@@ -31,6 +31,7 @@ from pybroker.protocol import codec
 from pybroker.protocol.api import RESPONSES
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.framing import FrameError, FrameReader, thread_scratch_buffer
+from pybroker.protocol.produce_response import encode_produce_response
 from pybroker.quotas.client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
 from pybroker.quotas.rate import throttle_time_ms
 from pybroker.security.authenticator import SASL_HANDSHAKE, Outcome, SaslServerAuthenticator
@@ -580,6 +581,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     @staticmethod
     def _encode_response(api_key: int, version: int, correlation_id: int, response: dict) -> list[Any]:
+        if api_key == PRODUCE:  # the common shapes in one pass (protocol/produce_response.py)
+            frame = encode_produce_response(version, correlation_id, response)
+            if frame is not None:
+                return [frame]
         head = codec.encode_response_header(api_key, version, correlation_id)
         parts = codec.encode_parts(RESPONSES[api_key], version, response)
         size = len(head) + sum(_part_size(p) for p in parts)

@@ -74,7 +74,22 @@ def partition_response(
 
 
 def validation_rules(config: LogConfig) -> ValidationRules:
-    """Kafka's LogValidator arguments for a log: what produced records must satisfy."""
+    """Kafka's LogValidator arguments for a log: what produced records must satisfy (made once
+    per LogConfig object: a log's config is replaced, never changed, when its settings change)."""
+    cached = _RULES.get(id(config))
+    if cached is not None and cached[0] is config:
+        return cached[1]
+    rules = _validation_rules(config)
+    if len(_RULES) >= 4096:
+        _RULES.clear()
+    _RULES[id(config)] = (config, rules)
+    return rules
+
+
+_RULES: dict[int, tuple[LogConfig, ValidationRules]] = {}
+
+
+def _validation_rules(config: LogConfig) -> ValidationRules:
     return ValidationRules(
         compacted=config.is_compacted,
         log_append_time=config.uses_log_append_time,
