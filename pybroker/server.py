@@ -31,6 +31,7 @@ from pybroker.protocol import codec
 from pybroker.protocol.api import RESPONSES
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.framing import FrameError, FrameReader, thread_scratch_buffer
+from pybroker.protocol.produce_request import decode_produce_request
 from pybroker.protocol.produce_response import encode_produce_response
 from pybroker.quotas.client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
 from pybroker.quotas.rate import throttle_time_ms
@@ -433,8 +434,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 f"unsupported version {version} of api key {header.api_key} "
                 f"(supported {handler.min_version}-{handler.max_version})"
             )
+        decoded = (
+            decode_produce_request(version, memoryview(frame), header.body_offset)
+            if header.api_key == PRODUCE
+            else None
+        )  # the shape clients send, in one pass (protocol/produce_request.py); else the codec
         try:
-            request, end = codec.decode(
+            request, end = decoded or codec.decode(
                 self.broker.request_specs[header.api_key], version, frame, header.body_offset
             )
         except Exception as e:  # noqa: BLE001
