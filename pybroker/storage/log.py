@@ -377,6 +377,14 @@ class Log:
         popped = self._writes.popleft()
         assert popped is job, "log writes completed out of order"
         error: BaseException | None = None
+        if job.error is None and self._write_failed:
+            # Written although an earlier write of this log failed (the C thread remembers at most
+            # 64 failed logs): it lies past a hole, so it is not part of the log.  Cut it off again.
+            job.error = WriteSkipped("an earlier write to this log failed")
+            try:
+                os.ftruncate(job.file.fileno(), job.segment.size)
+            except OSError:
+                pass  # recovery cuts a torn tail anyway
         if job.error is None:
             job.segment.append_written(job.infos, job.position, job.end_position)
             if job.fsync:  # flush.messages: the thread fsynced the segment after writing
