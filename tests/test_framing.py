@@ -1,8 +1,9 @@
+import mmap
 import struct
 
 import pytest
 
-from pybroker.protocol.framing import FrameReader, FrameTooLarge, InvalidFrame
+from pybroker.protocol.framing import LAZY_FRAME_SIZE, FrameReader, FrameTooLarge, InvalidFrame
 
 
 def frame(payload: bytes) -> bytes:
@@ -115,6 +116,28 @@ def test_rest_of_a_large_frame_is_read_straight_into_its_own_buffer():
     [done] = _read(r, data[1000:])
     assert offered.obj is done  # the kernel's read landed in the frame itself: no copy
     assert isinstance(done, bytearray) and done == payload
+
+
+def test_a_frame_above_the_lazy_size_is_resident_only_as_it_arrives():
+    """A peer announcing a large request and sending little costs pool budget, not resident memory
+    (a bytearray would be zero-filled at once): the frame is anonymous memory, filled in place."""
+    size = LAZY_FRAME_SIZE * 3
+    payload = bytes(range(256)) * (size // 256)
+    data = frame(payload)
+    r = FrameReader(size * 2)
+    assert _read(r, data[:5000]) == []
+    offered = r.get_buffer()
+    assert isinstance(offered.obj, mmap.mmap) and len(offered) == size - 4996
+    done: list = []
+    rest = memoryview(data)[5000:]
+    while rest:
+        n = min(len(rest), 65536)
+        done += _read(r, bytes(rest[:n]))
+        rest = rest[n:]
+    [whole] = done
+    assert whole is offered.obj and bytes(whole) == payload
+    whole[0:1] = b"X"  # writable, as the produce path needs
+    assert whole[0:1] == b"X"
 
 
 def test_frames_are_writable_buffers_of_their_own():

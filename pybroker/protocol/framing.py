@@ -6,6 +6,7 @@ allocated, so a hostile or broken peer cannot make the broker reserve gigabytes.
 
 from __future__ import annotations
 
+import mmap
 import struct
 import threading
 
@@ -16,6 +17,11 @@ _SIZE = struct.Struct(">i")
 # copied out; the rest of a larger one is read into its own buffer.
 SCRATCH_SIZE = 64 * 1024
 MIN_READ = 4096  # at least this much room is offered after bytes kept from the last read
+# A frame larger than this is read into anonymous memory the kernel maps as its bytes arrive, not
+# into a bytearray (which zero-fills, so resident at once): a peer announcing a large request and
+# sending nothing then costs pool budget (queued.max.request.bytes) but no resident memory.
+LAZY_FRAME_SIZE = 1024 * 1024
+Frame = bytearray | mmap.mmap  # a request frame: writable, the caller's own
 _THREAD = threading.local()
 
 
@@ -64,10 +70,11 @@ class FrameReader:
     completed.  (``feed(data)`` does both for bytes in hand.)
 
     A frame whose size prefix has been read but not all of its bytes gets its own ``bytearray`` of
-    exactly that size, and the rest of it is read straight into that buffer by the kernel: a large
-    produce request is never copied in user space.  Between frames reads go to a ``ScratchBuffer``
+    exactly that size (above ``LAZY_FRAME_SIZE`` anonymous memory, resident only as it fills), and the
+    rest of it is read straight into that buffer by the kernel: a large produce request is never
+    copied in user space.  Between frames reads go to a ``ScratchBuffer``
     shared by the loop's connections; a frame found whole there is copied out once.  Every frame
-    returned is a ``bytearray`` the caller owns (writable: the produce path stamps offsets into it).
+    returned is a writable ``Frame`` the caller owns (writable: the produce path stamps offsets into it).
 
     With a ``MemoryPool`` every frame returned is charged to it (the caller releases ``len(frame)``
     once the request is handled).  A frame that must be assembled across reads is allocated when its
@@ -84,7 +91,7 @@ class FrameReader:
         self.blocked = False  # the frame being assembled waits for memory from the pool
         self._scratch = scratch if scratch is not None else ScratchBuffer(MIN_READ)
         self._rest = b""  # bytes read but not yet framed: a partial size prefix, or a frame waiting for memory
-        self._frame: bytearray | None = None  # the allocated frame being filled
+        self._frame: Frame | None = None  # the allocated frame being filled
         self._frame_view: memoryview | None = None
         self._filled = 0  # bytes of it received
 
@@ -114,7 +121,7 @@ class FrameReader:
             return scratch.view[len(rest) :]
         return scratch.view
 
-    def buffer_updated(self, n: int) -> list[bytearray]:
+    def buffer_updated(self, n: int) -> list[Frame]:
         """``n`` bytes were read into the buffer ``get_buffer`` returned: the frames now complete."""
         if self._frame is not None:
             self._filled += n
@@ -126,16 +133,16 @@ class FrameReader:
             return [frame]
         return self._cut(len(self._rest) + n)
 
-    def retry(self) -> list[bytearray]:
+    def retry(self) -> list[Frame]:
         """After the pool released memory: allocate the frame that waited (``blocked``), if it can."""
         if not self._rest:
             return []
         self.get_buffer()  # puts the kept bytes back at the start of the scratch buffer
         return self._cut(len(self._rest))
 
-    def feed(self, data: bytes | bytearray | memoryview) -> list[bytearray]:
+    def feed(self, data: bytes | bytearray | memoryview) -> list[Frame]:
         """Frame bytes already in hand (tests, and callers that are not buffered protocols)."""
-        frames: list[bytearray] = []
+        frames: list[Frame] = []
         view = memoryview(data)
         if not view:
             return self.retry()
@@ -147,11 +154,11 @@ class FrameReader:
             frames += self.buffer_updated(n)
         return frames
 
-    def _cut(self, end: int) -> list[bytearray]:
+    def _cut(self, end: int) -> list[Frame]:
         """Frames in the first ``end`` bytes of the scratch buffer; what follows them is kept."""
         scratch = self._scratch
         buf, view = scratch.buf, scratch.view
-        frames: list[bytearray] = []
+        frames: list[Frame] = []
         pos = 0
         charged = 0
         try:
@@ -181,7 +188,7 @@ class FrameReader:
             self.blocked = True
             return frames
         have = end - pos - 4
-        frame = bytearray(size)
+        frame = bytearray(size) if size <= LAZY_FRAME_SIZE else mmap.mmap(-1, size)
         frame[:have] = view[pos + 4 : end]
         self._frame = frame
         self._frame_view = memoryview(frame)
