@@ -34,6 +34,7 @@ from collections.abc import Awaitable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from pybroker.cluster_dynamic_state import ClusterDynamicState
 from pybroker.controller.cluster import ZkClusterMembership
 from pybroker.controller.metadata_loader import PartitionState
 from pybroker.controller.producer_id_manager import PRODUCER_ID_BLOCK_SIZE, ProducerIdManager
@@ -189,6 +190,7 @@ class ClusterMode:
         # Set when the broker stops: metadata deliveries already queued on the loop change nothing
         # any more (no leader or follower changes, no fetchers, no log deletions on closing logs).
         self._stopping = False
+        self.dynamic_state: ClusterDynamicState | None = None  # quotas, SCRAM, broker configs, ACLs
         self.local: LocalController  # set by topic_admin(): the store mirror and partition factory
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -223,6 +225,19 @@ class ClusterMode:
         for p in self.broker.replica_manager.all_partitions():
             if p.topic not in LOCAL_TOPICS:
                 self.prepare_partition(p)
+        # Quotas, SCRAM credentials, dynamic broker configs and ACLs are the cluster's (ZooKeeper's):
+        # the store takes them before clients are served, and publishes this broker's changes there.
+        dynamic = self.dynamic_state = ClusterDynamicState(
+            self.membership.zk,
+            self.broker.metadata,
+            self.node_id,
+            lambda: self.broker.authorizer,
+            self.local.set_dynamic_broker_configs,
+        )
+        await asyncio.to_thread(dynamic.sync_from_zookeeper)
+        dynamic.apply_snapshot()
+        self.broker.metadata.publisher = dynamic
+        await dynamic.start_watching()
         await self.membership.start()
         # Logs of topics ZooKeeper does not know (deleted while this broker was down) go now.
         known = set(await asyncio.to_thread(self.membership.zk.get_all_topics))
@@ -266,6 +281,8 @@ class ClusterMode:
 
     async def stop(self) -> None:
         self._stopping = True
+        if self.dynamic_state is not None:
+            self.dynamic_state.stop()
         for t in self._tasks:
             t.cancel()
         await self.fetchers.shutdown()
