@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING, Any
 
 from pybroker.cluster_dynamic_state import ClusterDynamicState
 from pybroker.controller.cluster import ZkClusterMembership
+from pybroker.controller.controller import ElectionType, KafkaController
+from pybroker.controller.local import check_reassignment_target
 from pybroker.controller.metadata_loader import PartitionState
 from pybroker.controller.producer_id_manager import PRODUCER_ID_BLOCK_SIZE, ProducerIdManager
 from pybroker.controller.zk_data import BrokerInfo, TopicAssignment
@@ -653,6 +655,67 @@ class ClusterTopicAdmin:
 
     async def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         await self._cluster.alter_topic_configs(name, configs)
+
+    # -- leadership and replica placement: the active controller's (ZK mode answers NOT_CONTROLLER
+    # elsewhere; clients send these to the controller Metadata names) ---------------------------
+    def _active_controller(self) -> KafkaController:
+        m = self._cluster.membership
+        if m is None or not m.controller.is_active:
+            raise KafkaError(ErrorCode.NOT_CONTROLLER, "This broker is not the active controller.")
+        return m.controller
+
+    async def elect_leaders(
+        self, partitions: list[tuple[str, int]] | None, election_type: int, timeout_ms: int | None = None
+    ) -> dict[tuple[str, int], KafkaError | None]:
+        controller = self._active_controller()
+        results = await controller.elect_leaders(partitions, ElectionType(election_type))
+        # Answered once this broker's image shows the new leaders (Kafka's DelayedElectLeader), bounded
+        # by the request's timeout; those not seen by then answer REQUEST_TIMED_OUT.
+        elected = {tp: controller.states[tp].leader for tp, e in results.items() if e is None and tp in controller.states}
+
+        def pending() -> set[tuple[str, int]]:
+            topics = self._cluster.publisher.image().topics_by_name
+            return {
+                tp for tp, leader in elected.items()
+                if (t := topics.get(tp[0])) is None or tp[1] not in t.partitions or t.partitions[tp[1]].leader != leader
+            }  # fmt: skip
+
+        await self._cluster._wait_until(lambda: not pending(), timeout_ms)  # noqa: SLF001
+        for tp in pending():
+            results[tp] = KafkaError(ErrorCode.REQUEST_TIMED_OUT, "The new leader was not seen before the timeout.")
+        return results
+
+    async def alter_partition_reassignments(
+        self, reassignments: dict[tuple[str, int], list[int] | None], allow_replication_factor_change: bool = True
+    ) -> dict[tuple[str, int], KafkaError | None]:
+        controller = self._active_controller()
+        results: dict[tuple[str, int], KafkaError | None] = {}
+        valid: dict[tuple[str, int], list[int] | None] = {}
+        for tp, target in reassignments.items():
+            assignment = controller.assignments.get(tp[0])
+            current = None if assignment is None else assignment.partitions.get(tp[1])
+            if current is None:
+                results[tp] = KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                continue
+            if target is not None:
+                error = check_reassignment_target(
+                    target, set(controller.live_brokers), len(current.original_replicas), allow_replication_factor_change
+                )
+                if error is not None:
+                    results[tp] = error
+                    continue
+            valid[tp] = target
+        if valid:
+            results.update(await controller.alter_partition_reassignments(valid))
+        return results
+
+    async def list_partition_reassignments(
+        self, partitions: set[tuple[str, int]] | None = None
+    ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+        ongoing = await self._active_controller().list_partition_reassignments(partitions)
+        return {
+            tp: (list(r.replicas), list(r.adding_replicas), list(r.removing_replicas)) for tp, r in ongoing.items()
+        }
 
     async def add_partitions(
         self,

@@ -113,6 +113,7 @@ def load_all() -> dict[int, ApiHandler]:
         log_dirs,
         metadata,
         offsets,
+        partition_admin,
         produce,
         producer_ids,
         sasl,

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from pybroker.metadata.image import MetadataImage
     from pybroker.metadata.store import MetadataStore, TopicRecord
     from pybroker.metrics.recorder import BrokerMetrics
+    from pybroker.protocol.errors import KafkaError
     from pybroker.quotas.client_quotas import ClientQuotaManager
     from pybroker.replication.replica_manager import ReplicaManager
     from pybroker.security.authorizer import Authorizer
@@ -79,6 +80,23 @@ class TopicAdmin(Protocol):
     def dynamic_config_level(self, resource_name: str) -> ConfigSource: ...
 
     def set_dynamic_broker_configs(self, resource_name: str, configs: dict[str, str]) -> None: ...
+
+    # Leadership and replica placement (the controller's; NOT_CONTROLLER from a broker that is not it).
+    async def elect_leaders(
+        self, partitions: list[tuple[str, int]] | None, election_type: int, timeout_ms: int | None = None
+    ) -> dict[tuple[str, int], KafkaError | None]:
+        """Per partition None (elected) or the KafkaError it answers; None partitions: all."""
+        ...
+
+    async def alter_partition_reassignments(
+        self, reassignments: dict[tuple[str, int], list[int] | None], allow_replication_factor_change: bool = True
+    ) -> dict[tuple[str, int], KafkaError | None]: ...
+
+    async def list_partition_reassignments(
+        self, partitions: set[tuple[str, int]] | None = None
+    ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+        """Ongoing reassignments: (replicas, adding, removing) per partition."""
+        ...
 
 
 @dataclass(slots=True)

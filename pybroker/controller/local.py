@@ -102,6 +102,34 @@ class TopicLocks:
         return len(self._locks)
 
 
+def check_reassignment_target(
+    target: list[int], live_brokers: set[int], current_rf: int, allow_replication_factor_change: bool
+) -> KafkaError | None:
+    """ReplicationControlManager's checks of a reassignment's target replicas (its messages)."""
+    if not target:
+        return KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica list.")
+    seen: set[int] = set()
+    for broker in target:
+        if broker in seen:
+            return KafkaError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes the broker {broker} more than once.",
+            )
+        seen.add(broker)
+        if broker not in live_brokers:
+            return KafkaError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes broker {broker}, but no such broker is registered.",
+            )
+    if not allow_replication_factor_change and len(target) != current_rf:
+        return KafkaError(
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            f"The replication factor is changed from {current_rf} to {len(target)} but "
+            "allowReplicationFactorChange is false.",
+        )
+    return None
+
+
 class LocalController:
     """Topic administration of a broker that is its own controller (Kafka's controller, in small)."""
 
@@ -475,6 +503,45 @@ class LocalController:
                     if p.log.config != cfg:
                         p.log.update_config(cfg)
                     p.min_insync_replicas = min_isr
+
+    # -- leadership and replica placement (ElectLeaders, partition reassignments) ----------------
+    # One broker leads every partition it has, each with one replica: an election is never needed,
+    # and the only valid assignment is this broker.  Kafka's controller answers the same.
+    def _known(self, tp: tuple[str, int]) -> bool:
+        rec = self.metadata.topics.get(tp[0])
+        return rec is not None and 0 <= tp[1] < rec.partitions
+
+    def _all_partitions(self) -> list[tuple[str, int]]:
+        return [(rec.name, i) for rec in self.metadata.topics.values() for i in range(rec.partitions)]
+
+    async def elect_leaders(
+        self, partitions: list[tuple[str, int]] | None, election_type: int, timeout_ms: int | None = None
+    ) -> dict[tuple[str, int], KafkaError | None]:
+        wanted = self._all_partitions() if partitions is None else partitions
+        return {
+            tp: KafkaError(ErrorCode.ELECTION_NOT_NEEDED)
+            if self._known(tp)
+            else KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+            for tp in wanted
+        }
+
+    async def alter_partition_reassignments(
+        self, reassignments: dict[tuple[str, int], list[int] | None], allow_replication_factor_change: bool = True
+    ) -> dict[tuple[str, int], KafkaError | None]:
+        results: dict[tuple[str, int], KafkaError | None] = {}
+        for tp, target in reassignments.items():
+            if not self._known(tp):
+                results[tp] = KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            elif target is None:
+                results[tp] = KafkaError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)
+            else:
+                results[tp] = check_reassignment_target(target, {self.node_id}, 1, allow_replication_factor_change)
+        return results
+
+    async def list_partition_reassignments(
+        self, partitions: set[tuple[str, int]] | None = None
+    ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+        return {}
 
     def new_topic_id(self) -> uuid.UUID:
         return uuid.uuid4()
