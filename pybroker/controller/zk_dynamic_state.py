@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import quote, unquote
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError  # type: ignore[import-untyped]
-from kazoo.recipe.watchers import ChildrenWatch  # type: ignore[import-untyped]
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.recipe.watchers import ChildrenWatch
 
 from pybroker.controller.zk_client import KafkaZkClient
 
