@@ -17,6 +17,10 @@ ZooKeeper through ``KafkaZkClient`` and waits, up to the request's timeout, unti
 shows the result, as Kafka's ZK-mode AdminManager does with its delayed operations. Producer ids come
 from blocks claimed in ZooKeeper (controller/producer_id_manager.py), unique across brokers.
 
+SCRAM credentials, client quotas, dynamic broker configs and ACLs live in ZooKeeper and apply on every
+broker (``cluster_dynamic_state.py``); ElectLeaders and partition reassignments are the active
+controller's (``ClusterTopicAdmin``).
+
 ``__consumer_offsets`` is replicated like any topic, and a group is coordinated by the leader of its
 partition: the group coordinator loads a partition's groups when this broker becomes its leader and
 unloads them when it stops being one (``_offsets_leadership``). ``__transaction_state`` still stays
