@@ -1,7 +1,8 @@
 """Types of a log directory's writer thread in C (storage/_logwriter.c; setup.py builds it, optionally)."""
 
-from typing_extensions import Buffer
 from typing import Any
+
+from typing_extensions import Buffer
 
 SKIPPED: int
 
