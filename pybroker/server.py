@@ -35,6 +35,7 @@ from pybroker.protocol.produce_request import decode_produce_request
 from pybroker.protocol.produce_response import encode_produce_response
 from pybroker.quotas.client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
 from pybroker.quotas.rate import throttle_time_ms
+from pybroker.replication.append import Appended
 from pybroker.security.authenticator import SASL_HANDSHAKE, Outcome, SaslServerAuthenticator
 from pybroker.security.context import ConnectionSecurity, uses_sasl
 
@@ -315,6 +316,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if not pipeline:
                 self._write(out)
                 out = []
+            # Only a produce request whose batches are already appended may be followed at once by the
+            # next one (replication/append.Appended); one that validates off the loop or asks a
+            # transaction coordinator first would be overtaken.
+            produce = produce and isinstance(result, Appended)
             task = asyncio.ensure_future(result)
             pipeline.append(_Pending(task, len(frame), produce))
             task.add_done_callback(self._request_done)
@@ -474,10 +479,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if started:
                 metrics.request_done(header.api_key, version, perf_counter() - started)
             return parts
-        return self._await_response(
+        later = self._await_response(
             header.api_key, version, header.correlation_id, response, started, header if quota_api else None,
             len(frame),
         )
+        return Appended(later) if isinstance(response, Appended) else later
 
     def _sasl_outcome(self, outcome: Outcome) -> list[Any] | None:
         parts: list[Any] = []

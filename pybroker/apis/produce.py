@@ -18,7 +18,7 @@ from pybroker.metadata.store import is_internal_topic
 from pybroker.protocol.errors import ErrorCode
 from pybroker.records.batch import validate_produce_batches
 from pybroker.records.errors import RecordFormatError
-from pybroker.replication.append import partition_response
+from pybroker.replication.append import Appended, partition_response
 
 # KAFKA-18659: librdkafka < 2.11.1 disables compression unless Produce is advertised from v0, so we
 # advertise 0 (as Kafka 4 does, ApiKeys.PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION) while v0-2 stay
@@ -149,7 +149,9 @@ def _append(
         added_to_transaction=added,
     )
     if not isinstance(appended, list):
-        return _respond_after(ctx, appended, acks, topic_data, unknown_ids)
+        later = _respond_after(ctx, appended, acks, topic_data, unknown_ids)
+        # Batches already in their logs: the connection's next produce request may be handled meanwhile.
+        return Appended(later) if isinstance(appended, Appended) else later
     if acks == 0:
         return None  # acks=0: the client expects no response at all
     return _response(ctx, appended, topic_data, unknown_ids)

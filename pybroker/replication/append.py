@@ -10,7 +10,9 @@ Kafka's error code.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Generator
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from pybroker.protocol.errors import ErrorCode
 from pybroker.records.batch import BatchHeader, iter_batch_headers
@@ -167,3 +169,20 @@ def validate(records, header: BatchHeader, rules: ValidationRules, now_ms: int):
     if not validated.recompressed:
         return buf, [header]
     return validated.data, list(iter_batch_headers(validated.data, verify_crc=False))
+
+
+class Appended:
+    """The answer, still to come, of a produce request whose batches are already in their logs: only
+    the writes to disk (writer threads) or the followers' acknowledgements (acks=all) are awaited.  Such a
+    request cannot be overtaken any more, so the server may handle the connection's next produce request
+    meanwhile (server.py's pipelining); any other awaitable answer (batches validated off the loop, a
+    coordinator asked first) keeps the connection's later requests waiting, as Kafka's one request at a
+    time per connection does, or they could append first."""
+
+    __slots__ = ("awaitable",)
+
+    def __init__(self, awaitable: Awaitable[Any]) -> None:
+        self.awaitable = awaitable
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        return self.awaitable.__await__()

@@ -25,6 +25,7 @@ from pybroker.records.errors import RecordFormatError
 from pybroker.replication.append import (
     REFUSED,
     ZSTD_MIN_PRODUCE_VERSION,
+    Appended,
     error_response,
     executor,
     partition_response,
@@ -202,10 +203,11 @@ class ReplicaManager:
         if writes:
             # Answered once the writer threads have written (acks=0 too: the connection's next
             # request waits, so that its frame, still charged to the memory pool, bounds what is queued).
-            return self._after_writes(responses, writes, waits, acks, timeout_ms)
+            return Appended(self._after_writes(responses, writes, waits, acks, timeout_ms))
         if acks == 0:
             return responses  # nobody waits: the handler sends nothing
-        return self._wait_for_acks(responses, waits, timeout_ms)
+        result = self._wait_for_acks(responses, waits, timeout_ms)
+        return result if isinstance(result, list) else Appended(result)
 
     def _check_transactional(
         self,
