@@ -27,7 +27,9 @@ What the active controller does:
   the broker and it leaves the ISRs before it stops;
 - reassignment (``alter_partition_reassignments`` / ``list_partition_reassignments``, and the
   /admin/reassign_partitions znode): add the new replicas, wait until they are in the ISR, elect a
-  leader among the target replicas, drop the old ones.
+  leader among the target replicas, drop the old ones;
+- ElectLeaders and the reassignment APIs received by another broker, forwarded through ZooKeeper
+  (zk_data.FORWARDED_REQUESTS_PATH): answered in the request's znode (``serve_forwarded``).
 
 Topic creation, CreatePartitions and DeleteTopics are ZooKeeper writes any broker makes
 (``KafkaZkClient.create_topic`` / ``add_partitions`` / ``request_topic_deletion``); this controller
@@ -239,6 +241,7 @@ class KafkaController:
             "controlled_shutdown_znode": self._controlled_shutdown_znode,
             "reassign": self._reassign,
             "list_reassignments": self._list_reassignments,
+            "forwarded_requests": self._forwarded_requests,
         }
         while True:
             kind, payload, future = await self._queue.get()
@@ -342,6 +345,7 @@ class KafkaController:
         await self._topic_deletion()
         await self._reassign_znode()
         await self._controlled_shutdown_znode()
+        await self._forwarded_requests()
         if self.config.auto_leader_rebalance_enable:
             self._rebalance_task = asyncio.get_running_loop().create_task(self._rebalance_timer(self._term))
 
@@ -793,3 +797,57 @@ class KafkaController:
                 logger.warning("controller %d: reassignment of %s refused: %s", self.broker_id, tp, e)
         await self._zk(self.zk.delete_reassign_partitions_request)
         await self._zk(self.zk.get_reassign_partitions_request, self._watch("reassign_znode"))
+
+    async def _forwarded_requests(self, _payload: Any = None) -> None:
+        """Admin requests other brokers received (zk_data.FORWARDED_REQUESTS_PATH): each is served as if
+        it had been made here, and its answer written into its znode for the requester to read."""
+        pending = await self._zk(self.zk.get_forwarded_requests, self._watch("forwarded_requests"))
+        for path, (kind, request, answered) in pending.items():
+            if answered:
+                continue
+            try:
+                response = await self._serve_forwarded(kind, request)
+            except KafkaError as e:
+                response = {"error": [int(e.code), e.message]}
+            except (KeyError, TypeError, ValueError) as e:
+                logger.warning("controller %d: malformed forwarded request %s: %r", self.broker_id, path, e)
+                response = {"error": [int(ErrorCode.INVALID_REQUEST), "malformed forwarded request"]}
+            await self._zk(self.zk.answer_forwarded_request, path, kind, request, response)
+
+    async def _serve_forwarded(self, kind: str, request: Any) -> dict[str, Any]:
+        if kind == "elect_leaders":
+            partitions = request["partitions"]
+            tps = None if partitions is None else [(str(t), int(p)) for t, p in partitions]
+            results = await self._elect_leaders((tps, ElectionType(int(request["election_type"]))))
+            return {"results": encode_results(results)}
+        if kind == "reassign":
+            targets = {
+                (str(t), int(p)): (None if r is None else tuple(int(b) for b in r)) for t, p, r in request["partitions"]
+            }
+            return {"results": encode_results(await self._reassign(targets))}
+        if kind == "list_reassignments":
+            partitions = request["partitions"]
+            wanted = None if partitions is None else {(str(t), int(p)) for t, p in partitions}
+            ongoing = await self._list_reassignments(wanted)
+            return {
+                "reassignments": [
+                    [t, p, list(a.replicas), list(a.adding_replicas), list(a.removing_replicas)]
+                    for (t, p), a in sorted(ongoing.items())
+                ]
+            }
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown forwarded request {kind!r}")
+
+
+def encode_results(results: Mapping[TopicPartition, KafkaError | None]) -> list[list[Any]]:
+    """Per-partition outcomes as JSON: [topic, partition, error code, message]."""
+    return [
+        [t, p, 0 if e is None else int(e.code), None if e is None else e.message]
+        for (t, p), e in sorted(results.items())
+    ]
+
+
+def decode_results(encoded: Iterable[list[Any]]) -> dict[TopicPartition, KafkaError | None]:
+    return {
+        (str(t), int(p)): None if int(code) == 0 else KafkaError(ErrorCode(int(code)), msg)
+        for t, p, code, msg in encoded
+    }
