@@ -35,6 +35,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from pybroker.controller.cluster import ZkClusterMembership
+from pybroker.controller.controller import ElectionType, decode_results
 from pybroker.controller.metadata_loader import PartitionState
 from pybroker.controller.producer_id_manager import PRODUCER_ID_BLOCK_SIZE, ProducerIdManager
 from pybroker.controller.zk_data import BrokerInfo, TopicAssignment
@@ -588,6 +589,78 @@ class ClusterMode:
         if not await self._wait_until(visible, timeout_ms):
             raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"The new partitions of {name} have no leader yet.")
 
+    # -- leadership and replica placement (ElectLeaders, Alter/ListPartitionReassignments) -----
+    async def _controller_request(self, kind: str, request: dict[str, Any], timeout_ms: int) -> dict[str, Any]:
+        """Served by the active controller: this broker's own when it is active, else forwarded through
+        ZooKeeper (zk_data.FORWARDED_REQUESTS_PATH). Bounded by ``timeout_ms`` (REQUEST_TIMED_OUT)."""
+        assert self.membership is not None
+        m = self.membership
+        deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+        if m.controller.is_active:
+            try:
+                response = await asyncio.wait_for(m.controller.serve(kind, request), max(timeout_ms, 0) / 1000)
+            except TimeoutError:
+                raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, "The controller did not answer in time.") from None
+            except KafkaError as e:
+                if e.code != ErrorCode.NOT_CONTROLLER:
+                    raise
+                response = None  # it resigned meanwhile: the new controller serves it
+            if response is not None:
+                return response
+        path = await self._zk(m.zk.create_forwarded_request, kind, request)
+        try:
+            while (response := await self._zk(m.zk.get_forwarded_response, path)) is None:
+                if time.monotonic() >= deadline:
+                    raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, "The controller did not answer in time.")
+                await asyncio.sleep(ADMIN_POLL_S)
+        finally:
+            await self._zk(m.zk.delete_forwarded_request, path)
+        if "error" in response:
+            raise KafkaError(*response["error"])
+        return response
+
+    async def elect_leaders(
+        self, partitions: list[tuple[str, int]] | None, election_type: ElectionType, timeout_ms: int
+    ) -> dict[tuple[str, int], KafkaError | None]:
+        """ElectLeaders: the controller elects; the answer waits (bounded by ``timeout_ms``) until this
+        broker's metadata shows the elected leaders, as Kafka's DelayedElectLeader does."""
+        deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+        request = {
+            "election_type": int(election_type),
+            "partitions": None if partitions is None else [[t, p] for t, p in partitions],
+        }
+        results = decode_results((await self._controller_request("elect_leaders", request, timeout_ms))["results"])
+
+        def elected(tp: tuple[str, int]) -> bool:
+            t = self.publisher.image().topic(tp[0])
+            reg = t.partitions.get(tp[1]) if t is not None else None
+            if reg is None or not reg.replicas:
+                return False
+            if election_type == ElectionType.PREFERRED:
+                return reg.leader == reg.replicas[0]
+            return reg.has_leader()
+
+        done = [tp for tp, e in results.items() if e is None]
+        remaining_ms = int(max(0.0, deadline - time.monotonic()) * 1000)
+        if not await self._wait_until(lambda: all(elected(tp) for tp in done), remaining_ms):
+            for tp in done:
+                if not elected(tp):
+                    results[tp] = KafkaError(ErrorCode.REQUEST_TIMED_OUT, "The election's result is not visible yet.")
+        return results
+
+    async def alter_partition_reassignments(
+        self, targets: Mapping[tuple[str, int], list[int] | None], timeout_ms: int
+    ) -> dict[tuple[str, int], KafkaError | None]:
+        request = {"partitions": [[t, p, r] for (t, p), r in targets.items()]}
+        return decode_results((await self._controller_request("reassign", request, timeout_ms))["results"])
+
+    async def list_partition_reassignments(
+        self, partitions: set[tuple[str, int]] | None, timeout_ms: int
+    ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+        request = {"partitions": None if partitions is None else [[t, p] for t, p in sorted(partitions)]}
+        response = await self._controller_request("list_reassignments", request, timeout_ms)
+        return {(str(t), int(p)): (replicas, adding, removing) for t, p, replicas, adding, removing in response["reassignments"]}
+
 
 class ClusterTopicAdmin:
     """The TopicAdmin of a broker in a cluster (apis/services.TopicAdmin): topic creation, deletion and new
@@ -649,3 +722,18 @@ class ClusterTopicAdmin:
         await self._cluster.add_partitions(
             name, total, assignments=assignments, validate_only=validate_only, timeout_ms=timeout_ms
         )
+
+    async def elect_leaders(
+        self, partitions: list[tuple[str, int]] | None, election_type: ElectionType, timeout_ms: int
+    ) -> dict[tuple[str, int], KafkaError | None]:
+        return await self._cluster.elect_leaders(partitions, election_type, timeout_ms)
+
+    async def alter_partition_reassignments(
+        self, targets: Mapping[tuple[str, int], list[int] | None], timeout_ms: int
+    ) -> dict[tuple[str, int], KafkaError | None]:
+        return await self._cluster.alter_partition_reassignments(targets, timeout_ms)
+
+    async def list_partition_reassignments(
+        self, partitions: set[tuple[str, int]] | None, timeout_ms: int
+    ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+        return await self._cluster.list_partition_reassignments(partitions, timeout_ms)

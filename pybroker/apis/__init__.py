@@ -110,6 +110,7 @@ def load_all() -> dict[int, ApiHandler]:
         consumer_groups,
         fetch,
         groups,
+        leadership,
         log_dirs,
         metadata,
         offsets,

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from pybroker.metadata.image import MetadataImage
     from pybroker.metadata.store import MetadataStore, TopicRecord
     from pybroker.metrics.recorder import BrokerMetrics
+    from pybroker.protocol.errors import KafkaError
     from pybroker.quotas.client_quotas import ClientQuotaManager
     from pybroker.replication.replica_manager import ReplicaManager
     from pybroker.security.authorizer import Authorizer
@@ -77,6 +78,24 @@ class TopicAdmin(Protocol):
         """set_topic_configs as the API does it: in a cluster, through ZooKeeper to every broker."""
 
     def dynamic_config_level(self, resource_name: str) -> ConfigSource: ...
+
+    async def elect_leaders(
+        self, partitions: list[tuple[str, int]] | None, election_type: int, timeout_ms: int
+    ) -> dict[tuple[str, int], KafkaError | None]:
+        """ElectLeaders (0 preferred, 1 unclean; None: every partition): per partition None or the error."""
+        ...
+
+    async def alter_partition_reassignments(
+        self, targets: dict[tuple[str, int], list[int] | None], timeout_ms: int
+    ) -> dict[tuple[str, int], KafkaError | None]:
+        """Target replicas per partition (None cancels): per partition None or the error."""
+        ...
+
+    async def list_partition_reassignments(
+        self, partitions: set[tuple[str, int]] | None, timeout_ms: int
+    ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+        """The ongoing reassignments: (replicas, adding, removing) per partition."""
+        ...
 
     def set_dynamic_broker_configs(self, resource_name: str, configs: dict[str, str]) -> None: ...
 

@@ -189,6 +189,11 @@ class KafkaController:
         """ListPartitionReassignments: the ongoing reassignments (replicas, adding, removing)."""
         return await self._request("list_reassignments", None if partitions is None else set(partitions))
 
+    async def serve(self, kind: str, request: dict[str, Any]) -> dict[str, Any]:
+        """A request in the forwarded form (``_serve_forwarded``), served here: ElectLeaders and the
+        reassignment APIs answer the same JSON whether this broker or another one received them."""
+        return await self._request("serve", (kind, request))
+
     async def _request(self, kind: str, payload: Any) -> Any:
         if self._loop is None:
             raise KafkaError(ErrorCode.NOT_CONTROLLER)
@@ -242,6 +247,7 @@ class KafkaController:
             "reassign": self._reassign,
             "list_reassignments": self._list_reassignments,
             "forwarded_requests": self._forwarded_requests,
+            "serve": lambda payload: self._serve_forwarded(*payload),
         }
         while True:
             kind, payload, future = await self._queue.get()

@@ -326,6 +326,47 @@ class LocalController:
         except KafkaError:
             return None
 
+    # -- leadership and replica placement on one broker: its only replica leads every partition
+
+    def _partition_exists(self, tp: tuple[str, int]) -> bool:
+        rec = self.metadata.topics.get(tp[0])
+        return rec is not None and 0 <= tp[1] < rec.partitions
+
+    async def elect_leaders(
+        self, partitions: list[tuple[str, int]] | None, election_type: int, timeout_ms: int
+    ) -> dict[tuple[str, int], KafkaError | None]:
+        """ElectLeaders: the preferred (and only) replica leads already, so ELECTION_NOT_NEEDED for
+        either election type, as a single Kafka broker answers."""
+        wanted = partitions if partitions is not None else [
+            (rec.name, p) for rec in self.metadata.topics.values() for p in range(rec.partitions)
+        ]
+        return {
+            tp: KafkaError(ErrorCode.ELECTION_NOT_NEEDED if self._partition_exists(tp) else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            for tp in wanted
+        }
+
+    async def alter_partition_reassignments(
+        self, targets: dict[tuple[str, int], list[int] | None], timeout_ms: int
+    ) -> dict[tuple[str, int], KafkaError | None]:
+        """No reassignment can run on one broker: its own replica set is accepted as a no-op (Kafka: the
+        target equals the current replicas), anything else names a broker that is not registered."""
+        results: dict[tuple[str, int], KafkaError | None] = {}
+        for tp, target in targets.items():
+            if not self._partition_exists(tp):
+                results[tp] = KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            elif target is None:
+                results[tp] = KafkaError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)
+            elif list(target) == [self.node_id]:
+                results[tp] = None
+            else:
+                results[tp] = KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, _invalid_target(target, {self.node_id}))
+        return results
+
+    async def list_partition_reassignments(
+        self, partitions: set[tuple[str, int]] | None, timeout_ms: int
+    ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+        return {}
+
     def delete_topic(self, name: str) -> None:
         assert self.log_manager is not None
         rec = self.metadata.topics.get(name)
@@ -478,3 +519,13 @@ class LocalController:
 
     def new_topic_id(self) -> uuid.UUID:
         return uuid.uuid4()
+
+
+def _invalid_target(target: list[int], registered: set[int]) -> str:
+    """Kafka's messages for a replica list it refuses (ReplicationControlManager.validateManualPartitionAssignment)."""
+    if not target:
+        return "The manual partition assignment includes an empty replica list."
+    if len(set(target)) != len(target):
+        return f"The manual partition assignment includes duplicate replicas: {list(target)}."
+    unknown = next(b for b in target if b not in registered)
+    return f"The manual partition assignment includes broker {unknown}, but no such broker is registered."
