@@ -49,18 +49,28 @@ def test_preferred_election_is_not_needed(bootstrap: str, make_topic, version: i
     assert answer.get("error_code", 0) == NONE
     assert results(answer) == [(topic, 0, ELECTION_NOT_NEEDED), (topic, 1, ELECTION_NOT_NEEDED),
                                (topic + "-missing", 0, UNKNOWN_TOPIC_OR_PARTITION)]
+    messages = {(r["topic"], p["partition_id"]): p["error_message"]
+                for r in answer["replica_election_results"] for p in r["partition_result"]}
+    assert messages[(topic + "-missing", 0)] == f"No such topic as {topic}-missing"
 
 
 def test_unclean_election_of_a_led_partition_is_not_needed(bootstrap: str, make_topic) -> None:
     topic = make_topic()
     answer = elect(bootstrap, 2, 1, [{"topic": topic, "partitions": [0, 7]}])
     assert results(answer) == [(topic, 0, ELECTION_NOT_NEEDED), (topic, 7, UNKNOWN_TOPIC_OR_PARTITION)]
+    [result] = answer["replica_election_results"]
+    assert result["partition_result"][1]["error_message"] == f"No such partition as {topic}-7"
 
 
 def test_every_partition_leaves_out_those_needing_no_election(bootstrap: str, make_topic) -> None:
-    make_topic()
+    topic = make_topic(partitions=2)
     answer = elect(bootstrap, 2, 0, None)
-    assert (answer["error_code"], answer["replica_election_results"]) == (NONE, [])
+    assert answer["error_code"] == NONE
+    # Every topic has an entry (Kafka's ReplicationControlManager.electLeaders), without partitions:
+    # the only replica leads each of them.
+    entries = {r["topic"]: r["partition_result"] for r in answer["replica_election_results"]}
+    assert entries[topic] == []
+    assert all(partitions == [] for partitions in entries.values()), entries
 
 
 def test_unknown_election_type(bootstrap: str, make_topic) -> None:

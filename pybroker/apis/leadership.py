@@ -72,10 +72,11 @@ async def handle_elect_leaders(ctx: RequestContext, request: dict) -> dict:
     except KafkaError as e:
         return _elect_error(request, e.code, e.message)
     if partitions is None:
-        # Kafka (ReplicationControlManager.electLeaders): electing every partition leaves out those that
-        # already have the wanted leader.
+        # Kafka (ReplicationControlManager.electLeaders): every topic has an entry, leaving out the
+        # partitions that already have the wanted leader.
         results = {tp: e for tp, e in results.items() if e is None or e.code != ErrorCode.ELECTION_NOT_NEEDED}
-    return _elect_response(ErrorCode.NONE, _group(results, (t["topic"] for t in asked or ())))
+        return _elect_response(ErrorCode.NONE, _group(results, sorted(ctx.metadata_image().topics_by_name)))
+    return _elect_response(ErrorCode.NONE, _group(results, (t["topic"] for t in asked)))
 
 
 def _reassign_response(code: ErrorCode, message: str | None, by_topic: dict[str, dict]) -> dict:

@@ -60,6 +60,7 @@ from pybroker.controller.election import (
     offline_partition_leader_election,
     preferred_replica_partition_leader_election,
     reassign_partition_leader_election,
+    unknown_partition,
 )
 from pybroker.controller.zk_client import ControllerMovedError, KafkaZkClient
 from pybroker.controller.zk_data import (
@@ -587,7 +588,7 @@ class KafkaController:
         replicas = self._replicas(tp)
         state = self.states.get(tp)
         if state is None or not replicas:
-            return KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            return unknown_partition(tp, tp[0] in self.assignments)
         if state.leader == replicas[0]:
             return KafkaError(ErrorCode.ELECTION_NOT_NEEDED)
         live = set(self.live_brokers) - self.shutting_down_brokers
@@ -607,7 +608,7 @@ class KafkaController:
         replicas = self._replicas(tp)
         state = self.states.get(tp)
         if state is None or not replicas:
-            return KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            return unknown_partition(tp, tp[0] in self.assignments)
         live = set(self.live_brokers)
         if state.leader != NO_LEADER and state.leader in live:
             return KafkaError(ErrorCode.ELECTION_NOT_NEEDED)

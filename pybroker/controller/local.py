@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pybroker import config as broker_config
+from pybroker.controller.election import unknown_partition
 from pybroker.controller.limits import (
     MAX_RECORDS_PER_USER_OP,
     TOO_MANY_RECORDS,
@@ -341,7 +342,8 @@ class LocalController:
             (rec.name, p) for rec in self.metadata.topics.values() for p in range(rec.partitions)
         ]
         return {
-            tp: KafkaError(ErrorCode.ELECTION_NOT_NEEDED if self._partition_exists(tp) else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            tp: KafkaError(ErrorCode.ELECTION_NOT_NEEDED) if self._partition_exists(tp)
+            else unknown_partition(tp, tp[0] in self.metadata.topics)
             for tp in wanted
         }
 
@@ -529,3 +531,4 @@ def _invalid_target(target: list[int], registered: set[int]) -> str:
         return f"The manual partition assignment includes duplicate replicas: {list(target)}."
     unknown = next(b for b in target if b not in registered)
     return f"The manual partition assignment includes broker {unknown}, but no such broker is registered."
+
