@@ -70,7 +70,10 @@ async def handle_elect_leaders(ctx: RequestContext, request: dict) -> dict:
     try:
         results = await ctx.topic_admin.elect_leaders(partitions, election_type, request["timeout_ms"])
     except KafkaError as e:
-        return _elect_error(request, e.code, e.message)
+        if e.code != ErrorCode.REQUEST_TIMED_OUT or partitions is None:
+            return _elect_error(request, e.code, e.message)
+        # Kafka's DelayedElectLeader when it expires: the partitions time out, the request does not.
+        results = dict.fromkeys(partitions, e)
     if partitions is None:
         # Kafka (ReplicationControlManager.electLeaders): every topic has an entry, leaving out the
         # partitions that already have the wanted leader.

@@ -113,6 +113,21 @@ def test_elect_leaders_errors(cluster: Cluster) -> None:
         admin.close()
 
 
+def test_elect_leaders_times_out_when_the_controller_does_not_answer(cluster: Cluster) -> None:
+    ctrl = controller(cluster)
+    other = next(n for n in cluster.brokers if n != ctrl)
+    with WireClient(cluster.brokers[other].bootstrap) as w, frozen(cluster, ctrl):  # shorter than its session
+        t0 = time.monotonic()
+        r = w.request(43, 2, {"election_type": 0, "timeout_ms": 1000,
+                              "topic_partitions": [{"topic": "pref", "partitions": [0]}]})
+        elapsed = time.monotonic() - t0
+    assert r["error_code"] == ErrorCode.NONE
+    assert r["replica_election_results"][0]["partition_result"][0]["error_code"] == ErrorCode.REQUEST_TIMED_OUT
+    assert 0.9 < elapsed < 2.5
+    assert controller(cluster) == ctrl  # it stayed the controller: the timeout was the request's
+    assert elect_raw(cluster, other, "pref", 0)[:2] == (ErrorCode.NONE, ErrorCode.ELECTION_NOT_NEEDED)
+
+
 def test_unclean_election_of_an_out_of_sync_replica(cluster: Cluster) -> None:
     create_topic(cluster, "unclean", [2, 3])
     cluster.brokers[3].kill9()
