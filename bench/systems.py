@@ -8,17 +8,20 @@ All get the settings in ``MATCHED_SETTINGS`` on top of their defaults; none fsyn
 - ``kafka-constrained``: the same broker with a small growable heap and G1's defaults
   (-Xmx512m -Xms128m), what the compat suite runs; shown for comparison, never a ratio's base.
 - ``pybroker``.
+- ``pybroker-baseline``: pybroker from another checkout (``PYBROKER_BASELINE_TREE``, e.g. a worktree
+  of the commit before a change), so a change's before and after are measured interleaved in one run.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
 from compat_tests.brokers import PyBroker
 
-SYSTEMS = ("pybroker", "kafka", "kafka-constrained")
+SYSTEMS = ("pybroker", "pybroker-baseline", "kafka", "kafka-constrained")
 
 MATCHED_SETTINGS: dict[str, str] = {
     "log.segment.bytes": str(1024 * 1024 * 1024),  # Kafka's default, stated on both
@@ -56,6 +59,13 @@ def make_broker(
         return ApacheKafka(workdir, overrides=settings, jvm=jvm, command_prefix=command_prefix)
     if system == "pybroker":
         return PyBroker(workdir, overrides=settings, command_prefix=list(command_prefix))
+    if system == "pybroker-baseline":
+        tree = os.environ.get("PYBROKER_BASELINE_TREE")
+        if not tree or not (Path(tree) / "pybroker" / "__init__.py").is_file():
+            raise ValueError("pybroker-baseline needs PYBROKER_BASELINE_TREE=<a pybroker checkout>")
+        # The broker process imports pybroker from that tree first (an editable install points here).
+        env = {"PYTHONPATH": str(Path(tree).resolve())}
+        return PyBroker(workdir, overrides=settings, env=env, command_prefix=list(command_prefix))
     raise ValueError(f"unknown system {system!r}; expected one of {', '.join(SYSTEMS)}")
 
 

@@ -287,6 +287,8 @@ class Broker:
             await self._http.stop()
         if self.group_coordinator is not None:
             await self.group_coordinator.stop()
+        if self.log_manager is not None:
+            self.log_manager.finish_writes()  # produced batches still queued are written and answered
         self.replica_manager.close()
         if self.log_manager is None:
             return  # never got the log dirs: nothing of ours to save

@@ -17,6 +17,10 @@ ZooKeeper through ``KafkaZkClient`` and waits, up to the request's timeout, unti
 shows the result, as Kafka's ZK-mode AdminManager does with its delayed operations. Producer ids come
 from blocks claimed in ZooKeeper (controller/producer_id_manager.py), unique across brokers.
 
+SCRAM credentials, client quotas, dynamic broker configs and ACLs live in ZooKeeper and apply on every
+broker (``cluster_dynamic_state.py``); ElectLeaders and partition reassignments are the active
+controller's (``ClusterTopicAdmin``).
+
 ``__consumer_offsets`` is replicated like any topic, and a group is coordinated by the leader of its
 partition: the group coordinator loads a partition's groups when this broker becomes its leader and
 unloads them when it stops being one (``_offsets_leadership``). ``__transaction_state`` still stays
@@ -34,6 +38,7 @@ from collections.abc import Awaitable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from pybroker.cluster_dynamic_state import ClusterDynamicState
 from pybroker.controller.cluster import ZkClusterMembership
 from pybroker.controller.controller import ElectionType, decode_results
 from pybroker.controller.metadata_loader import PartitionState
@@ -71,6 +76,7 @@ log = logging.getLogger(__name__)
 LOCAL_TOPICS = frozenset({"__transaction_state"})
 # How often an admin request re-reads the image while it waits for the controller's result.
 ADMIN_POLL_S = 0.05
+ADMIN_TIMEOUT_MS = 30_000  # when a request names none
 CLUSTER_ID_PATH = "/cluster/id"
 
 
@@ -190,6 +196,7 @@ class ClusterMode:
         # Set when the broker stops: metadata deliveries already queued on the loop change nothing
         # any more (no leader or follower changes, no fetchers, no log deletions on closing logs).
         self._stopping = False
+        self.dynamic_state: ClusterDynamicState | None = None  # quotas, SCRAM, broker configs, ACLs
         self.local: LocalController  # set by topic_admin(): the store mirror and partition factory
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -224,6 +231,19 @@ class ClusterMode:
         for p in self.broker.replica_manager.all_partitions():
             if p.topic not in LOCAL_TOPICS:
                 self.prepare_partition(p)
+        # Quotas, SCRAM credentials, dynamic broker configs and ACLs are the cluster's (ZooKeeper's):
+        # the store takes them before clients are served, and publishes this broker's changes there.
+        dynamic = self.dynamic_state = ClusterDynamicState(
+            self.membership.zk,
+            self.broker.metadata,
+            self.node_id,
+            lambda: self.broker.authorizer,
+            self.local.set_dynamic_broker_configs,
+        )
+        await asyncio.to_thread(dynamic.sync_from_zookeeper)
+        dynamic.apply_snapshot()
+        self.broker.metadata.publisher = dynamic
+        await dynamic.start_watching()
         await self.membership.start()
         # Logs of topics ZooKeeper does not know (deleted while this broker was down) go now.
         known = set(await asyncio.to_thread(self.membership.zk.get_all_topics))
@@ -267,6 +287,8 @@ class ClusterMode:
 
     async def stop(self) -> None:
         self._stopping = True
+        if self.dynamic_state is not None:
+            self.dynamic_state.stop()
         for t in self._tasks:
             t.cancel()
         await self.fetchers.shutdown()
@@ -620,10 +642,11 @@ class ClusterMode:
         return response
 
     async def elect_leaders(
-        self, partitions: list[tuple[str, int]] | None, election_type: ElectionType, timeout_ms: int
+        self, partitions: list[tuple[str, int]] | None, election_type: ElectionType, timeout_ms: int | None
     ) -> dict[tuple[str, int], KafkaError | None]:
         """ElectLeaders: the controller elects; the answer waits (bounded by ``timeout_ms``) until this
         broker's metadata shows the elected leaders, as Kafka's DelayedElectLeader does."""
+        timeout_ms = ADMIN_TIMEOUT_MS if timeout_ms is None else timeout_ms
         deadline = time.monotonic() + max(timeout_ms, 0) / 1000
         request = {
             "election_type": int(election_type),
@@ -649,15 +672,25 @@ class ClusterMode:
         return results
 
     async def alter_partition_reassignments(
-        self, targets: Mapping[tuple[str, int], list[int] | None], timeout_ms: int
+        self,
+        targets: Mapping[tuple[str, int], list[int] | None],
+        allow_replication_factor_change: bool,
+        timeout_ms: int | None,
     ) -> dict[tuple[str, int], KafkaError | None]:
-        request = {"partitions": [[t, p, r] for (t, p), r in targets.items()]}
+        """The controller checks each target (ReplicationControlManager's rules and messages) and starts
+        the reassignments; answered once they started, as Kafka does."""
+        request = {
+            "partitions": [[t, p, r] for (t, p), r in targets.items()],
+            "allow_replication_factor_change": allow_replication_factor_change,
+        }
+        timeout_ms = ADMIN_TIMEOUT_MS if timeout_ms is None else timeout_ms
         return decode_results((await self._controller_request("reassign", request, timeout_ms))["results"])
 
     async def list_partition_reassignments(
-        self, partitions: set[tuple[str, int]] | None, timeout_ms: int
+        self, partitions: set[tuple[str, int]] | None, timeout_ms: int | None
     ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
         request = {"partitions": None if partitions is None else [[t, p] for t, p in sorted(partitions)]}
+        timeout_ms = ADMIN_TIMEOUT_MS if timeout_ms is None else timeout_ms
         response = await self._controller_request("list_reassignments", request, timeout_ms)
         return {(str(t), int(p)): (replicas, adding, removing) for t, p, replicas, adding, removing in response["reassignments"]}
 
@@ -724,16 +757,21 @@ class ClusterTopicAdmin:
         )
 
     async def elect_leaders(
-        self, partitions: list[tuple[str, int]] | None, election_type: ElectionType, timeout_ms: int
+        self, partitions: list[tuple[str, int]] | None, election_type: int, timeout_ms: int | None = None
     ) -> dict[tuple[str, int], KafkaError | None]:
-        return await self._cluster.elect_leaders(partitions, election_type, timeout_ms)
+        return await self._cluster.elect_leaders(partitions, ElectionType(election_type), timeout_ms)
 
     async def alter_partition_reassignments(
-        self, targets: Mapping[tuple[str, int], list[int] | None], timeout_ms: int
+        self,
+        reassignments: Mapping[tuple[str, int], list[int] | None],
+        allow_replication_factor_change: bool = True,
+        timeout_ms: int | None = None,
     ) -> dict[tuple[str, int], KafkaError | None]:
-        return await self._cluster.alter_partition_reassignments(targets, timeout_ms)
+        return await self._cluster.alter_partition_reassignments(
+            reassignments, allow_replication_factor_change, timeout_ms
+        )
 
     async def list_partition_reassignments(
-        self, partitions: set[tuple[str, int]] | None, timeout_ms: int
+        self, partitions: set[tuple[str, int]] | None = None, timeout_ms: int | None = None
     ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
         return await self._cluster.list_partition_reassignments(partitions, timeout_ms)

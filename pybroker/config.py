@@ -780,6 +780,24 @@ class BrokerConfig:
     producer_id_expiration_ms: int
     producer_id_expiration_check_interval_ms: int
     event_loop: str
+    connections_max_idle_ms: int
+    max_connections: int
+    max_connections_per_ip: int
+    max_connections_per_ip_overrides: str
+    max_connection_creation_rate: int
+    quota_window_num: int
+    quota_window_size_seconds: int
+    controller_quota_window_num: int
+    controller_quota_window_size_seconds: int
+    default_replication_factor: int
+
+    # Set once by __init__ (through _set: the config is read-only afterwards).
+    _originals: dict[str, str]
+    _explicit: dict[str, Any]
+    _values: dict[str, Any]
+    _dynamic: dict[ConfigSource, dict[str, Any]]
+    _custom: dict[ConfigSource, dict[str, Any]]
+    _listener_overrides: dict[str, dict[str, Any]]
 
     listener_endpoints: list[Endpoint]
     advertised_endpoints: list[Endpoint]

@@ -4,7 +4,7 @@
 #   bash scripts/install-deps.sh                 # every step
 #   bash scripts/install-deps.sh python java-client   # only these steps
 #
-# Steps: system (apt: kcat, Java 17, Maven), python (pip install -e '.[test]'),
+# Steps: system (apt: kcat, Java 17, Maven, a C compiler and Python's headers), python (pip install -e '.[test]'),
 #        java-client (build compat_tests/java/target/compat-client.jar),
 #        streams-client (build compat_tests/streams/target/streams-wordcount.jar: Kafka Streams 4.3.1),
 #        apache-kafka (resolve the reference Apache Kafka jars for compat_tests/reference, and the
@@ -73,6 +73,10 @@ step_system() {
     missing+=(openjdk-17-jdk-headless)
   fi
   command -v mvn >/dev/null 2>&1 || missing+=(maven)
+  # A C compiler and Python's headers build pybroker.records._walk (setup.py) at pip install -e .
+  command -v cc >/dev/null 2>&1 || missing+=(gcc)
+  "$PYTHON" -c 'import os, sysconfig, sys; sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")) else 1)' \
+    || missing+=(python3-dev)
   if [ "${#missing[@]}" -gt 0 ]; then
     apt_install "${missing[@]}"
     note "installed ${missing[*]}"
@@ -89,7 +93,10 @@ step_python() {
     extra+=(--break-system-packages)
   fi
   "$PYTHON" -m pip install -q "${extra[@]}" -e '.[test]'
-  note "pip install -e '.[test]'"
+  # The C record walk is optional to install (no compiler: the Python walk answers alike) but CI must have it.
+  "$PYTHON" -c 'import pybroker.records._walk' \
+    || { echo "pybroker.records._walk was not built (is there a C compiler?)" >&2; exit 1; }
+  note "pip install -e '.[test]' (C record walk built)"
 }
 
 step_java_client() {

@@ -1,8 +1,9 @@
+import mmap
 import struct
 
 import pytest
 
-from pybroker.protocol.framing import FrameReader, FrameTooLarge, InvalidFrame
+from pybroker.protocol.framing import LAZY_FRAME_SIZE, FrameReader, FrameTooLarge, InvalidFrame
 
 
 def frame(payload: bytes) -> bytes:
@@ -92,3 +93,76 @@ def test_frames_after_an_assembled_frame_in_the_same_chunk():
     out = r.feed(data[100:])
     assert [bytes(f) for f in out] == [b"a" * 300, b"b", b"c" * 5]
     assert pool.available == 1000 - 306 and not r.has_partial_frame
+
+
+# -- the buffered-protocol side: reads go where the reader says ----------------------------------
+
+
+def _read(r: FrameReader, data: bytes) -> list[bytearray]:
+    """What a transport does: read into the offered buffer (at most its length), report the count."""
+    buf = r.get_buffer()
+    n = min(len(buf), len(data))
+    buf[:n] = data[:n]
+    return r.buffer_updated(n)
+
+
+def test_rest_of_a_large_frame_is_read_straight_into_its_own_buffer():
+    payload = bytes(range(256)) * 1000
+    data = frame(payload)
+    r = FrameReader(1 << 20)
+    assert _read(r, data[:1000]) == []
+    offered = r.get_buffer()
+    assert len(offered) == len(payload) - 996  # exactly the rest of this frame, nothing beyond it
+    [done] = _read(r, data[1000:])
+    assert offered.obj is done  # the kernel's read landed in the frame itself: no copy
+    assert isinstance(done, bytearray) and done == payload
+
+
+def test_a_frame_above_the_lazy_size_is_resident_only_as_it_arrives():
+    """A peer announcing a large request and sending little costs pool budget, not resident memory
+    (a bytearray would be zero-filled at once): the frame is anonymous memory, filled in place."""
+    size = LAZY_FRAME_SIZE * 3
+    payload = bytes(range(256)) * (size // 256)
+    data = frame(payload)
+    r = FrameReader(size * 2)
+    assert _read(r, data[:1000]) == []
+    offered = r.get_buffer()
+    assert isinstance(offered.obj, mmap.mmap) and len(offered) == size - 996
+    done: list = []
+    rest = memoryview(data)[1000:]
+    while rest:
+        n = min(len(rest), 65536)
+        done += _read(r, bytes(rest[:n]))
+        rest = rest[n:]
+    [whole] = done
+    assert whole is offered.obj and bytes(whole) == payload
+    whole[0:1] = b"X"  # writable, as the produce path needs
+    assert whole[0:1] == b"X"
+
+
+def test_frames_are_writable_buffers_of_their_own():
+    r = FrameReader(1024)
+    a, b = r.feed(frame(b"first") + frame(b"second"))
+    a[0:1] = b"F"  # the produce path stamps offsets into the request's own bytes
+    assert (bytes(a), bytes(b)) == (b"First", b"second")
+    # the scratch buffer is reused by the next read; the frames handed out keep their bytes
+    assert [bytes(f) for f in r.feed(frame(b"zzzzzzzzzzzz"))] == [b"zzzzzzzzzzzz"]
+    assert bytes(b) == b"second"
+
+
+def test_readers_sharing_a_scratch_buffer_keep_their_partial_prefixes():
+    from pybroker.protocol.framing import ScratchBuffer
+
+    shared = ScratchBuffer(64)
+    one, two = FrameReader(1024, scratch=shared), FrameReader(1024, scratch=shared)
+    assert _read(one, frame(b"abc")[:2]) == []
+    assert _read(two, frame(b"xyz")[:3]) == []
+    assert [bytes(f) for f in _read(one, frame(b"abc")[2:])] == [b"abc"]
+    assert [bytes(f) for f in _read(two, frame(b"xyz")[3:])] == [b"xyz"]
+
+
+def test_unread_head_names_what_stood_where_a_size_should():
+    r = FrameReader(1024)
+    with pytest.raises(FrameTooLarge):
+        r.feed(b"\x16\x03\x01\x02\x00rest of a TLS client hello")
+    assert r.unread_head(2) == b"\x16\x03"

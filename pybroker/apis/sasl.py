@@ -22,6 +22,13 @@ from pybroker.storage.errors import KafkaStorageError
 log = logging.getLogger(__name__)
 
 
+def _mechanism(type_id: int) -> ScramMechanism:
+    """A mechanism type already validated (_validate_name_and_mechanism)."""
+    mechanism = ScramMechanism.from_type(type_id)
+    assert mechanism is not None, type_id
+    return mechanism
+
+
 @handles(17, 0, 1)
 def handle_sasl_handshake(ctx: RequestContext, request: dict) -> dict:
     return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": []}
@@ -135,7 +142,7 @@ def handle_alter_user_scram_credentials(ctx: RequestContext, request: dict) -> d
             errors[name] = duplicate
             continue
         error = _validate_name_and_mechanism(name, d["mechanism"])
-        if error is None and store.scram_credential(name, ScramMechanism.from_type(d["mechanism"]).mechanism_name) is None:
+        if error is None and store.scram_credential(name, _mechanism(d["mechanism"]).mechanism_name) is None:
             error = (ErrorCode.RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does not exist")
         if error is not None:
             errors[name] = error
@@ -150,7 +157,7 @@ def handle_alter_user_scram_credentials(ctx: RequestContext, request: dict) -> d
             continue
         error = _validate_name_and_mechanism(name, u["mechanism"])
         if error is None:
-            if u["iterations"] < ScramMechanism.from_type(u["mechanism"]).min_iterations:
+            if u["iterations"] < _mechanism(u["mechanism"]).min_iterations:
                 error = (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too few iterations")
             elif u["iterations"] > MAX_ITERATIONS:
                 error = (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too many iterations")
@@ -158,10 +165,10 @@ def handle_alter_user_scram_credentials(ctx: RequestContext, request: dict) -> d
             errors[name] = error
         else:
             upsertions[name] = u
-    removed = [(n, ScramMechanism.from_type(d["mechanism"]).mechanism_name) for n, d in deletions.items()]
+    removed = [(n, _mechanism(d["mechanism"]).mechanism_name) for n, d in deletions.items()]
     added = []
     for name, u in upsertions.items():
-        mechanism = ScramMechanism.from_type(u["mechanism"])
+        mechanism = _mechanism(u["mechanism"])
         credential = ScramCredential.from_salted_password(
             mechanism, bytes(u["salt"]), bytes(u["salted_password"]), u["iterations"]
         )

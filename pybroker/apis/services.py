@@ -79,25 +79,28 @@ class TopicAdmin(Protocol):
 
     def dynamic_config_level(self, resource_name: str) -> ConfigSource: ...
 
+    def set_dynamic_broker_configs(self, resource_name: str, configs: dict[str, str]) -> None: ...
+
+    # Leadership and replica placement: the controller's (in a cluster the active controller, which a
+    # broker that is not it reaches through ZooKeeper). ``timeout_ms`` bounds the wait (REQUEST_TIMED_OUT).
     async def elect_leaders(
-        self, partitions: list[tuple[str, int]] | None, election_type: int, timeout_ms: int
+        self, partitions: list[tuple[str, int]] | None, election_type: int, timeout_ms: int | None = None
     ) -> dict[tuple[str, int], KafkaError | None]:
-        """ElectLeaders (0 preferred, 1 unclean; None: every partition): per partition None or the error."""
+        """Per partition None (elected) or the KafkaError it answers; None partitions: all."""
         ...
 
     async def alter_partition_reassignments(
-        self, targets: dict[tuple[str, int], list[int] | None], timeout_ms: int
-    ) -> dict[tuple[str, int], KafkaError | None]:
-        """Target replicas per partition (None cancels): per partition None or the error."""
-        ...
+        self,
+        reassignments: dict[tuple[str, int], list[int] | None],
+        allow_replication_factor_change: bool = True,
+        timeout_ms: int | None = None,
+    ) -> dict[tuple[str, int], KafkaError | None]: ...
 
     async def list_partition_reassignments(
-        self, partitions: set[tuple[str, int]] | None, timeout_ms: int
+        self, partitions: set[tuple[str, int]] | None = None, timeout_ms: int | None = None
     ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
-        """The ongoing reassignments: (replicas, adding, removing) per partition."""
+        """Ongoing reassignments: (replicas, adding, removing) per partition."""
         ...
-
-    def set_dynamic_broker_configs(self, resource_name: str, configs: dict[str, str]) -> None: ...
 
 
 @dataclass(slots=True)

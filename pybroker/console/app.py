@@ -31,9 +31,9 @@ MAX_LIMIT = 500
 FORMATS = ("text", "json", "hex")
 PARTITION_ROWS = 1000  # a topic page lists this many partitions unless asked for all
 
-VIEW = web.AppKey("view", object)
-RECORDER = web.AppKey("recorder", object)
-HISTORY = web.AppKey("history", object)
+VIEW = web.AppKey("view", ClusterView)
+RECORDER = web.AppKey("recorder", BrokerMetrics)
+HISTORY = web.AppKey("history", LagHistory)
 ADMIN = web.AppKey("admin", bool)
 
 

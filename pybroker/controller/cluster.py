@@ -62,13 +62,23 @@ class ZkClusterMembership:
         """From the broker's settings; ``host``/``port`` are the advertised address (the bound port when
         the configured one is 0)."""
         listener_name = config.get("inter.broker.listener.name") or "PLAINTEXT"
+        # Every advertised listener is registered, as Kafka does: Metadata answers a client with the
+        # brokers' endpoints of the listener it connected on (an SSL client must not be sent to a
+        # PLAINTEXT port); other brokers reach this one on the inter-broker listener (host, port).
+        endpoints = [f"{listener_name}://{host}:{port}"]
+        protocols = {listener_name: "PLAINTEXT"}
+        for endpoint in config.advertised_endpoints:
+            protocols[endpoint.listener_name] = endpoint.security_protocol
+            if endpoint.listener_name != listener_name:
+                ep_host, ep_port = config.advertised_host_port(endpoint.listener_name)
+                endpoints.append(f"{endpoint.listener_name}://{ep_host}:{ep_port}")
         info = BrokerInfo(
             broker_id=config.get("node.id"),
             host=host,
             port=port,
             rack=config.get("broker.rack"),
-            endpoints=(f"{listener_name}://{host}:{port}",),
-            listener_security_protocol_map={listener_name: "PLAINTEXT"},
+            endpoints=tuple(endpoints),
+            listener_security_protocol_map=protocols,
         )
         return cls(
             config.get("zookeeper.connect"),

@@ -55,6 +55,7 @@ from kazoo.exceptions import (
 )
 
 from pybroker.config import BrokerConfig
+from pybroker.controller.assignment import check_reassignment_target
 from pybroker.controller.election import (
     controlled_shutdown_partition_leader_election,
     offline_partition_leader_election,
@@ -245,7 +246,7 @@ class KafkaController:
             "elect_leaders": self._elect_leaders,
             "controlled_shutdown": self._controlled_shutdown,
             "controlled_shutdown_znode": self._controlled_shutdown_znode,
-            "reassign": self._reassign,
+            "reassign": lambda request: self._reassign(request),
             "list_reassignments": self._list_reassignments,
             "forwarded_requests": self._forwarded_requests,
             "serve": lambda payload: self._serve_forwarded(*payload),
@@ -694,17 +695,21 @@ class KafkaController:
 
     # -- reassignment (KIP-455)
 
-    async def _reassign(self, request: dict[TopicPartition, tuple[int, ...] | None]) -> dict[TopicPartition, KafkaError | None]:
+    async def _reassign(
+        self, request: dict[TopicPartition, tuple[int, ...] | None], allow_replication_factor_change: bool = True
+    ) -> dict[TopicPartition, KafkaError | None]:
         results: dict[TopicPartition, KafkaError | None] = {}
         for tp, target in request.items():
             try:
-                await self._start_reassignment(tp, target)
+                await self._start_reassignment(tp, target, allow_replication_factor_change)
                 results[tp] = None
             except KafkaError as e:
                 results[tp] = e
         return results
 
-    async def _start_reassignment(self, tp: TopicPartition, target: tuple[int, ...] | None) -> None:
+    async def _start_reassignment(
+        self, tp: TopicPartition, target: tuple[int, ...] | None, allow_replication_factor_change: bool = True
+    ) -> None:
         topic, partition = tp
         assignment = self.assignments.get(topic)
         if assignment is None or partition not in assignment.partitions or topic in self.topics_being_deleted:
@@ -715,12 +720,12 @@ class KafkaController:
                 raise KafkaError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)
             await self._finish_reassignment(tp, current.original_replicas)
             return
-        if not target or len(set(target)) != len(target):
-            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Empty or duplicate replicas in the target.")
-        unknown = [b for b in target if b not in self.live_brokers]
-        if unknown:
-            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Unknown or offline broker(s) {unknown}.")
         original = current.original_replicas
+        error = check_reassignment_target(
+            list(target), set(self.live_brokers), len(original), allow_replication_factor_change
+        )
+        if error is not None:
+            raise error
         adding = tuple(r for r in target if r not in original)
         removing = tuple(r for r in original if r not in target)
         replicas = target + removing  # Kafka: target first, then the replicas to remove
@@ -831,7 +836,8 @@ class KafkaController:
             targets = {
                 (str(t), int(p)): (None if r is None else tuple(int(b) for b in r)) for t, p, r in request["partitions"]
             }
-            return {"results": encode_results(await self._reassign(targets))}
+            allow = bool(request.get("allow_replication_factor_change", True))
+            return {"results": encode_results(await self._reassign(targets, allow))}
         if kind == "list_reassignments":
             partitions = request["partitions"]
             wanted = None if partitions is None else {(str(t), int(p)) for t, p in partitions}

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pybroker import config as broker_config
+from pybroker.controller.assignment import check_reassignment_target
 from pybroker.controller.election import unknown_partition
 from pybroker.controller.limits import (
     MAX_RECORDS_PER_USER_OP,
@@ -327,48 +328,6 @@ class LocalController:
         except KafkaError:
             return None
 
-    # -- leadership and replica placement on one broker: its only replica leads every partition
-
-    def _partition_exists(self, tp: tuple[str, int]) -> bool:
-        rec = self.metadata.topics.get(tp[0])
-        return rec is not None and 0 <= tp[1] < rec.partitions
-
-    async def elect_leaders(
-        self, partitions: list[tuple[str, int]] | None, election_type: int, timeout_ms: int
-    ) -> dict[tuple[str, int], KafkaError | None]:
-        """ElectLeaders: the preferred (and only) replica leads already, so ELECTION_NOT_NEEDED for
-        either election type, as a single Kafka broker answers."""
-        wanted = partitions if partitions is not None else [
-            (rec.name, p) for rec in self.metadata.topics.values() for p in range(rec.partitions)
-        ]
-        return {
-            tp: KafkaError(ErrorCode.ELECTION_NOT_NEEDED) if self._partition_exists(tp)
-            else unknown_partition(tp, tp[0] in self.metadata.topics)
-            for tp in wanted
-        }
-
-    async def alter_partition_reassignments(
-        self, targets: dict[tuple[str, int], list[int] | None], timeout_ms: int
-    ) -> dict[tuple[str, int], KafkaError | None]:
-        """No reassignment can run on one broker: its own replica set is accepted as a no-op (Kafka: the
-        target equals the current replicas), anything else names a broker that is not registered."""
-        results: dict[tuple[str, int], KafkaError | None] = {}
-        for tp, target in targets.items():
-            if not self._partition_exists(tp):
-                results[tp] = KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            elif target is None:
-                results[tp] = KafkaError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)
-            elif list(target) == [self.node_id]:
-                results[tp] = None
-            else:
-                results[tp] = KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, _invalid_target(target, {self.node_id}))
-        return results
-
-    async def list_partition_reassignments(
-        self, partitions: set[tuple[str, int]] | None, timeout_ms: int
-    ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
-        return {}
-
     def delete_topic(self, name: str) -> None:
         assert self.log_manager is not None
         rec = self.metadata.topics.get(name)
@@ -519,16 +478,48 @@ class LocalController:
                         p.log.update_config(cfg)
                     p.min_insync_replicas = min_isr
 
+    # -- leadership and replica placement (ElectLeaders, partition reassignments) ----------------
+    # One broker leads every partition it has, each with one replica: an election is never needed,
+    # and the only valid assignment is this broker.  Kafka's controller answers the same.
+    def _known(self, tp: tuple[str, int]) -> bool:
+        rec = self.metadata.topics.get(tp[0])
+        return rec is not None and 0 <= tp[1] < rec.partitions
+
+    def _all_partitions(self) -> list[tuple[str, int]]:
+        return [(rec.name, i) for rec in self.metadata.topics.values() for i in range(rec.partitions)]
+
+    async def elect_leaders(
+        self, partitions: list[tuple[str, int]] | None, election_type: int, timeout_ms: int | None = None
+    ) -> dict[tuple[str, int], KafkaError | None]:
+        wanted = self._all_partitions() if partitions is None else partitions
+        return {
+            tp: KafkaError(ErrorCode.ELECTION_NOT_NEEDED)
+            if self._known(tp)
+            else unknown_partition(tp, tp[0] in self.metadata.topics)
+            for tp in wanted
+        }
+
+    async def alter_partition_reassignments(
+        self,
+        reassignments: dict[tuple[str, int], list[int] | None],
+        allow_replication_factor_change: bool = True,
+        timeout_ms: int | None = None,
+    ) -> dict[tuple[str, int], KafkaError | None]:
+        results: dict[tuple[str, int], KafkaError | None] = {}
+        for tp, target in reassignments.items():
+            if not self._known(tp):
+                results[tp] = KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            elif target is None:
+                results[tp] = KafkaError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)
+            else:
+                results[tp] = check_reassignment_target(target, {self.node_id}, 1, allow_replication_factor_change)
+        return results
+
+    async def list_partition_reassignments(
+        self, partitions: set[tuple[str, int]] | None = None, timeout_ms: int | None = None
+    ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+        return {}
+
     def new_topic_id(self) -> uuid.UUID:
         return uuid.uuid4()
-
-
-def _invalid_target(target: list[int], registered: set[int]) -> str:
-    """Kafka's messages for a replica list it refuses (ReplicationControlManager.validateManualPartitionAssignment)."""
-    if not target:
-        return "The manual partition assignment includes an empty replica list."
-    if len(set(target)) != len(target):
-        return f"The manual partition assignment includes duplicate replicas: {list(target)}."
-    unknown = next(b for b in target if b not in registered)
-    return f"The manual partition assignment includes broker {unknown}, but no such broker is registered."
 

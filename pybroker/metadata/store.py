@@ -14,9 +14,11 @@ import logging
 import os
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from pybroker.security.acl import AclBinding
 from pybroker.security.scram import ScramCredential
@@ -89,6 +91,25 @@ class TopicRecord:
         )
 
 
+QuotaChanges = dict[tuple[tuple[str, str | None], ...], dict[str, float | None]]
+
+
+class ClusterStatePublisher(Protocol):
+    """Cluster mode: state every broker shares (quotas, SCRAM credentials, dynamic broker configs,
+    ACLs) is published to the cluster (ZooKeeper) before this store keeps it; each method raises a
+    KafkaError when the change could not be published, and then nothing changes here."""
+
+    def publish_client_quotas(self, changes: QuotaChanges) -> None: ...
+
+    def publish_scram_credentials(
+        self, deletions: list[tuple[str, str]], upsertions: list[tuple[str, str, ScramCredential]]
+    ) -> None: ...
+
+    def publish_broker_configs(self, resource_name: str, old: Mapping[str, str], new: Mapping[str, str]) -> None: ...
+
+    def publish_acls(self, old: Mapping[uuid.UUID, AclBinding], new: Mapping[uuid.UUID, AclBinding]) -> None: ...
+
+
 class MetadataStore:
     def __init__(self, directory: Path) -> None:
         self.path = directory / FILE_NAME
@@ -115,6 +136,9 @@ class MetadataStore:
         # Told the name of every topic added, removed or changed (written or undone): the metadata
         # image (metadata/local.py) rebuilds that topic.
         self.topic_listener: Callable[[str], None] | None = None
+        # Cluster mode: shared state goes to the cluster first (None on a single broker).
+        self.publisher: ClusterStatePublisher | None = None
+        self._publishing = True  # False while applying what the cluster says (nothing to publish back)
 
     def load(self) -> None:
         if not self.path.exists():
@@ -205,6 +229,18 @@ class MetadataStore:
             return False
         return True
 
+    @contextmanager
+    def applying_cluster_state(self) -> Iterator[None]:
+        """Changes made inside come from the cluster: kept here, not published again."""
+        self._publishing = False
+        try:
+            yield
+        finally:
+            self._publishing = True
+
+    def _publisher(self) -> ClusterStatePublisher | None:
+        return self.publisher if self._publishing else None
+
     def _change(self, apply: Callable[[], None], undo: Callable[[], None], *, frees_space: bool = False) -> None:
         """Apply a change in memory and write it; when the write fails, undo it and raise."""
         apply()
@@ -285,6 +321,8 @@ class MetadataStore:
 
     def set_broker_configs(self, resource_name: str, configs: dict[str, str]) -> None:
         old = self.broker_configs.get(resource_name)
+        if (publisher := self._publisher()) is not None:
+            publisher.publish_broker_configs(resource_name, old or {}, configs)
 
         def undo() -> None:
             if old is None:
@@ -299,6 +337,8 @@ class MetadataStore:
 
     def alter_client_quotas(self, changes: dict[tuple[tuple[str, str | None], ...], dict[str, float | None]]) -> None:
         """Apply quota changes (a None value removes the key) and write them, all or nothing."""
+        if (publisher := self._publisher()) is not None:
+            publisher.publish_client_quotas(changes)
         old = {key: dict(self.client_quotas[key]) for key in changes if key in self.client_quotas}
 
         def apply() -> None:
@@ -344,6 +384,8 @@ class MetadataStore:
     def set_acls(self, acls: dict[uuid.UUID, AclBinding]) -> None:
         """Replace the ACL set in one atomic write; on failure nothing changes (KafkaStorageError)."""
         old = self.acls
+        if (publisher := self._publisher()) is not None:
+            publisher.publish_acls(old, acls)
         # Deleting ACLs only shrinks the document: such a change may use the reserve.
         self._change(
             lambda: setattr(self, "acls", dict(acls)), lambda: setattr(self, "acls", old), frees_space=len(acls) < len(old)
@@ -357,6 +399,8 @@ class MetadataStore:
     ) -> None:
         """Apply one AlterUserScramCredentials request's accepted changes in one write (atomic, as Kafka's
         controller applies them as one batch of records)."""
+        if (publisher := self._publisher()) is not None:
+            publisher.publish_scram_credentials(deletions, upsertions)
         old = {user: dict(by_mech) for user, by_mech in self.scram_credentials.items()}
 
         def apply() -> None:

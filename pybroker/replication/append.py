@@ -74,7 +74,22 @@ def partition_response(
 
 
 def validation_rules(config: LogConfig) -> ValidationRules:
-    """Kafka's LogValidator arguments for a log: what produced records must satisfy."""
+    """Kafka's LogValidator arguments for a log: what produced records must satisfy (made once
+    per LogConfig object: a log's config is replaced, never changed, when its settings change)."""
+    cached = _RULES.get(id(config))
+    if cached is not None and cached[0] is config:
+        return cached[1]
+    rules = _validation_rules(config)
+    if len(_RULES) >= 4096:
+        _RULES.clear()
+    _RULES[id(config)] = (config, rules)
+    return rules
+
+
+_RULES: dict[int, tuple[LogConfig, ValidationRules]] = {}
+
+
+def _validation_rules(config: LogConfig) -> ValidationRules:
     return ValidationRules(
         compacted=config.is_compacted,
         log_append_time=config.uses_log_append_time,
@@ -137,9 +152,17 @@ def error_response(index: int, e: Exception) -> dict:
     raise e
 
 
+def writable(records) -> bytearray | memoryview:
+    """The batch to walk and stamp offsets into: the request's own bytes when they are writable
+    (the server's frames are bytearrays the transport read into: no copy), else a copy."""
+    if isinstance(records, memoryview) and not records.readonly:
+        return records
+    return bytearray(records)
+
+
 def validate(records, header: BatchHeader, rules: ValidationRules, now_ms: int):
     """LogValidator's walk; returns the batch to append (maybe recompressed) and its headers."""
-    buf = bytearray(records)  # the copy the log stamps offsets into; walked in place
+    buf = writable(records)  # walked, then stamped, in place
     validated = validate_batch(buf, header, rules, now_ms)
     if not validated.recompressed:
         return buf, [header]

@@ -493,15 +493,40 @@ class Partition:
         self._complete_acks_waiters()
 
     # -- produce ---------------------------------------------------------------------------
-    def append_as_leader(self, buf: bytearray, batches: list, now_ms: int):
+    def append_as_leader(
+        self,
+        buf: bytearray | memoryview,
+        batches: list,
+        now_ms: int,
+        on_written: Callable[[BaseException | None], None] | None = None,
+    ):
+        """Append as the leader.  With ``on_written`` the log's writer thread writes the bytes
+        (``Log.append_async``): the returned info is ``pending`` and ``on_written(error)`` runs on
+        the loop once they are in the log, after the high watermark moved over them."""
         if not self.is_leader:
             raise NotLeaderOrFollowerError(f"{self.topic}-{self.index}: leader is {self._leader_id}")
-        info = self.log.append(buf, batches, leader_epoch=self.leader_epoch, now_ms=now_ms)
+        if on_written is None:
+            info = self.log.append(buf, batches, leader_epoch=self.leader_epoch, now_ms=now_ms)
+        else:
+            info = self.log.append_async(
+                buf,
+                batches,
+                leader_epoch=self.leader_epoch,
+                now_ms=now_ms,
+                on_written=lambda error: self._written(error, on_written),
+            )
+            if info.pending:
+                return info
         # Readers are woken once: by the high watermark's advance, else (followers wait for the
         # log end, not the high watermark) here.
         if not info.duplicate and not self._maybe_advance_high_watermark(now_ms):
             self.notify_data()
         return info
+
+    def _written(self, error: BaseException | None, then: Callable[[BaseException | None], None]) -> None:
+        if error is None and self.is_leader and not self._maybe_advance_high_watermark():
+            self.notify_data()
+        then(error)
 
     def append_marker_as_leader(
         self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, now_ms: int

@@ -14,6 +14,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 from pybroker.metadata.store import is_internal_topic
@@ -151,6 +152,7 @@ class ReplicaManager:
         used instead of verifying it."""
         responses = []
         waits: list[tuple[dict, Partition, int]] = []
+        writes: list[tuple[dict, asyncio.Future, Partition, int]] = []  # appends the writer threads do
         deferred: list[tuple] = []
         invalid_acks = acks not in (0, 1, -1)
         for td in topic_data:
@@ -181,7 +183,7 @@ class ReplicaManager:
                     # Decompressing (and recompressing) runs in a thread; the partition's slot in the
                     # response is filled once it is done, appends then made in request order.
                     parts.append(None)
-                    deferred.append((parts, len(parts) - 1, p, index, bytes(records), header, rules))
+                    deferred.append((parts, len(parts) - 1, p, index, records, header, rules))
                     continue
                 try:
                     buf, batches = validate(records, header, rules, now_ms)
@@ -189,14 +191,18 @@ class ReplicaManager:
                     parts.append(error_response(index, e))
                     self._count_failure(name, parts[-1])
                     continue
-                resp, wait = self._append(p, index, buf, batches, now_ms)
+                resp, wait = self._append(p, index, buf, batches, now_ms, writes)
                 parts.append(resp)
                 self._count_failure(name, resp)
                 if wait is not None and acks == -1:
                     waits.append((resp, *wait))
             responses.append({"name": name, "partition_responses": parts})
         if deferred:
-            return self._validate_off_loop(responses, deferred, waits, now_ms, acks, timeout_ms)
+            return self._validate_off_loop(responses, deferred, waits, writes, now_ms, acks, timeout_ms)
+        if writes:
+            # Answered once the writer threads have written (acks=0 too: the connection's next
+            # request waits, so that its frame, still charged to the memory pool, bounds what is queued).
+            return self._after_writes(responses, writes, waits, acks, timeout_ms)
         if acks == 0:
             return responses  # nobody waits: the handler sends nothing
         return self._wait_for_acks(responses, waits, timeout_ms)
@@ -306,10 +312,24 @@ class ReplicaManager:
             return partition_response(index, *refused), None
         return None, (p, header)
 
-    def _append(self, p: Partition, index: int, buf: bytearray, batches: list[BatchHeader], now_ms: int):
-        """Returns (partition response, (partition, last offset) to wait on for acks=all, or None)."""
+    def _append(
+        self,
+        p: Partition,
+        index: int,
+        buf: bytearray | memoryview,
+        batches: list[BatchHeader],
+        now_ms: int,
+        writes: list | None = None,
+    ):
+        """Returns (partition response, (partition, last offset) to wait on for acks=all, or None).
+        With ``writes`` the log's writer thread writes the batch: the response is then added to
+        ``writes`` with a future of the write's error, and is not final until that is done."""
         try:
-            info = p.append_as_leader(buf, batches, now_ms)
+            if writes is None:
+                info = p.append_as_leader(buf, batches, now_ms)
+            else:
+                written: asyncio.Future = asyncio.get_running_loop().create_future()
+                info = p.append_as_leader(buf, batches, now_ms, partial(_resolve, written))
             if self.metrics is not None:
                 self.metrics.produced(p.topic, len(buf), batches[0].records_count)
         except REFUSED as e:  # the client's doing (some are StorageErrors): no error log
@@ -325,10 +345,42 @@ class ReplicaManager:
         resp = partition_response(
             index, ErrorCode.NONE, None, info.first_offset, info.log_append_time_ms, info.log_start_offset
         )
+        if info.pending:
+            assert writes is not None
+            writes.append((resp, written, p, info.last_offset))
+            return resp, None  # acks=all waits after the write (_after_writes)
         return resp, (p, info.last_offset)
 
+    async def _after_writes(
+        self, responses: list[dict], writes: list, waits: list, acks: int, timeout_ms: int
+    ) -> list[dict]:
+        """Wait for the writer threads, then (acks=all) for the ISR; a failed write answers its
+        partition KAFKA_STORAGE_ERROR (nothing of it was kept)."""
+        for resp, written, p, last_offset in writes:
+            error = written.result() if written.done() else await written
+            if error is not None:
+                index = resp["index"]
+                resp.clear()
+                resp.update(error_response(index, error))
+                self._count_failure(p.topic, resp)
+            elif acks == -1:
+                waits.append((resp, p, last_offset))
+        if acks == 0:
+            return responses
+        result = self._wait_for_acks(responses, waits, timeout_ms)
+        if isinstance(result, list):
+            return result
+        return await result
+
     async def _validate_off_loop(
-        self, responses: list[dict], deferred: list, waits: list, now_ms: int, acks: int, timeout_ms: int
+        self,
+        responses: list[dict],
+        deferred: list,
+        waits: list,
+        writes: list,
+        now_ms: int,
+        acks: int,
+        timeout_ms: int,
     ) -> list[dict]:
         """Walk compressed batches in the executor, then append each in request order on the loop.
         The connection sends nothing else meanwhile (the server answers its requests in order)."""
@@ -347,17 +399,12 @@ class ReplicaManager:
             if self.partitions.get((p.topic, index)) is not p:  # deleted or recreated meanwhile
                 parts[slot] = partition_response(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 continue
-            resp, wait = self._append(p, index, buf, batches, now_ms)
+            resp, wait = self._append(p, index, buf, batches, now_ms, writes)
             parts[slot] = resp
             self._count_failure(p.topic, resp)
             if wait is not None and acks == -1:
                 waits.append((resp, *wait))
-        if acks == 0:
-            return responses
-        result = self._wait_for_acks(responses, waits, timeout_ms)
-        if isinstance(result, list):
-            return result
-        return await result
+        return await self._after_writes(responses, writes, waits, acks, timeout_ms)
 
     def _count_failure(self, topic: str, resp: dict) -> None:
         if resp["error_code"] != ErrorCode.NONE and self.metrics is not None and self._topic_exists(topic):
@@ -504,6 +551,11 @@ def _add_current_leader(resp: dict, p: Partition) -> None:
     tagged field; earlier versions drop it).  The leader's endpoint (NodeEndpoints) is the
     handler's to add, from the metadata image."""
     resp["current_leader"] = {"leader_id": p.leader_id, "leader_epoch": p.leader_epoch}
+
+
+def _resolve(fut: asyncio.Future, error: BaseException | None) -> None:
+    if not fut.done():  # cancelled: the request went away (broker stopping)
+        fut.set_result(error)
 
 
 async def _await_replication(responses: list[dict], pending: list, timeout_ms: int) -> list[dict]:

@@ -261,6 +261,13 @@ class Authorizer:
             self._commit({i: acl for i, acl in self._acls.items() if i not in doomed})
         return results
 
+    def reload(self) -> None:
+        """The store's ACLs changed under this authorizer (cluster mode: another broker's change,
+        applied from ZooKeeper): index them again."""
+        if self._store is not None:
+            self._acls = dict(self._store.acls)
+            self._rebuild()
+
     def _commit(self, acls: dict[uuid.UUID, AclBinding]) -> None:
         """Write the new ACL set (raises KafkaStorageError from the store, changing nothing), then use it."""
         if self._store is not None:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import shutil
 from bisect import bisect_right
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from time import perf_counter
 
 from pybroker.records.batch import (
     LOG_OVERHEAD,
@@ -33,6 +36,7 @@ from pybroker.storage.leader_epoch import LeaderEpochCache
 from pybroker.storage.producer_state import CompletedTxn, ProducerStateManager
 from pybroker.storage.segment import BatchInfo, LogSegment
 from pybroker.storage.txn_index import AbortedTxn
+from pybroker.storage.writer import LogDirWriter, LogWriteState, WriteJob, WriteSkipped, voluntary_switches
 
 logger = logging.getLogger(__name__)
 
@@ -46,10 +50,18 @@ class AppendInfo:
     log_append_time_ms: int
     log_start_offset: int
     duplicate: bool = False
+    # append_async: the bytes are on their way to disk; the callback given is told when they are there
+    pending: bool = False
 
 
 class Log:
-    """Segments of one partition, by base offset. Not thread-safe: the event loop owns it."""
+    """Segments of one partition, by base offset. Not thread-safe: the event loop owns it.
+
+    With a ``writer`` (the log directory's thread, set by the LogManager) ``append_async`` leaves
+    the write itself to that thread: offsets, producer state and the leader-epoch cache move at
+    once, while the segments — and so ``log_end_offset``, reads, the high watermark — show only
+    what is written.  Everything else that touches the files first waits for those writes
+    (``wait_for_writes``)."""
 
     def __init__(self, directory: Path, topic: str, partition: int, config: LogConfig, now_ms: int) -> None:
         self.directory = directory
@@ -64,6 +76,10 @@ class Log:
         self.leader_epochs = LeaderEpochCache(directory)
         self._last_flush_ms = now_ms
         self._dir_dirty = False
+        self.writer: LogDirWriter | None = None
+        self._writes: deque[WriteJob] = deque()  # submitted to the writer, in order, not yet taken back
+        self._write_state = LogWriteState()
+        self._write_failed = False  # a write came back failed: roll back once none is queued
 
     # ---- construction ------------------------------------------------------------------------------
 
@@ -199,9 +215,43 @@ class Log:
     # ---- append --------------------------------------------------------------------------------------
 
     def append(
-        self, buf: bytearray, batches: list[BatchHeader], *, leader_epoch: int, now_ms: int
+        self, buf: bytearray | memoryview, batches: list[BatchHeader], *, leader_epoch: int, now_ms: int
     ) -> AppendInfo:
         """Append a validated request's batches for this partition, all or nothing, as the leader."""
+        self.wait_for_writes()
+        return self._append(buf, batches, leader_epoch, now_ms, None)
+
+    def append_async(
+        self,
+        buf: bytearray | memoryview,
+        batches: list[BatchHeader],
+        *,
+        leader_epoch: int,
+        now_ms: int,
+        on_written: Callable[[BaseException | None], None],
+    ) -> AppendInfo:
+        """``append``, with the write done by a writer thread of the log directory when it should
+        be (``LogDirWriter.should_queue``, ``_queue_write``): the returned info then has ``pending``
+        set and ``on_written(None)`` is called on the loop once the bytes are in the log (readable,
+        counted in ``log_end_offset``), or ``on_written(KafkaStorageError)`` if they could not be
+        written (nothing of this append is then kept); ``buf`` must stay unchanged until then.
+        Otherwise (and without a writer) this is ``append``: ``pending`` unset, no call."""
+        if self.writer is None:
+            return self.append(buf, batches, leader_epoch=leader_epoch, now_ms=now_ms)
+        return self._append(buf, batches, leader_epoch, now_ms, on_written)
+
+    @property
+    def pending_writes(self) -> int:
+        return len(self._writes)
+
+    def _append(
+        self,
+        buf: bytearray | memoryview,
+        batches: list[BatchHeader],
+        leader_epoch: int,
+        now_ms: int,
+        on_written: Callable[[BaseException | None], None] | None,
+    ) -> AppendInfo:
         if not batches:
             raise ValueError("nothing to append")
         codec = self.config.target_codec
@@ -218,12 +268,18 @@ class Log:
             total_size += batch.size
         if total_size > self.config.segment_bytes:
             raise RecordTooLargeError(f"{total_size} bytes exceed segment.bytes {self.config.segment_bytes}")
-        first_offset = self.log_end_offset
+        writes = self._writes
+        first_offset = writes[-1].end_offset if writes else self.log_end_offset
         plan = self.producer_state.prepare_append(batches, first_offset)
         if plan.duplicate is not None:
-            return AppendInfo(
+            info = AppendInfo(
                 plan.duplicate.first_offset, plan.duplicate.last_offset, -1, self.log_start_offset, True
             )
+            if writes and on_written is not None:
+                # The original may still be on its way to disk: answer when what is queued is written.
+                writes[-1].callbacks.append(on_written)
+                return _pending(info)
+            return info
         log_append_time = self.config.uses_log_append_time
         infos: list[BatchInfo] = []
         next_offset = first_offset
@@ -240,19 +296,139 @@ class Log:
             # The epoch is recorded before its first batch is written, so a crash cannot leave a
             # batch of an epoch the checkpoint does not know.
             self.leader_epochs.assign(leader_epoch, first_offset)
-            self._write(buf, batches, infos, now_ms)
+            queued = on_written is not None and self._queue_write(total_size, next_offset)
+            if queued:
+                self._submit(buf, batches, infos, now_ms, first_offset, next_offset, on_written)
+            elif on_written is None:
+                self._write(buf, batches, infos, now_ms)
+            else:  # the loop writes it itself (LogDirWriter.should_queue): a write that stalls diverts the next
+                switches = voluntary_switches()
+                started = perf_counter()
+                self._write(buf, batches, infos, now_ms)
+                elapsed = perf_counter() - started
+                if elapsed >= LogDirWriter.SLOW_WRITE_S:  # slept in the kernel, or only preempted?
+                    self.writer.inline_write_stalled(elapsed, voluntary_switches() > switches)  # type: ignore[union-attr]
         except OSError as e:  # disk full, I/O error, read-only: nothing of this append was kept
             raise io_failure(self.directory.parent, f"append to {self.name}", e) from e
         self.producer_state.commit(plan)
+        info = AppendInfo(
+            first_offset, next_offset - 1, now_ms if log_append_time else -1, self.log_start_offset, False
+        )
+        if queued:
+            return _pending(info)
         try:
             self._maybe_flush_after_append(now_ms)
         except OSError as e:  # written but not made durable: the recovery point stays behind
             raise io_failure(self.directory.parent, f"flush of {self.name}", e) from e
         if storage_errors.failing:  # one truth test per append while nothing failed
             storage_errors.io_success(self.directory.parent)
-        return AppendInfo(
-            first_offset, next_offset - 1, now_ms if log_append_time else -1, self.log_start_offset, False
-        )
+        return info
+
+    def _queue_write(self, total_size: int, end_offset: int) -> bool:
+        """Whether append_async hands this write to the writer thread (else the loop writes it)."""
+        if self._writes:  # behind writes still queued: in order
+            return True
+        if end_offset - self.recovery_point >= self.config.flush_messages:  # an fsync: never on the loop
+            return True
+        return self.writer.should_queue(total_size)  # type: ignore[union-attr]
+
+    def _submit(
+        self,
+        buf: bytearray | memoryview,
+        batches: list[BatchHeader],
+        infos: list[BatchInfo],
+        now_ms: int,
+        first_offset: int,
+        end_offset: int,
+        on_written: Callable[[BaseException | None], None],
+    ) -> None:
+        """Queue the write of stamped batches at the end of what is already queued."""
+        assert self.writer is not None
+        total_size = sum(info[2] for info in infos)
+        max_timestamp = max(info[1] for info in infos)
+        writes = self._writes
+        segment = self.active_segment
+        position = writes[-1].end_position if writes else segment.size
+        if segment.should_roll(total_size, max_timestamp, infos[-1][0], now_ms, size=position):
+            # A roll touches the files (indexes, producer snapshot): only with nothing queued.
+            self._wait_for_writes_before(first_offset)
+            segment = self.roll(now_ms)
+            position = segment.size
+        start, end = batches[0].position, batches[-1].end_position
+        view = memoryview(buf)
+        if end - start == total_size:
+            data: bytes | memoryview = view[start:end]
+        else:
+            data = b"".join(view[b.position : b.end_position] for b in batches)
+        fsync = end_offset - self.recovery_point >= self.config.flush_messages
+        if fsync and (self._dir_dirty or self.recovery_point < segment.base_offset):
+            # Older segments (or the directory, after a roll) are not durable yet: flush them here,
+            # as append does, so that the recovery point never passes what is not on disk.
+            self._wait_for_writes_before(first_offset)
+            self.flush()
+        job = WriteJob(self, self._write_state, segment.file, data, position, fsync, segment, infos, end_offset)
+        job.callbacks.append(on_written)
+        writes.append(job)
+        self.writer.submit(job)
+
+    def _write_done(self, job: WriteJob) -> None:
+        """On the loop, in submission order: the writer thread has done (or skipped) ``job``."""
+        job.delivered = True
+        popped = self._writes.popleft()
+        assert popped is job, "log writes completed out of order"
+        error: BaseException | None = None
+        if job.error is None and self._write_failed:
+            # Written although an earlier write of this log failed (the C thread remembers at most
+            # 64 failed logs): it lies past a hole, so it is not part of the log.  Cut it off again.
+            job.error = WriteSkipped("an earlier write to this log failed")
+            try:
+                os.ftruncate(job.file.fileno(), job.segment.size)
+            except OSError:
+                pass  # recovery cuts a torn tail anyway
+        if job.error is None:
+            job.segment.append_written(job.infos, job.position, job.end_position)
+            if job.fsync:  # flush.messages: the thread fsynced the segment after writing
+                job.segment.flush_indexes()
+                self.recovery_point = max(self.recovery_point, job.end_offset)
+            if storage_errors.failing:
+                storage_errors.io_success(self.directory.parent)
+        elif isinstance(job.error, WriteSkipped):
+            self._write_failed = True
+            error = storage_errors.KafkaStorageError(f"append to {self.name} failed: {job.error}")
+        else:
+            self._write_failed = True
+            error = io_failure(self.directory.parent, f"append to {self.name}", job.error)
+        if self._write_failed and not self._writes:
+            self._roll_back_unwritten()
+        for callback in job.callbacks:
+            callback(error)
+
+    def _roll_back_unwritten(self) -> None:
+        """After a failed write, once none is queued: forget what was assigned but not written
+        (producer state and leader epochs back to what the files hold)."""
+        self._write_failed = False
+        assert self.writer is not None
+        self.writer.clear_failed(self._write_state)
+        self.producer_state.clear()
+        self._load_producer_state()
+        self.leader_epochs.truncate_from_end(self.log_end_offset)
+        logger.warning("%s: appends not written were rolled back to offset %d", self.name, self.log_end_offset)
+
+    def _wait_for_writes_before(self, first_offset: int) -> None:
+        """wait_for_writes in the middle of an append whose offsets start at ``first_offset``: if
+        an earlier write failed meanwhile, the offsets it was given are gone and it fails too."""
+        self.wait_for_writes()
+        if self.log_end_offset != first_offset:
+            raise storage_errors.KafkaStorageError(
+                f"append to {self.name} failed: an earlier write to this log failed"
+            )
+
+    def wait_for_writes(self) -> None:
+        """Block until every queued write of this log is done and taken back (a no-op when none is)."""
+        writes = self._writes
+        while writes:
+            assert self.writer is not None
+            self.writer.wait(writes[0])
 
     def append_marker(
         self,
@@ -267,6 +443,7 @@ class Log:
         """Write a COMMIT/ABORT control batch ending ``producer_id``'s transaction, as the leader
         (Kafka's appendAsLeader with origin COORDINATOR).  An aborted transaction is recorded in the
         transaction index of the segment that receives the marker."""
+        self.wait_for_writes()
         buf = bytearray(build_marker_batch(producer_id, producer_epoch, commit, coordinator_epoch, now_ms))
         batches = list(iter_batch_headers(buf))
         offset = self.log_end_offset
@@ -312,6 +489,7 @@ class Log:
         checked; a trailing partial batch (a fetch cut by its byte limit) is left for the next
         fetch.  Offsets must be increasing and start at or past the log end.  Producer state, the
         transaction index and the leader-epoch cache follow.  None when there was no whole batch."""
+        self.wait_for_writes()
         if batches is None:
             batches = follower_batches(buf)
         if not batches:
@@ -385,6 +563,7 @@ class Log:
 
     def roll(self, now_ms: int) -> LogSegment:
         """Start a new active segment at the log end offset (snapshotting producer state there)."""
+        self.wait_for_writes()
         old = self.active_segment
         new_base = self.log_end_offset
         if old.size == 0:
@@ -471,6 +650,7 @@ class Log:
         leader-epoch cache; a crash in between leaves files that open() cuts to the log end
         again.  A target below the first segment empties the log and restarts it there.  Returns
         whether anything was removed."""
+        self.wait_for_writes()
         if offset >= self.log_end_offset:
             return False
         if offset < self.segments[0].base_offset or offset < self.log_start_offset:
@@ -498,6 +678,7 @@ class Log:
     def truncate_fully_and_start_at(self, offset: int, now_ms: int) -> None:
         """Drop every segment and start an empty log at ``offset`` (a follower whose log lies
         wholly below the leader's log start offset: Kafka's truncateFullyAndStartAt)."""
+        self.wait_for_writes()
         for segment in self.segments:
             segment.delete()
         self.segments.clear()
@@ -580,6 +761,7 @@ class Log:
 
         ``fsync=False`` only writes their index entries: the caller makes the file system durable
         (one syncfs at shutdown) and then calls ``mark_flushed``; the recovery point stays put."""
+        self.wait_for_writes()
         end = self.log_end_offset
         target = end if up_to is None else min(up_to, end)
         if target <= self.recovery_point and not self._dir_dirty:
@@ -608,6 +790,7 @@ class Log:
         ``durable=False`` writes all of it but leaves every fsync to the caller, who must make the
         file system durable (one syncfs for all logs at shutdown) and only then call
         ``mark_flushed`` — the recovery point must never pass data that is not on disk."""
+        self.wait_for_writes()
         self.flush(fsync=durable)
         end = self.log_end_offset
         # As Kafka's ProducerStateManager: no snapshot unless the log moved past the last one (an
@@ -628,6 +811,10 @@ class Log:
         for segment in self.segments:
             segment.file = None  # type: ignore[assignment]
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _pending(info: AppendInfo) -> AppendInfo:
+    return dataclasses.replace(info, pending=True)
 
 
 def follower_batches(buf: bytes | bytearray | memoryview) -> list[BatchHeader]:

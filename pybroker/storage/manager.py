@@ -22,6 +22,7 @@ from pybroker.storage.config import LogConfig
 from pybroker.storage.errors import LogDirLockedError, StorageError, io_failure
 from pybroker.storage.log import Log
 from pybroker.storage.syncfs import syncfs, syncfs_available
+from pybroker.storage.writer import LogDirWriter
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +33,10 @@ LOCK_FILE = ".lock"
 DELETE_DIR_SUFFIX = "-delete"
 # Threads that close logs at shutdown; fsync-bound, so more than the 2 cores pays off.
 SHUTDOWN_THREADS = 8
+# Writer threads per log directory (storage/writer.py; each partition's writes go to one of them, so a
+# slow partition holds up only the partitions sharing its thread).  Kafka's num.io.threads is 8, for
+# all of a request's work; these only write.
+WRITER_THREADS_PER_DIR = 4
 
 
 def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
@@ -66,6 +71,12 @@ class LogManager:
         self._lock_fds: list[int] = []
         self.loaded = False  # startup() has loaded the logs; only then may shutdown() mark a clean stop
         self._pending_deletes: list[tuple[int, Path]] = []
+        # Writer threads per log directory for produced batches (storage/writer.py: each log bound to
+        # one); PYBROKER_LOG_WRITER_THREADS=0 writes them all on the event loop (to compare the two).
+        threads = int(os.environ.get("PYBROKER_LOG_WRITER_THREADS", str(WRITER_THREADS_PER_DIR)))
+        self._writers: dict[Path, LogDirWriter] = (
+            {d: LogDirWriter(d.name, threads) for d in self.log_dirs} if threads > 0 else {}
+        )
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -121,6 +132,7 @@ class LogManager:
                     log_start_offset=start_offsets.get(parsed, 0),
                     clean_shutdown=clean_shutdown,
                 )
+                self._attach_writer(log, log_dir)
                 self._logs[parsed] = log
                 self._log_dir_of[parsed] = log_dir
                 self.topic_ids[parsed] = read_partition_metadata(entry)
@@ -146,6 +158,19 @@ class LogManager:
                 "is using this log directory"
             ) from exc
         self._lock_fds.append(fd)
+
+    def _attach_writer(self, log: Log, log_dir: Path) -> None:
+        writer = self._writers.get(log_dir)
+        if writer is not None:
+            writer.attach(log)
+
+    def finish_writes(self) -> None:
+        """On the event loop, before ``shutdown``: wait for every queued write (their requests get
+        their answers) and stop the writer threads."""
+        for log in self._logs.values():
+            log.wait_for_writes()
+        for writer in self._writers.values():
+            writer.stop()
 
     def shutdown(self) -> None:
         """Flush every log, snapshot producer state, write checkpoints and the clean-shutdown marker.
@@ -219,6 +244,7 @@ class LogManager:
         key = (log.topic, log.partition)
         if key in self._logs:
             raise StorageError(f"log {log.topic}-{log.partition} already exists")
+        self._attach_writer(log, log_dir)
         self._logs[key] = log
         self._log_dir_of[key] = log_dir
         self.topic_ids[key] = topic_id

@@ -118,6 +118,11 @@ class LogSegment:
         self._index_batches(batches, position)
         self.size = position + len(data)
 
+    def append_written(self, batches: list[BatchInfo], position: int, end_position: int) -> None:
+        """Batches the log directory's writer thread wrote at ``position``: now part of the segment."""
+        self._index_batches(batches, position)
+        self.size = end_position
+
     def _index_batches(self, batches: list[BatchInfo], position: int) -> None:
         interval = self.config.index_interval_bytes
         if self.rolling_based_timestamp is None and batches:
@@ -192,10 +197,15 @@ class LogSegment:
 
     # ---- rolling, recovery, truncation ---------------------------------------------------------------
 
-    def should_roll(self, messages_size: int, max_timestamp: int, max_offset: int, now_ms: int) -> bool:
-        if self.size == 0:
+    def should_roll(
+        self, messages_size: int, max_timestamp: int, max_offset: int, now_ms: int, size: int | None = None
+    ) -> bool:
+        """``size``: the segment's size counting writes still queued (Log.append_async)."""
+        if size is None:
+            size = self.size
+        if size == 0:
             return False
-        if self.size > self.config.segment_bytes - messages_size:
+        if size > self.config.segment_bytes - messages_size:
             return True
         if self.time_waited_for_roll(now_ms, max_timestamp) > self.config.segment_ms:
             return True
@@ -281,6 +291,11 @@ class LogSegment:
         # Kafka records the segment's final max timestamp so lookups and retention see it after a restart.
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+
+    def flush_indexes(self) -> None:
+        """Write the indexes' new entries (no fsync: an index that lost its tail is still right)."""
+        self.offset_index.flush(fsync=False)
+        self.time_index.flush(fsync=False)
 
     def flush(self, fsync: bool = True) -> None:
         """Write the indexes' new entries; ``fsync=False`` leaves durability to the caller."""

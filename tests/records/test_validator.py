@@ -15,6 +15,7 @@ from pybroker.records import (
     compress,
     iter_batch_headers,
     read_records,
+    validator,
 )
 from pybroker.records.batch import HEADER_STRUCT, LOG_OVERHEAD, rewrite_crc
 from pybroker.records.builder import encode_record
@@ -36,6 +37,18 @@ CODECS = [
     CompressionType.ZSTD,
 ]
 NOW = int(time.time() * 1000)
+
+
+@pytest.fixture(autouse=True, params=["c-walk", "python-walk"])
+def walker(request, monkeypatch):
+    """Every case runs on both record walks: the C one (records/_walk.c) and the Python one."""
+    if request.param == "python-walk":
+        monkeypatch.setattr(validator, "_native_walk", None)
+    elif validator._native_walk is None:
+        if os.environ.get("CI"):
+            pytest.fail("the C record walk (pybroker.records._walk) is not built: pip install -e . needs a C compiler")
+        pytest.skip("the C record walk is not built here (no C compiler when pybroker was installed)")
+    return request.param
 
 
 def _raw_batch(

@@ -1,0 +1,9 @@
+"""Types of the C record walk (records/_walk.c; setup.py builds it, optionally)."""
+
+from typing_extensions import Buffer
+
+def walk_records(
+    buf: Buffer, pos: int, end: int, index: int, count: int, base_timestamp: int, low: int, high: int, flags: int, /
+) -> tuple[int, int, bool, list[tuple[int, bool, int]] | None]:
+    """(next record index, its position, whether a record needs the Python walk, the records to check
+    further: (index, has key, timestamp delta)) — see records/validator.py."""
