@@ -19,7 +19,7 @@ from blocks claimed in ZooKeeper (controller/producer_id_manager.py), unique acr
 
 SCRAM credentials, client quotas, dynamic broker configs and ACLs live in ZooKeeper and apply on every
 broker (``cluster_dynamic_state.py``); ElectLeaders and partition reassignments are the active
-controller's (``ClusterTopicAdmin``).
+controller's, reached directly or, from another broker, through ZooKeeper (``_controller_request``).
 
 ``__consumer_offsets`` is replicated like any topic, and a group is coordinated by the leader of its
 partition: the group coordinator loads a partition's groups when this broker becomes its leader and
