@@ -63,8 +63,8 @@ async def elect_leaders(ctx: RequestContext, req: dict) -> dict:
         by_topic = {name: [] for name in sorted(ctx.metadata_image().topics_by_name)}
     for t in requested or ():
         by_topic.setdefault(t["topic"], [])
-    for tp, error in results.items():
-        code, message = _error_fields(error)
+    for tp, outcome in results.items():
+        code, message = _error_fields(outcome)
         by_topic.setdefault(tp[0], []).append({"partition_id": tp[1], "error_code": code, "error_message": message})
     return {
         "throttle_time_ms": 0,
