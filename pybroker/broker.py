@@ -236,7 +236,13 @@ class Broker:
         self.controller.internal_topic_creators[OFFSETS_TOPIC] = group_coordinator.ensure_offsets_topic
         self.controller.topics_deleted_listeners.append(group_coordinator.on_topics_deleted)
         await group_coordinator.start()
-        self.services.transaction_coordinator = await start_transaction_coordinator(self.coordinator_services)
+        if self.cluster is not None:  # transactional ids follow the leadership of __transaction_state
+            self.services.transaction_router = self.cluster.transaction_router
+            self.services.transaction_coordinator = await start_transaction_coordinator(
+                self.coordinator_services, leadership_driven=True, wrap_markers=self.cluster.wrap_marker_writer
+            )
+        else:
+            self.services.transaction_coordinator = await start_transaction_coordinator(self.coordinator_services)
         self.replica_manager.transaction_verifier = self.services.transaction_coordinator
         if self.cluster is not None:
             await self.cluster.start()

@@ -21,10 +21,12 @@ SCRAM credentials, client quotas, dynamic broker configs and ACLs live in ZooKee
 broker (``cluster_dynamic_state.py``); ElectLeaders and partition reassignments are the active
 controller's, reached directly or, from another broker, through ZooKeeper (``_controller_request``).
 
-``__consumer_offsets`` is replicated like any topic, and a group is coordinated by the leader of its
-partition: the group coordinator loads a partition's groups when this broker becomes its leader and
-unloads them when it stops being one (``_offsets_leadership``). ``__transaction_state`` still stays
-local to each broker (``LOCAL_TOPICS``): transactions are refused in cluster mode for now.
+``__consumer_offsets`` and ``__transaction_state`` are replicated like any topic (made through ZooKeeper on
+first use, with their replication factors), and a group or transactional id is coordinated by the leader
+of its partition: the coordinators load a partition's state when this broker becomes its leader and drop
+it when it stops being one (``_offsets_leadership``, ``_transactions_leadership``). Transaction markers
+for partitions led elsewhere and the KIP-890 checks of partition leaders travel between brokers
+(``cluster_transactions.py``).
 """
 
 from __future__ import annotations
@@ -39,6 +41,12 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from pybroker.cluster_dynamic_state import ClusterDynamicState
+from pybroker.cluster_transactions import (
+    BrokerChannels,
+    ClusterMarkerWriter,
+    TransactionRouter,
+    marker_leader_lookup,
+)
 from pybroker.controller.cluster import ZkClusterMembership
 from pybroker.controller.controller import ElectionType, decode_results
 from pybroker.controller.metadata_loader import PartitionState
@@ -46,6 +54,8 @@ from pybroker.controller.producer_id_manager import PRODUCER_ID_BLOCK_SIZE, Prod
 from pybroker.controller.zk_data import BrokerInfo, TopicAssignment
 from pybroker.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
 from pybroker.coordinator.offsets_topic import TOPIC_CONFIGS
+from pybroker.coordinator.transaction.service import TOPIC as TRANSACTION_TOPIC
+from pybroker.coordinator.transaction.service import TOPIC_CONFIGS as TRANSACTION_TOPIC_CONFIGS
 from pybroker.metadata.image import (
     NO_LEADER,
     BrokerRegistration,
@@ -69,11 +79,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Each broker keeps its own copy of these (its coordinators' state), outside ZooKeeper.
-# __consumer_offsets is replicated like any topic: a group's coordinator is the leader of its partition.
-# The transaction coordinator's __transaction_state still lives on one broker (transactions are refused
-# in cluster mode).
-LOCAL_TOPICS = frozenset({"__transaction_state"})
+# Topics each broker would keep its own copy of, outside ZooKeeper: none now (__consumer_offsets and
+# __transaction_state are replicated like any topic; their coordinators follow partition leadership).
+LOCAL_TOPICS: frozenset[str] = frozenset()
 # How often an admin request re-reads the image while it waits for the controller's result.
 ADMIN_POLL_S = 0.05
 ADMIN_TIMEOUT_MS = 30_000  # when a request names none
@@ -191,8 +199,21 @@ class ClusterMode:
         self.membership: ZkClusterMembership | None = None
         self.alter_partition: AlterIsrManager | None = None
         self.producer_ids: ProducerIdManager | None = None
-        self._creating_offsets_topic = False
+        self._creating: set[str] = set()  # internal topics being created through ZooKeeper
         self._tasks: list[asyncio.Task] = []
+        # Transactions across brokers (cluster_transactions.py): markers to remote leaders and
+        # AddPartitionsToTxn to the coordinating broker, over one connection per broker.
+        self.channels = BrokerChannels(self._endpoint_for)
+        leader_of = marker_leader_lookup(self.publisher.image)
+        self.transaction_router = TransactionRouter(
+            self.node_id,
+            lambda: broker.services.transaction_coordinator,
+            lambda: self.config.get("transaction.state.log.num.partitions"),
+            leader_of,
+            self.channels,
+            self.ensure_transaction_topic,
+        )
+        self._leader_of = leader_of
         # Set when the broker stops: metadata deliveries already queued on the loop change nothing
         # any more (no leader or follower changes, no fetchers, no log deletions on closing logs).
         self._stopping = False
@@ -287,6 +308,7 @@ class ClusterMode:
 
     async def stop(self) -> None:
         self._stopping = True
+        await self.channels.close()
         if self.dynamic_state is not None:
             self.dynamic_state.stop()
         for t in self._tasks:
@@ -358,6 +380,8 @@ class ClusterMode:
         log.debug("%s-%d: %s -> %s", topic, partition, state, results)
         if topic == OFFSETS_TOPIC:
             self._offsets_leadership(partition, state.leader == self.node_id)
+        elif topic == TRANSACTION_TOPIC:
+            self._transactions_leadership(partition, state.leader == self.node_id, state.leader_epoch)
 
     def _spawn(self, work: Awaitable[Any]) -> None:
         """Run ``work`` in the background; stop() cancels what is still running."""
@@ -391,37 +415,69 @@ class ClusterMode:
         else:
             coordinator.on_resignation(partition)
 
+    def _transactions_leadership(self, partition: int, leader: bool, leader_epoch: int) -> None:
+        """Kafka's TransactionCoordinator.onElection / onResignation for a __transaction_state partition;
+        the leader epoch is the coordinator epoch its markers carry."""
+        coordinator = self.broker.services.transaction_coordinator
+        if coordinator is None:
+            return
+        if leader:
+            coordinator.on_election(partition, leader_epoch)
+        else:
+            coordinator.on_resignation(partition)
+
+    def wrap_marker_writer(self, local: Any) -> ClusterMarkerWriter:
+        """The transaction coordinator's marker writer: this broker's partitions, and the leaders of the others."""
+        return ClusterMarkerWriter(self.node_id, local, self._leader_of, self.channels)
+
+    def ensure_transaction_topic(self) -> None:
+        """__transaction_state through ZooKeeper on first use (FindCoordinator of a transactional id, as
+        Kafka's TransactionStateManager does): transaction.state.log.replication.factor replicas, its
+        min.insync.replicas transaction.state.log.min.isr."""
+        configs = {**TRANSACTION_TOPIC_CONFIGS, "min.insync.replicas": str(self.config.get("transaction.state.log.min.isr"))}
+        self._ensure_internal_topic(
+            TRANSACTION_TOPIC,
+            self.config.get("transaction.state.log.num.partitions"),
+            self.config.get("transaction.state.log.replication.factor"),
+            configs,
+            "transaction.state.log.replication.factor",
+        )
+
     def ensure_offsets_topic(self) -> None:
         """Create __consumer_offsets through ZooKeeper on first use (Kafka's FindCoordinator does): with
         offsets.topic.replication.factor replicas, refused (and logged) while fewer brokers are alive, as
         Kafka refuses it; clients are answered COORDINATOR_NOT_AVAILABLE until its leaders are elected."""
-        if self._creating_offsets_topic or self.publisher.image().topic(OFFSETS_TOPIC) is not None:
+        self._ensure_internal_topic(
+            OFFSETS_TOPIC,
+            self.config.offsets_topic_num_partitions,
+            self.config.get("offsets.topic.replication.factor"),
+            dict(TOPIC_CONFIGS),
+            "offsets.topic.replication.factor",
+        )
+
+    def _ensure_internal_topic(
+        self, name: str, partitions: int, rf: int, configs: dict[str, str], rf_key: str
+    ) -> None:
+        if name in self._creating or self.publisher.image().topic(name) is not None:
             return
-        rf = self.config.get("offsets.topic.replication.factor")
-        partitions = self.config.offsets_topic_num_partitions
         live = len(self.live_brokers())
         if live < rf:
-            log.warning(
-                "not creating %s yet: offsets.topic.replication.factor is %d and %d brokers are alive",
-                OFFSETS_TOPIC, rf, live,
-            )  # fmt: skip
+            log.warning("not creating %s yet: %s is %d and %d brokers are alive", name, rf_key, rf, live)
             return
-        self._creating_offsets_topic = True
+        self._creating.add(name)
 
         async def create() -> None:
             try:
                 assert self.membership is not None
-                await self._zk(
-                    self.membership.zk.create_topic, OFFSETS_TOPIC, partitions, rf, config=dict(TOPIC_CONFIGS)
-                )
-                log.info("created %s with %d partitions, replication factor %d", OFFSETS_TOPIC, partitions, rf)
+                await self._zk(self.membership.zk.create_topic, name, partitions, rf, config=configs)
+                log.info("created %s with %d partitions, replication factor %d", name, partitions, rf)
             except KafkaError as e:
                 if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                    log.warning("creating %s failed: %s", OFFSETS_TOPIC, e.message)
+                    log.warning("creating %s failed: %s", name, e.message)
             except Exception:
-                log.exception("creating %s failed", OFFSETS_TOPIC)
+                log.exception("creating %s failed", name)
             finally:
-                self._creating_offsets_topic = False
+                self._creating.discard(name)
 
         self._spawn(create())
 

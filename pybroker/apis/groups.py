@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pybroker.apis import RequestContext, auth, handles
 from pybroker.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
 from pybroker.coordinator.offsets_topic import partition_for
+from pybroker.coordinator.transaction.service import TOPIC as TRANSACTION_TOPIC
 from pybroker.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -71,12 +72,13 @@ def _client_id(ctx: RequestContext) -> str:
 
 
 # -- FindCoordinator ----------------------------------------------------------------------------------
-def _offsets_partition_leader(ctx: RequestContext, group_id: str) -> int:
-    """The leader of the group's __consumer_offsets partition (-1 while there is none)."""
-    topic = ctx.metadata_image().topic(OFFSETS_TOPIC)
+def _coordinator_partition_leader(ctx: RequestContext, topic_name: str, key: str) -> int:
+    """The leader of the key's partition of __consumer_offsets or __transaction_state (-1 while there
+    is none): the key's coordinator in a cluster."""
+    topic = ctx.metadata_image().topic(topic_name)
     if topic is None or not topic.partitions:
         return -1
-    registration = topic.partitions.get(partition_for(group_id, len(topic.partitions)))
+    registration = topic.partitions.get(partition_for(key, len(topic.partitions)))
     return -1 if registration is None else registration.leader
 
 
@@ -97,10 +99,14 @@ def _find_one(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
         # As Kafka's FindCoordinator: created on first use (again, should it have been deleted).
         coordinator.ensure_offsets_topic()
     if b.cluster_mode:
-        # A group's coordinator is the leader of its __consumer_offsets partition. Transactions are
-        # refused in cluster mode for now.
-        node_id = _offsets_partition_leader(ctx, key) if key_type == KEY_TYPE_GROUP else -1
-        if key_type == KEY_TYPE_TRANSACTION or node_id not in ctx.metadata_image().brokers:
+        # A group's coordinator is the leader of its __consumer_offsets partition, a transactional id's
+        # the leader of its __transaction_state partition (made through ZooKeeper on first use).
+        if key_type == KEY_TYPE_TRANSACTION and b.transaction_router is not None:
+            b.transaction_router.ensure_topic()
+        node_id = _coordinator_partition_leader(
+            ctx, OFFSETS_TOPIC if key_type == KEY_TYPE_GROUP else TRANSACTION_TOPIC, key
+        )
+        if node_id not in ctx.metadata_image().brokers:
             coordinator = txn = None
     if (key_type == KEY_TYPE_GROUP and coordinator is not None) or (
         key_type == KEY_TYPE_TRANSACTION and txn is not None and txn.started

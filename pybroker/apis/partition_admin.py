@@ -15,6 +15,7 @@ timeout answer REQUEST_TIMED_OUT (Kafka's DelayedElectLeader).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from pybroker.apis import RequestContext, auth, handles
 from pybroker.protocol.errors import ErrorCode, KafkaError
@@ -109,7 +110,7 @@ async def alter_partition_reassignments(ctx: RequestContext, req: dict) -> dict:
 
 @handles(46, 0, 0)
 async def list_partition_reassignments(ctx: RequestContext, req: dict) -> dict:
-    response = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "topics": []}
+    response: dict[str, Any] = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "topics": []}
     if not auth.authorize_cluster(ctx, AclOperation.DESCRIBE):
         return {**response, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
     requested = req["topics"]

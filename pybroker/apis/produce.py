@@ -55,7 +55,9 @@ def handle_produce(ctx: RequestContext, request: dict):
             unknown_ids = unknown_ids + _every_partition(
                 {"acks": 1, "topic_data": refused}, ErrorCode.TOPIC_AUTHORIZATION_FAILED
             )["responses"]
-    if ctx.version >= IMPLICIT_ADD_PARTITIONS_VERSION and request.get("transactional_id") is not None:
+    if request.get("transactional_id") is not None and (
+        ctx.version >= IMPLICIT_ADD_PARTITIONS_VERSION or ctx.services.transaction_router is not None
+    ):
         return _add_partitions_then_append(ctx, request, topic_data, unknown_ids)
     return _append(ctx, request, topic_data, unknown_ids, None)
 
@@ -87,7 +89,9 @@ async def _add_partitions_then_append(
 ):
     """Produce v12+ of a transactional producer: its transactional batches' partitions are added to the
     transaction first (what AddPartitionsToTxn with verifyOnly=false does), then the request is appended
-    as any other, each transactional partition answered with the coordinator's verdict."""
+    as any other, each transactional partition answered with the coordinator's verdict.  In a cluster the
+    coordinator may be another broker: ``transaction_router`` asks it (and, for Produce v3-11, only
+    verifies that the partition was added, KIP-890 part 1)."""
     wanted: dict[tuple[int, int], list[tuple[str, int]]] = {}
     for td in topic_data:
         name = td["name"]
@@ -108,8 +112,15 @@ async def _add_partitions_then_append(
                 wanted.setdefault((batch.producer_id, batch.producer_epoch), []).append((name, pd["index"]))
     added: dict[tuple[str, int], ErrorCode] = {}
     coordinator = getattr(ctx.services, "transaction_coordinator", None)
+    router = ctx.services.transaction_router
     for (producer_id, producer_epoch), partitions in wanted.items():
-        if coordinator is None or not coordinator.started:
+        if router is not None:
+            tid = request["transactional_id"]
+            if ctx.version < IMPLICIT_ADD_PARTITIONS_VERSION:
+                added.update(await router.verify(tid, producer_id, producer_epoch, partitions))
+                continue
+            code = await router.add_partitions(tid, producer_id, producer_epoch, partitions)
+        elif coordinator is None or not coordinator.started:
             code = ErrorCode.COORDINATOR_NOT_AVAILABLE
         else:
             code = await coordinator.add_partitions(

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from pybroker.apis.fetch_session import FetchSessions
@@ -128,6 +128,9 @@ class BrokerServices:
     share_groups: ShareGroupService | None = None
     # zookeeper.connect is set: this broker is one of a cluster (cluster_mode.py).
     cluster_mode: bool = False
+    # Cluster mode: AddPartitionsToTxn to whichever broker coordinates a transactional id
+    # (cluster_transactions.TransactionRouter: add_partitions, verify).
+    transaction_router: Any = None
     # controller_mutation_rate per user/client id (CreateTopics, CreatePartitions, DeleteTopics).
     controller_mutation_quotas: ClientQuotaManager | None = None
     # KIP-714 client-metrics subscriptions and the pushes received (apis/telemetry.py).

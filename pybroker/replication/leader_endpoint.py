@@ -33,7 +33,9 @@ UNDEFINED_OFFSET = -1
 FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH, API_VERSIONS = 1, 2, 23, 18
 # The newest versions of these requests this endpoint writes (pybroker's Fetch goes to 16; 15+
 # carries the replica id in ReplicaState, 13+ names topics by id).
-MAX_VERSIONS = {FETCH: 16, LIST_OFFSETS: 8, OFFSET_FOR_LEADER_EPOCH: 4}
+ADD_PARTITIONS_TO_TXN, WRITE_TXN_MARKERS = 24, 27
+# The highest version this broker sends of each inter-broker request (negotiated down to the peer's).
+MAX_VERSIONS = {FETCH: 16, LIST_OFFSETS: 8, OFFSET_FOR_LEADER_EPOCH: 4, ADD_PARTITIONS_TO_TXN: 5, WRITE_TXN_MARKERS: 1}
 EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
 
 
@@ -283,6 +285,12 @@ class RemoteLeaderEndpoint:
         if high < 0 or min(ours, high) < low:
             raise LeaderEndpointError(f"broker {self.address} does not support api {api_key} v{low}-{high}")
         return min(ours, high)
+
+    async def send(self, api_key: int, body_for: Callable[[int], dict]) -> tuple[int, dict]:
+        """One request to this broker (the version negotiated, the body made for it) and its answer:
+        the channel other inter-broker requests share (transaction markers, KIP-890 verification).
+        Raises LeaderEndpointError when the broker cannot be reached."""
+        return await self._request(api_key, body_for)
 
     async def _request(self, api_key: int, body_for: Callable[[int], dict]) -> tuple[int, dict]:
         async with self._lock:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -53,8 +54,12 @@ class MemoryTransactionStore:
         self.entries.extend(entries)
 
 
-# (producer id, epoch, commit, coordinator epoch, partitions) -> per-partition error
-MarkerWriter = Callable[[int, int, bool, int, Iterable[TopicPartition]], dict[TopicPartition, ErrorCode]]
+# (producer id, epoch, commit, coordinator epoch, partitions) -> per-partition error (or an awaitable of
+# it: in a cluster the markers of partitions led elsewhere travel to their leaders)
+MarkerWriter = Callable[
+    [int, int, bool, int, Iterable[TopicPartition]],
+    dict[TopicPartition, ErrorCode] | Awaitable[dict[TopicPartition, ErrorCode]],
+]
 
 
 @dataclass(slots=True)
@@ -89,21 +94,91 @@ class TransactionCoordinator:
         self._retries: dict[str, Any] = {}  # transactional id -> timer completing it again
         self._tasks: set[asyncio.Future] = set()
         self.started = False
+        # Cluster mode (Kafka's TransactionStateManager): this broker coordinates the transactional ids of
+        # the __transaction_state partitions it leads, loaded when it becomes their leader
+        # (``on_election``) and dropped when it stops being one (``on_resignation``).
+        self.leadership_driven = False
+        self.partition_of: Callable[[str], int] = lambda _txn_id: 0
+        self.replay_partition: Callable[[int], Iterable[tuple[bytes, bytes | None]]] = lambda _p: ()
+        self.owned: dict[int, int] = {}  # partition led -> coordinator epoch (its leader epoch)
 
     # -- lifecycle ------------------------------------------------------------------------------------
-    def load(self, entries: Iterable[tuple[bytes, bytes | None]]) -> None:
-        """Replay ``__transaction_state`` records (later records win, a null value removes)."""
+    @staticmethod
+    def _decode(entries: Iterable[tuple[bytes, bytes | None]]) -> dict[str, TransactionMetadata | None]:
+        """``__transaction_state`` records replayed (later records win, None: removed)."""
+        found: dict[str, TransactionMetadata | None] = {}
         for key_bytes, value in entries:
             txn_id = records.decode_key(key_bytes)
             if txn_id is None:
                 continue
-            if value is None:
+            found[txn_id] = None if value is None else TransactionMetadata.from_value(
+                txn_id, records.decode_value(value)
+            )
+        return found
+
+    def load(self, entries: Iterable[tuple[bytes, bytes | None]]) -> None:
+        """Replay ``__transaction_state`` records (later records win, a null value removes)."""
+        for txn_id, md in self._decode(entries).items():
+            if md is None:
                 self.transactions.pop(txn_id, None)
             else:
-                self.transactions[txn_id] = TransactionMetadata.from_value(
-                    txn_id, records.decode_value(value)
-                )
+                self.transactions[txn_id] = md
         log.info("loaded %d transactional ids", len(self.transactions))
+
+    def is_coordinator_for(self, transactional_id: str) -> bool:
+        return not self.leadership_driven or self.partition_of(transactional_id) in self.owned
+
+    def _coordinator_epoch(self, transactional_id: str) -> int:
+        if not self.leadership_driven:
+            return COORDINATOR_EPOCH
+        return self.owned.get(self.partition_of(transactional_id), COORDINATOR_EPOCH)
+
+    def on_election(self, partition: int, coordinator_epoch: int) -> None:
+        """This broker now leads ``partition`` of __transaction_state: load its transactional ids and
+        finish what the previous coordinator left in a Prepare state (Kafka's loadTransactionsForTxnTopicPartition)."""
+        if self.owned.get(partition) == coordinator_epoch:
+            return
+        self.owned[partition] = coordinator_epoch
+        loaded = {
+            txn_id: md
+            for txn_id, md in self._decode(self.replay_partition(partition)).items()
+            if md is not None and self.partition_of(txn_id) == partition
+        }
+        self.transactions.update(loaded)
+        log.info(
+            "coordinating the %d transactional ids of __transaction_state-%d (coordinator epoch %d)",
+            len(loaded), partition, coordinator_epoch,
+        )  # fmt: skip
+        for md in loaded.values():
+            if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+                self._spawn(self._send_markers_and_complete(md, md.state == S.PREPARE_COMMIT))
+            elif md.state == S.PREPARE_EPOCH_FENCE:
+                md.state = S.ONGOING
+                self._spawn(self._abort(md, bump_epoch=False))
+
+    def on_resignation(self, partition: int) -> None:
+        """Another broker leads ``partition`` now: its transactional ids are no longer ours."""
+        if self.owned.pop(partition, None) is None:
+            return
+        for txn_id in [t for t in self.transactions if self.partition_of(t) == partition]:
+            del self.transactions[txn_id]
+            timer = self._retries.pop(txn_id, None)
+            if timer is not None:
+                timer.cancel()
+        log.info("no longer coordinating the transactional ids of __transaction_state-%d", partition)
+
+    def _spawn(self, work: Awaitable[Any]) -> None:
+        async def run() -> None:
+            try:
+                await work
+            except StoreError:
+                pass  # retried by the next request or timer
+            except Exception:
+                log.exception("transaction coordinator task failed")
+
+        task = asyncio.ensure_future(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def start(self) -> None:
         """Complete what a crash left half done, then run the timeout and expiration checks."""
@@ -171,6 +246,8 @@ class TransactionCoordinator:
     ) -> tuple[ErrorCode, int, int]:
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST, -1, -1
+        if not self.is_coordinator_for(transactional_id):
+            return ErrorCode.NOT_COORDINATOR, -1, -1
         if timeout_ms <= 0 or timeout_ms > self.config.max_timeout_ms:
             return ErrorCode.INVALID_TRANSACTION_TIMEOUT, -1, -1
         md = self.transactions.get(transactional_id)
@@ -234,6 +311,8 @@ class TransactionCoordinator:
     ) -> tuple[ErrorCode, TransactionMetadata | None]:
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST, None
+        if not self.is_coordinator_for(transactional_id):
+            return ErrorCode.NOT_COORDINATOR, None
         md = self.transactions.get(transactional_id)
         if md is None or md.state == S.DEAD:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING, None
@@ -330,6 +409,8 @@ class TransactionCoordinator:
         (the client adds partitions implicitly, so it cannot know) is still an epoch bump."""
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST, -1, -1
+        if not self.is_coordinator_for(transactional_id):
+            return ErrorCode.NOT_COORDINATOR, -1, -1
         md = self.transactions.get(transactional_id)
         if md is None or md.state == S.DEAD:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING, -1, -1
@@ -388,7 +469,12 @@ class TransactionCoordinator:
         retries until it succeeds); meanwhile the id answers CONCURRENT_TRANSACTIONS.  Returns
         whether the transaction is complete."""
         remaining = set(md.partitions if partitions is None else partitions)
-        errors = self.write_markers(md.producer_id, md.producer_epoch, commit, COORDINATOR_EPOCH, remaining)
+        written = self.write_markers(
+            md.producer_id, md.producer_epoch, commit, self._coordinator_epoch(md.transactional_id), remaining
+        )
+        errors = await written if inspect.isawaitable(written) else written
+        if self.transactions.get(md.transactional_id) is not md:
+            return False  # this broker stopped coordinating it meanwhile: the new coordinator finishes it
         # Gone, or fenced by a newer epoch there: not retried (as Kafka's marker handler).
         done = (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_PRODUCER_EPOCH)
         failed = {tp for tp, code in errors.items() if code not in done}
@@ -468,4 +554,4 @@ class TransactionCoordinator:
 
     # -- describe ---------------------------------------------------------------------------------------
     def describe(self, transactional_id: str) -> TransactionMetadata | None:
-        return self.transactions.get(transactional_id)
+        return self.transactions.get(transactional_id) if self.is_coordinator_for(transactional_id) else None

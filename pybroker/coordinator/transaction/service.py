@@ -62,13 +62,25 @@ def marker_writer(
     return write  # type: ignore[return-value]
 
 
-async def start_transaction_coordinator(services: CoordinatorServices) -> TransactionCoordinator:
+async def start_transaction_coordinator(
+    services: CoordinatorServices,
+    *,
+    leadership_driven: bool = False,
+    wrap_markers: Callable[[LocalMarkerWriter], Any] | None = None,
+) -> TransactionCoordinator:
+    """``leadership_driven`` (cluster mode): __transaction_state is made through ZooKeeper and each of its
+    partitions is loaded when this broker becomes its leader; ``wrap_markers`` turns the local marker
+    writer into one that also reaches the leaders on other brokers."""
     c = services.config
     topic = InternalTopic(services, TOPIC, c.get("transaction.state.log.num.partitions"), TOPIC_CONFIGS)
-    topic.ensure_topic()
+    if leadership_driven:
+        topic.local_creation = False
+    else:
+        topic.ensure_topic()
+    local_markers = marker_writer(services.partition, services.group_coordinator)
     coordinator = TransactionCoordinator(
         allocate_producer_id=services.allocate_producer_id,
-        write_markers=marker_writer(services.partition, services.group_coordinator),
+        write_markers=wrap_markers(local_markers) if wrap_markers is not None else local_markers,
         store=topic,
         config=TransactionConfig(
             max_timeout_ms=c.get("transaction.max.timeout.ms"),
@@ -77,6 +89,11 @@ async def start_transaction_coordinator(services: CoordinatorServices) -> Transa
             expiration_check_interval_ms=c.get("transaction.remove.expired.transaction.cleanup.interval.ms"),
         ),
     )
-    coordinator.load(topic.replay())
+    if leadership_driven:
+        coordinator.leadership_driven = True
+        coordinator.partition_of = topic.partition_for
+        coordinator.replay_partition = lambda partition: topic.replay([partition])
+    else:
+        coordinator.load(topic.replay())
     await coordinator.start()
     return coordinator
