@@ -19,7 +19,7 @@ from blocks claimed in ZooKeeper (controller/producer_id_manager.py), unique acr
 
 SCRAM credentials, client quotas, dynamic broker configs and ACLs live in ZooKeeper and apply on every
 broker (``cluster_dynamic_state.py``); ElectLeaders and partition reassignments are the active
-controller's (``ClusterTopicAdmin``).
+controller's, reached directly or, from another broker, through ZooKeeper (``_controller_request``).
 
 ``__consumer_offsets`` and ``__transaction_state`` are replicated like any topic (made through ZooKeeper on
 first use, with their replication factors), and a group or transactional id is coordinated by the leader
@@ -48,8 +48,7 @@ from pybroker.cluster_transactions import (
     marker_leader_lookup,
 )
 from pybroker.controller.cluster import ZkClusterMembership
-from pybroker.controller.controller import ElectionType, KafkaController
-from pybroker.controller.local import check_reassignment_target
+from pybroker.controller.controller import ElectionType, decode_results
 from pybroker.controller.metadata_loader import PartitionState
 from pybroker.controller.producer_id_manager import PRODUCER_ID_BLOCK_SIZE, ProducerIdManager
 from pybroker.controller.zk_data import BrokerInfo, TopicAssignment
@@ -85,6 +84,7 @@ log = logging.getLogger(__name__)
 LOCAL_TOPICS: frozenset[str] = frozenset()
 # How often an admin request re-reads the image while it waits for the controller's result.
 ADMIN_POLL_S = 0.05
+ADMIN_TIMEOUT_MS = 30_000  # when a request names none
 CLUSTER_ID_PATH = "/cluster/id"
 
 
@@ -667,6 +667,89 @@ class ClusterMode:
         if not await self._wait_until(visible, timeout_ms):
             raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"The new partitions of {name} have no leader yet.")
 
+    # -- leadership and replica placement (ElectLeaders, Alter/ListPartitionReassignments) -----
+    async def _controller_request(self, kind: str, request: dict[str, Any], timeout_ms: int) -> dict[str, Any]:
+        """Served by the active controller: this broker's own when it is active, else forwarded through
+        ZooKeeper (zk_data.FORWARDED_REQUESTS_PATH). Bounded by ``timeout_ms`` (REQUEST_TIMED_OUT)."""
+        assert self.membership is not None
+        m = self.membership
+        deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+        if m.controller.is_active:
+            try:
+                response = await asyncio.wait_for(m.controller.serve(kind, request), max(timeout_ms, 0) / 1000)
+            except TimeoutError:
+                raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, "The controller did not answer in time.") from None
+            except KafkaError as e:
+                if e.code != ErrorCode.NOT_CONTROLLER:
+                    raise
+                response = None  # it resigned meanwhile: the new controller serves it
+            if response is not None:
+                return response
+        path = await self._zk(m.zk.create_forwarded_request, kind, request)
+        try:
+            while (response := await self._zk(m.zk.get_forwarded_response, path)) is None:
+                if time.monotonic() >= deadline:
+                    raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, "The controller did not answer in time.")
+                await asyncio.sleep(ADMIN_POLL_S)
+        finally:
+            await self._zk(m.zk.delete_forwarded_request, path)
+        if "error" in response:
+            raise KafkaError(*response["error"])
+        return response
+
+    async def elect_leaders(
+        self, partitions: list[tuple[str, int]] | None, election_type: ElectionType, timeout_ms: int | None
+    ) -> dict[tuple[str, int], KafkaError | None]:
+        """ElectLeaders: the controller elects; the answer waits (bounded by ``timeout_ms``) until this
+        broker's metadata shows the elected leaders, as Kafka's DelayedElectLeader does."""
+        timeout_ms = ADMIN_TIMEOUT_MS if timeout_ms is None else timeout_ms
+        deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+        request = {
+            "election_type": int(election_type),
+            "partitions": None if partitions is None else [[t, p] for t, p in partitions],
+        }
+        results = decode_results((await self._controller_request("elect_leaders", request, timeout_ms))["results"])
+
+        def elected(tp: tuple[str, int]) -> bool:
+            t = self.publisher.image().topic(tp[0])
+            reg = t.partitions.get(tp[1]) if t is not None else None
+            if reg is None or not reg.replicas:
+                return False
+            if election_type == ElectionType.PREFERRED:
+                return reg.leader == reg.replicas[0]
+            return reg.has_leader()
+
+        done = [tp for tp, e in results.items() if e is None]
+        remaining_ms = int(max(0.0, deadline - time.monotonic()) * 1000)
+        if not await self._wait_until(lambda: all(elected(tp) for tp in done), remaining_ms):
+            for tp in done:
+                if not elected(tp):
+                    results[tp] = KafkaError(ErrorCode.REQUEST_TIMED_OUT, "The election's result is not visible yet.")
+        return results
+
+    async def alter_partition_reassignments(
+        self,
+        targets: Mapping[tuple[str, int], list[int] | None],
+        allow_replication_factor_change: bool,
+        timeout_ms: int | None,
+    ) -> dict[tuple[str, int], KafkaError | None]:
+        """The controller checks each target (ReplicationControlManager's rules and messages) and starts
+        the reassignments; answered once they started, as Kafka does."""
+        request = {
+            "partitions": [[t, p, r] for (t, p), r in targets.items()],
+            "allow_replication_factor_change": allow_replication_factor_change,
+        }
+        timeout_ms = ADMIN_TIMEOUT_MS if timeout_ms is None else timeout_ms
+        return decode_results((await self._controller_request("reassign", request, timeout_ms))["results"])
+
+    async def list_partition_reassignments(
+        self, partitions: set[tuple[str, int]] | None, timeout_ms: int | None
+    ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+        request = {"partitions": None if partitions is None else [[t, p] for t, p in sorted(partitions)]}
+        timeout_ms = ADMIN_TIMEOUT_MS if timeout_ms is None else timeout_ms
+        response = await self._controller_request("list_reassignments", request, timeout_ms)
+        return {(str(t), int(p)): (replicas, adding, removing) for t, p, replicas, adding, removing in response["reassignments"]}
+
 
 class ClusterTopicAdmin:
     """The TopicAdmin of a broker in a cluster (apis/services.TopicAdmin): topic creation, deletion and new
@@ -716,67 +799,6 @@ class ClusterTopicAdmin:
     async def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         await self._cluster.alter_topic_configs(name, configs)
 
-    # -- leadership and replica placement: the active controller's (ZK mode answers NOT_CONTROLLER
-    # elsewhere; clients send these to the controller Metadata names) ---------------------------
-    def _active_controller(self) -> KafkaController:
-        m = self._cluster.membership
-        if m is None or not m.controller.is_active:
-            raise KafkaError(ErrorCode.NOT_CONTROLLER, "This broker is not the active controller.")
-        return m.controller
-
-    async def elect_leaders(
-        self, partitions: list[tuple[str, int]] | None, election_type: int, timeout_ms: int | None = None
-    ) -> dict[tuple[str, int], KafkaError | None]:
-        controller = self._active_controller()
-        results = await controller.elect_leaders(partitions, ElectionType(election_type))
-        # Answered once this broker's image shows the new leaders (Kafka's DelayedElectLeader), bounded
-        # by the request's timeout; those not seen by then answer REQUEST_TIMED_OUT.
-        elected = {tp: controller.states[tp].leader for tp, e in results.items() if e is None and tp in controller.states}
-
-        def pending() -> set[tuple[str, int]]:
-            topics = self._cluster.publisher.image().topics_by_name
-            return {
-                tp for tp, leader in elected.items()
-                if (t := topics.get(tp[0])) is None or tp[1] not in t.partitions or t.partitions[tp[1]].leader != leader
-            }  # fmt: skip
-
-        await self._cluster._wait_until(lambda: not pending(), timeout_ms)  # noqa: SLF001
-        for tp in pending():
-            results[tp] = KafkaError(ErrorCode.REQUEST_TIMED_OUT, "The new leader was not seen before the timeout.")
-        return results
-
-    async def alter_partition_reassignments(
-        self, reassignments: dict[tuple[str, int], list[int] | None], allow_replication_factor_change: bool = True
-    ) -> dict[tuple[str, int], KafkaError | None]:
-        controller = self._active_controller()
-        results: dict[tuple[str, int], KafkaError | None] = {}
-        valid: dict[tuple[str, int], list[int] | None] = {}
-        for tp, target in reassignments.items():
-            assignment = controller.assignments.get(tp[0])
-            current = None if assignment is None else assignment.partitions.get(tp[1])
-            if current is None:
-                results[tp] = KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                continue
-            if target is not None:
-                error = check_reassignment_target(
-                    target, set(controller.live_brokers), len(current.original_replicas), allow_replication_factor_change
-                )
-                if error is not None:
-                    results[tp] = error
-                    continue
-            valid[tp] = target
-        if valid:
-            results.update(await controller.alter_partition_reassignments(valid))
-        return results
-
-    async def list_partition_reassignments(
-        self, partitions: set[tuple[str, int]] | None = None
-    ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
-        ongoing = await self._active_controller().list_partition_reassignments(partitions)
-        return {
-            tp: (list(r.replicas), list(r.adding_replicas), list(r.removing_replicas)) for tp, r in ongoing.items()
-        }
-
     async def add_partitions(
         self,
         name: str,
@@ -789,3 +811,23 @@ class ClusterTopicAdmin:
         await self._cluster.add_partitions(
             name, total, assignments=assignments, validate_only=validate_only, timeout_ms=timeout_ms
         )
+
+    async def elect_leaders(
+        self, partitions: list[tuple[str, int]] | None, election_type: int, timeout_ms: int | None = None
+    ) -> dict[tuple[str, int], KafkaError | None]:
+        return await self._cluster.elect_leaders(partitions, ElectionType(election_type), timeout_ms)
+
+    async def alter_partition_reassignments(
+        self,
+        reassignments: Mapping[tuple[str, int], list[int] | None],
+        allow_replication_factor_change: bool = True,
+        timeout_ms: int | None = None,
+    ) -> dict[tuple[str, int], KafkaError | None]:
+        return await self._cluster.alter_partition_reassignments(
+            reassignments, allow_replication_factor_change, timeout_ms
+        )
+
+    async def list_partition_reassignments(
+        self, partitions: set[tuple[str, int]] | None = None, timeout_ms: int | None = None
+    ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+        return await self._cluster.list_partition_reassignments(partitions, timeout_ms)

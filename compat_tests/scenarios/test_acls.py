@@ -725,3 +725,22 @@ def test_super_user_and_sasl_principals(sasl_acl_broker: dict, name: str) -> Non
     create_acls(admin, topic_acl(name, "User:*", AclOperation.WRITE, AclPermissionType.DENY))
     wait_for(lambda: delivery_error(alice, name) == KafkaError.TOPIC_AUTHORIZATION_FAILED, what="DENY for User:*")
     assert delivery_error(sasl_config(sasl_acl_broker, "admin"), name) is None
+
+
+def test_leadership_apis_need_the_cluster(sasl_acl_broker: dict, name: str) -> None:
+    """ElectLeaders and AlterPartitionReassignments need Alter on the cluster, ListPartitionReassignments
+    Describe: refused to User:ANONYMOUS, which has no ACL (the super user may)."""
+    create_topic(AdminClient(sasl_config(sasl_acl_broker, "admin")), name)
+    with WireClient(sasl_acl_broker["plaintext"]) as wire:
+        elected = wire.request(43, 2, {"election_type": 0, "timeout_ms": 30000,
+                                       "topic_partitions": [{"topic": name, "partitions": [0]}]})
+        assert elected["error_code"] == CLUSTER_AUTHZ
+        assert [(r["topic"], [(p["partition_id"], p["error_code"]) for p in r["partition_result"]])
+                for r in elected["replica_election_results"]] == [(name, [(0, CLUSTER_AUTHZ)])]
+        altered = wire.request(45, 0, {"timeout_ms": 30000, "topics": [
+            {"name": name, "partitions": [{"partition_index": 0, "replicas": None}]}]})
+        assert altered["error_code"] == CLUSTER_AUTHZ
+        assert [(t["name"], [(p["partition_index"], p["error_code"]) for p in t["partitions"]])
+                for t in altered["responses"]] == [(name, [(0, CLUSTER_AUTHZ)])]
+        listed = wire.request(46, 0, {"timeout_ms": 30000, "topics": None})
+        assert (listed["error_code"], listed["topics"]) == (CLUSTER_AUTHZ, [])

@@ -81,7 +81,8 @@ class TopicAdmin(Protocol):
 
     def set_dynamic_broker_configs(self, resource_name: str, configs: dict[str, str]) -> None: ...
 
-    # Leadership and replica placement (the controller's; NOT_CONTROLLER from a broker that is not it).
+    # Leadership and replica placement: the controller's (in a cluster the active controller, which a
+    # broker that is not it reaches through ZooKeeper). ``timeout_ms`` bounds the wait (REQUEST_TIMED_OUT).
     async def elect_leaders(
         self, partitions: list[tuple[str, int]] | None, election_type: int, timeout_ms: int | None = None
     ) -> dict[tuple[str, int], KafkaError | None]:
@@ -89,11 +90,14 @@ class TopicAdmin(Protocol):
         ...
 
     async def alter_partition_reassignments(
-        self, reassignments: dict[tuple[str, int], list[int] | None], allow_replication_factor_change: bool = True
+        self,
+        reassignments: dict[tuple[str, int], list[int] | None],
+        allow_replication_factor_change: bool = True,
+        timeout_ms: int | None = None,
     ) -> dict[tuple[str, int], KafkaError | None]: ...
 
     async def list_partition_reassignments(
-        self, partitions: set[tuple[str, int]] | None = None
+        self, partitions: set[tuple[str, int]] | None = None, timeout_ms: int | None = None
     ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
         """Ongoing reassignments: (replicas, adding, removing) per partition."""
         ...

@@ -132,3 +132,31 @@ def _rack_aware(
         result[current] = replicas
         current += 1
     return result
+
+
+def check_reassignment_target(
+    target: list[int], live_brokers: set[int], current_rf: int, allow_replication_factor_change: bool
+) -> KafkaError | None:
+    """ReplicationControlManager's checks of a reassignment's target replicas (its messages)."""
+    if not target:
+        return KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica list.")
+    seen: set[int] = set()
+    for broker in target:
+        if broker in seen:
+            return KafkaError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes the broker {broker} more than once.",
+            )
+        seen.add(broker)
+        if broker not in live_brokers:
+            return KafkaError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes broker {broker}, but no such broker is registered.",
+            )
+    if not allow_replication_factor_change and len(target) != current_rf:
+        return KafkaError(
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            f"The replication factor is changed from {current_rf} to {len(target)} but "
+            "allowReplicationFactorChange is false.",
+        )
+    return None

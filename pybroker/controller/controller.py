@@ -27,7 +27,9 @@ What the active controller does:
   the broker and it leaves the ISRs before it stops;
 - reassignment (``alter_partition_reassignments`` / ``list_partition_reassignments``, and the
   /admin/reassign_partitions znode): add the new replicas, wait until they are in the ISR, elect a
-  leader among the target replicas, drop the old ones.
+  leader among the target replicas, drop the old ones;
+- ElectLeaders and the reassignment APIs received by another broker, forwarded through ZooKeeper
+  (zk_data.FORWARDED_REQUESTS_PATH): answered in the request's znode (``serve_forwarded``).
 
 Topic creation, CreatePartitions and DeleteTopics are ZooKeeper writes any broker makes
 (``KafkaZkClient.create_topic`` / ``add_partitions`` / ``request_topic_deletion``); this controller
@@ -53,11 +55,13 @@ from kazoo.exceptions import (
 )
 
 from pybroker.config import BrokerConfig
+from pybroker.controller.assignment import check_reassignment_target
 from pybroker.controller.election import (
     controlled_shutdown_partition_leader_election,
     offline_partition_leader_election,
     preferred_replica_partition_leader_election,
     reassign_partition_leader_election,
+    unknown_partition,
 )
 from pybroker.controller.zk_client import ControllerMovedError, KafkaZkClient
 from pybroker.controller.zk_data import (
@@ -187,6 +191,11 @@ class KafkaController:
         """ListPartitionReassignments: the ongoing reassignments (replicas, adding, removing)."""
         return await self._request("list_reassignments", None if partitions is None else set(partitions))
 
+    async def serve(self, kind: str, request: dict[str, Any]) -> dict[str, Any]:
+        """A request in the forwarded form (``_serve_forwarded``), served here: ElectLeaders and the
+        reassignment APIs answer the same JSON whether this broker or another one received them."""
+        return await self._request("serve", (kind, request))
+
     async def _request(self, kind: str, payload: Any) -> Any:
         if self._loop is None:
             raise KafkaError(ErrorCode.NOT_CONTROLLER)
@@ -237,8 +246,10 @@ class KafkaController:
             "elect_leaders": self._elect_leaders,
             "controlled_shutdown": self._controlled_shutdown,
             "controlled_shutdown_znode": self._controlled_shutdown_znode,
-            "reassign": self._reassign,
+            "reassign": lambda request: self._reassign(request),
             "list_reassignments": self._list_reassignments,
+            "forwarded_requests": self._forwarded_requests,
+            "serve": lambda payload: self._serve_forwarded(*payload),
         }
         while True:
             kind, payload, future = await self._queue.get()
@@ -342,6 +353,7 @@ class KafkaController:
         await self._topic_deletion()
         await self._reassign_znode()
         await self._controlled_shutdown_znode()
+        await self._forwarded_requests()
         if self.config.auto_leader_rebalance_enable:
             self._rebalance_task = asyncio.get_running_loop().create_task(self._rebalance_timer(self._term))
 
@@ -577,7 +589,7 @@ class KafkaController:
         replicas = self._replicas(tp)
         state = self.states.get(tp)
         if state is None or not replicas:
-            return KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            return unknown_partition(tp, tp[0] in self.assignments)
         if state.leader == replicas[0]:
             return KafkaError(ErrorCode.ELECTION_NOT_NEEDED)
         live = set(self.live_brokers) - self.shutting_down_brokers
@@ -597,7 +609,7 @@ class KafkaController:
         replicas = self._replicas(tp)
         state = self.states.get(tp)
         if state is None or not replicas:
-            return KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            return unknown_partition(tp, tp[0] in self.assignments)
         live = set(self.live_brokers)
         if state.leader != NO_LEADER and state.leader in live:
             return KafkaError(ErrorCode.ELECTION_NOT_NEEDED)
@@ -683,17 +695,21 @@ class KafkaController:
 
     # -- reassignment (KIP-455)
 
-    async def _reassign(self, request: dict[TopicPartition, tuple[int, ...] | None]) -> dict[TopicPartition, KafkaError | None]:
+    async def _reassign(
+        self, request: dict[TopicPartition, tuple[int, ...] | None], allow_replication_factor_change: bool = True
+    ) -> dict[TopicPartition, KafkaError | None]:
         results: dict[TopicPartition, KafkaError | None] = {}
         for tp, target in request.items():
             try:
-                await self._start_reassignment(tp, target)
+                await self._start_reassignment(tp, target, allow_replication_factor_change)
                 results[tp] = None
             except KafkaError as e:
                 results[tp] = e
         return results
 
-    async def _start_reassignment(self, tp: TopicPartition, target: tuple[int, ...] | None) -> None:
+    async def _start_reassignment(
+        self, tp: TopicPartition, target: tuple[int, ...] | None, allow_replication_factor_change: bool = True
+    ) -> None:
         topic, partition = tp
         assignment = self.assignments.get(topic)
         if assignment is None or partition not in assignment.partitions or topic in self.topics_being_deleted:
@@ -704,12 +720,12 @@ class KafkaController:
                 raise KafkaError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)
             await self._finish_reassignment(tp, current.original_replicas)
             return
-        if not target or len(set(target)) != len(target):
-            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Empty or duplicate replicas in the target.")
-        unknown = [b for b in target if b not in self.live_brokers]
-        if unknown:
-            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Unknown or offline broker(s) {unknown}.")
         original = current.original_replicas
+        error = check_reassignment_target(
+            list(target), set(self.live_brokers), len(original), allow_replication_factor_change
+        )
+        if error is not None:
+            raise error
         adding = tuple(r for r in target if r not in original)
         removing = tuple(r for r in original if r not in target)
         replicas = target + removing  # Kafka: target first, then the replicas to remove
@@ -793,3 +809,58 @@ class KafkaController:
                 logger.warning("controller %d: reassignment of %s refused: %s", self.broker_id, tp, e)
         await self._zk(self.zk.delete_reassign_partitions_request)
         await self._zk(self.zk.get_reassign_partitions_request, self._watch("reassign_znode"))
+
+    async def _forwarded_requests(self, _payload: Any = None) -> None:
+        """Admin requests other brokers received (zk_data.FORWARDED_REQUESTS_PATH): each is served as if
+        it had been made here, and its answer written into its znode for the requester to read."""
+        pending = await self._zk(self.zk.get_forwarded_requests, self._watch("forwarded_requests"))
+        for path, (kind, request, answered) in pending.items():
+            if answered:
+                continue
+            try:
+                response = await self._serve_forwarded(kind, request)
+            except KafkaError as e:
+                response = {"error": [int(e.code), e.message]}
+            except (KeyError, TypeError, ValueError) as e:
+                logger.warning("controller %d: malformed forwarded request %s: %r", self.broker_id, path, e)
+                response = {"error": [int(ErrorCode.INVALID_REQUEST), "malformed forwarded request"]}
+            await self._zk(self.zk.answer_forwarded_request, path, kind, request, response)
+
+    async def _serve_forwarded(self, kind: str, request: Any) -> dict[str, Any]:
+        if kind == "elect_leaders":
+            partitions = request["partitions"]
+            tps = None if partitions is None else [(str(t), int(p)) for t, p in partitions]
+            results = await self._elect_leaders((tps, ElectionType(int(request["election_type"]))))
+            return {"results": encode_results(results)}
+        if kind == "reassign":
+            targets = {
+                (str(t), int(p)): (None if r is None else tuple(int(b) for b in r)) for t, p, r in request["partitions"]
+            }
+            allow = bool(request.get("allow_replication_factor_change", True))
+            return {"results": encode_results(await self._reassign(targets, allow))}
+        if kind == "list_reassignments":
+            partitions = request["partitions"]
+            wanted = None if partitions is None else {(str(t), int(p)) for t, p in partitions}
+            ongoing = await self._list_reassignments(wanted)
+            return {
+                "reassignments": [
+                    [t, p, list(a.replicas), list(a.adding_replicas), list(a.removing_replicas)]
+                    for (t, p), a in sorted(ongoing.items())
+                ]
+            }
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown forwarded request {kind!r}")
+
+
+def encode_results(results: Mapping[TopicPartition, KafkaError | None]) -> list[list[Any]]:
+    """Per-partition outcomes as JSON: [topic, partition, error code, message]."""
+    return [
+        [t, p, 0 if e is None else int(e.code), None if e is None else e.message]
+        for (t, p), e in sorted(results.items())
+    ]
+
+
+def decode_results(encoded: Iterable[list[Any]]) -> dict[TopicPartition, KafkaError | None]:
+    return {
+        (str(t), int(p)): None if int(code) == 0 else KafkaError(ErrorCode(int(code)), msg)
+        for t, p, code, msg in encoded
+    }

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
+from pybroker.protocol.errors import ErrorCode, KafkaError
+
 
 def offline_partition_leader_election(
     assignment: Sequence[int], isr: Collection[int], live: Collection[int], unclean_enabled: bool
@@ -52,3 +54,10 @@ def controlled_shutdown_partition_leader_election(
         if replica in live and replica in isr and replica not in shutting_down:
             return replica
     return None
+
+
+def unknown_partition(tp: tuple[str, int], topic_exists: bool) -> KafkaError:
+    """UNKNOWN_TOPIC_OR_PARTITION with the message of Kafka's ReplicationControlManager.electLeader."""
+    if not topic_exists:
+        return KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {tp[0]}")
+    return KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {tp[0]}-{tp[1]}")

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pybroker import config as broker_config
+from pybroker.controller.assignment import check_reassignment_target
+from pybroker.controller.election import unknown_partition
 from pybroker.controller.limits import (
     MAX_RECORDS_PER_USER_OP,
     TOO_MANY_RECORDS,
@@ -100,34 +102,6 @@ class TopicLocks:
 
     def __len__(self) -> int:
         return len(self._locks)
-
-
-def check_reassignment_target(
-    target: list[int], live_brokers: set[int], current_rf: int, allow_replication_factor_change: bool
-) -> KafkaError | None:
-    """ReplicationControlManager's checks of a reassignment's target replicas (its messages)."""
-    if not target:
-        return KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica list.")
-    seen: set[int] = set()
-    for broker in target:
-        if broker in seen:
-            return KafkaError(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"The manual partition assignment includes the broker {broker} more than once.",
-            )
-        seen.add(broker)
-        if broker not in live_brokers:
-            return KafkaError(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"The manual partition assignment includes broker {broker}, but no such broker is registered.",
-            )
-    if not allow_replication_factor_change and len(target) != current_rf:
-        return KafkaError(
-            ErrorCode.INVALID_REPLICATION_FACTOR,
-            f"The replication factor is changed from {current_rf} to {len(target)} but "
-            "allowReplicationFactorChange is false.",
-        )
-    return None
 
 
 class LocalController:
@@ -521,12 +495,15 @@ class LocalController:
         return {
             tp: KafkaError(ErrorCode.ELECTION_NOT_NEEDED)
             if self._known(tp)
-            else KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+            else unknown_partition(tp, tp[0] in self.metadata.topics)
             for tp in wanted
         }
 
     async def alter_partition_reassignments(
-        self, reassignments: dict[tuple[str, int], list[int] | None], allow_replication_factor_change: bool = True
+        self,
+        reassignments: dict[tuple[str, int], list[int] | None],
+        allow_replication_factor_change: bool = True,
+        timeout_ms: int | None = None,
     ) -> dict[tuple[str, int], KafkaError | None]:
         results: dict[tuple[str, int], KafkaError | None] = {}
         for tp, target in reassignments.items():
@@ -539,9 +516,10 @@ class LocalController:
         return results
 
     async def list_partition_reassignments(
-        self, partitions: set[tuple[str, int]] | None = None
+        self, partitions: set[tuple[str, int]] | None = None, timeout_ms: int | None = None
     ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
         return {}
 
     def new_topic_id(self) -> uuid.UUID:
         return uuid.uuid4()
+

@@ -602,6 +602,51 @@ class KafkaZkClient:
             return {}
         return z.decode_reassignment(data)
 
+    # -- admin requests forwarded to the controller (zk_data.FORWARDED_REQUESTS_PATH)
+
+    def create_forwarded_request(self, kind: str, request: Any) -> str:
+        """Queue a request for the active controller; returns its znode's path (ephemeral: gone with
+        this broker's session if it never reads the answer)."""
+        data = json.dumps({"kind": kind, "request": request}).encode()
+        return self.kazoo.create(
+            f"{z.FORWARDED_REQUESTS_PATH}/{z.FORWARDED_REQUEST_PREFIX}", data, ephemeral=True, sequence=True,
+            makepath=True,
+        )
+
+    def get_forwarded_response(self, path: str) -> Any | None:
+        """The controller's answer to a forwarded request, or None while it has not answered."""
+        try:
+            data, _ = self.kazoo.get(path)
+        except NoNodeError:
+            raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, "the forwarded request vanished") from None
+        return json.loads(data or b"{}").get("response")
+
+    def delete_forwarded_request(self, path: str) -> None:
+        try:
+            self.kazoo.delete(path)
+        except NoNodeError:
+            pass
+
+    def get_forwarded_requests(self, watch: Watcher | None = None) -> dict[str, tuple[str, Any, bool]]:
+        """Pending forwarded requests: znode path -> (kind, request, answered)."""
+        self.kazoo.ensure_path(z.FORWARDED_REQUESTS_PATH)
+        out: dict[str, tuple[str, Any, bool]] = {}
+        for name in sorted(self.kazoo.get_children(z.FORWARDED_REQUESTS_PATH, watch=watch)):
+            path = f"{z.FORWARDED_REQUESTS_PATH}/{name}"
+            try:
+                data, _ = self.kazoo.get(path)
+                entry = json.loads(data or b"{}")
+            except (NoNodeError, ValueError):
+                continue
+            out[path] = (str(entry.get("kind", "")), entry.get("request"), "response" in entry)
+        return out
+
+    def answer_forwarded_request(self, path: str, kind: str, request: Any, response: Any) -> None:
+        try:
+            self.kazoo.set(path, json.dumps({"kind": kind, "request": request, "response": response}).encode())
+        except NoNodeError:
+            pass  # the requester gave up (timed out, or its session ended)
+
     def delete_reassign_partitions_request(self) -> None:
         try:
             self.kazoo.delete(z.REASSIGN_PARTITIONS_PATH)

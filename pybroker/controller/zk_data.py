@@ -38,9 +38,17 @@ CONFIG_TOPICS_PATH = "/config/topics"
 CONTROLLED_SHUTDOWN_PATH = "/admin/controlled_shutdown"
 # Kafka's ProducerIdBlockZNode: {"version": 1, "broker": id, "block_start": "first", "block_end": "last"}.
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
+# Admin requests a broker that is not the controller hands to the active controller (pybroker's, not
+# Kafka's: Kafka 4's brokers forward ElectLeaders and the reassignment APIs to the controller over the
+# wire, in an Envelope carrying the client's principal; here the broker that received the request has
+# authorized it, and ZooKeeper carries it). One ephemeral sequential child per request, holding
+# {"kind": ..., "request": {...}}; the controller adds "response" and the requester reads and deletes it.
+FORWARDED_REQUESTS_PATH = "/admin/forwarded_requests"
+FORWARDED_REQUEST_PREFIX = "request-"
 PERSISTENT_PATHS = (
     BROKER_IDS_PATH, TOPICS_PATH, DELETE_TOPICS_PATH, ISR_CHANGE_NOTIFICATION_PATH, CONFIG_TOPICS_PATH,
     "/config/brokers", "/config/changes", CONTROLLED_SHUTDOWN_PATH,
+    FORWARDED_REQUESTS_PATH,
 )
 
 NO_LEADER = -1  # LeaderAndIsr.NoLeader: the partition is offline

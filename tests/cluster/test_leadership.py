@@ -1,0 +1,255 @@
+"""ElectLeaders and partition reassignments on a real 3-broker cluster (ZooKeeper and three
+``python -m pybroker serve`` processes), through confluent-kafka's and kafka-python's AdminClients and raw
+requests sent to a broker that is not the controller (forwarded through ZooKeeper)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import ElectionType
+from confluent_kafka import TopicPartition as CkTopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import TopicPartition
+from kafka.admin import KafkaAdminClient
+
+from pybroker.protocol.errors import ErrorCode
+from tests.cluster.conftest import Cluster, wait_for
+from tests.cluster.test_replication import consume_all, produce
+from tests.wire import WireClient
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    # No automatic rebalance: only ElectLeaders moves leadership back to the preferred replica.
+    c = Cluster(tmp_path_factory.mktemp("leadership"), zookeeper.connect_string,
+                overrides={"auto.leader.rebalance.enable": "false"})
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+
+
+def create_topic(cluster: Cluster, name: str, assignment: list[int]) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(name, 1, replica_assignment=[assignment])], operation_timeout=30)[name].result(60)
+    wait_for(lambda: partition(cluster, name, assignment[-1]).isr and
+             sorted(partition(cluster, name, assignment[-1]).isr) == sorted(assignment), what=f"{name}'s full ISR")
+
+
+def partition(cluster: Cluster, topic: str, node: int):
+    return cluster.metadata(node, topic).topics[topic].partitions[0]
+
+
+def controller(cluster: Cluster) -> int:
+    return cluster.metadata_of(cluster.bootstrap).controller_id
+
+
+def elect_raw(cluster: Cluster, node: int, topic: str, election_type: int) -> tuple[int, int, str | None]:
+    """ElectLeaders v2 sent to ``node``: (top-level error, the partition's error, its message)."""
+    with WireClient(cluster.brokers[node].bootstrap) as w:
+        r = w.request(43, 2, {"election_type": election_type, "timeout_ms": 30000,
+                              "topic_partitions": [{"topic": topic, "partitions": [0]}]})
+    [result] = r["replica_election_results"]
+    [p] = result["partition_result"]
+    return r["error_code"], p["error_code"], p["error_message"]
+
+
+def ck_elect(cluster: Cluster, election_type: ElectionType, topic: str):
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    # (confluent-kafka 2.16.1's elect_leaders fails with SystemError when given operation_timeout)
+    result = admin.elect_leaders(election_type, [CkTopicPartition(topic, 0)]).result(60)
+    return result[CkTopicPartition(topic, 0)]
+
+
+def test_preferred_election_moves_leadership_back(cluster: Cluster) -> None:
+    create_topic(cluster, "pref", [1, 2, 3])
+    assert partition(cluster, "pref", 2).leader == 1
+    # Already preferred: ELECTION_NOT_NEEDED (confluent-kafka reports it as the partition's error).
+    error = ck_elect(cluster, ElectionType.PREFERRED, "pref")
+    assert error is not None and error.code() == ErrorCode.ELECTION_NOT_NEEDED
+    cluster.brokers[1].stop()  # controlled shutdown: leadership moves to 2
+    wait_for(lambda: partition(cluster, "pref", 2).leader == 2, what="leader 2")
+    cluster.brokers[1].start(timeout_s=60)
+    wait_for(lambda: sorted(partition(cluster, "pref", 2).isr) == [1, 2, 3], what="broker 1 back in the ISR")
+    time.sleep(0.5)
+    assert partition(cluster, "pref", 2).leader == 2  # no automatic rebalance
+    assert ck_elect(cluster, ElectionType.PREFERRED, "pref") is None
+    # The answer came after the election: every broker shows broker 1 leading at once or very soon.
+    for node in cluster.brokers:
+        wait_for(lambda n=node: partition(cluster, "pref", n).leader == 1, timeout_s=10, what=f"leader 1 on {node}")
+    # Again, from a broker that is not the controller (forwarded through ZooKeeper), raw and at v2.
+    other = next(n for n in cluster.brokers if n != controller(cluster))
+    assert elect_raw(cluster, other, "pref", 0)[:2] == (ErrorCode.NONE, ErrorCode.ELECTION_NOT_NEEDED)
+
+
+def test_elect_leaders_errors(cluster: Cluster) -> None:
+    other = next(n for n in cluster.brokers if n != controller(cluster))
+    assert elect_raw(cluster, other, "no-such-topic", 0)[:2] == (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    top, part, _ = elect_raw(cluster, other, "no-such-topic", 7)
+    assert (top, part) == (ErrorCode.INVALID_REQUEST, ErrorCode.INVALID_REQUEST)
+    wait_for(lambda: partition(cluster, "pref", 1).leader == 1, what="pref led by 1")
+    # Every partition (topic_partitions null) while all are led by their preferred replica: Kafka lists
+    # every topic and leaves out the partitions that need no election, so no partition to report.
+    with WireClient(cluster.brokers[other].bootstrap) as w:
+        r = w.request(43, 2, {"election_type": 0, "timeout_ms": 30000, "topic_partitions": None})
+    assert r["error_code"] == 0
+    assert {t["topic"]: t["partition_result"] for t in r["replica_election_results"]}["pref"] == []
+    assert all(t["partition_result"] == [] for t in r["replica_election_results"])
+    # kafka-python (ElectLeaders at the version it picks) names the partition: ELECTION_NOT_NEEDED, which
+    # it does not raise.
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        response = admin.elect_leaders(0, {"pref": [0]}, timeout_ms=30000)
+        assert [(r.topic, [(p.partition_id, p.error_code) for p in r.partition_result])
+                for r in response.replica_election_results] == [("pref", [(0, ErrorCode.ELECTION_NOT_NEEDED)])]
+    finally:
+        admin.close()
+
+
+def test_elect_leaders_times_out_when_the_controller_does_not_answer(cluster: Cluster) -> None:
+    ctrl = controller(cluster)
+    other = next(n for n in cluster.brokers if n != ctrl)
+    with WireClient(cluster.brokers[other].bootstrap) as w, frozen(cluster, ctrl):  # shorter than its session
+        t0 = time.monotonic()
+        r = w.request(43, 2, {"election_type": 0, "timeout_ms": 1000,
+                              "topic_partitions": [{"topic": "pref", "partitions": [0]}]})
+        elapsed = time.monotonic() - t0
+    assert r["error_code"] == ErrorCode.NONE
+    assert r["replica_election_results"][0]["partition_result"][0]["error_code"] == ErrorCode.REQUEST_TIMED_OUT
+    assert 0.9 < elapsed < 2.5
+    assert controller(cluster) == ctrl  # it stayed the controller: the timeout was the request's
+    assert elect_raw(cluster, other, "pref", 0)[:2] == (ErrorCode.NONE, ErrorCode.ELECTION_NOT_NEEDED)
+
+
+def test_unclean_election_of_an_out_of_sync_replica(cluster: Cluster) -> None:
+    create_topic(cluster, "unclean", [2, 3])
+    cluster.brokers[3].kill9()
+    wait_for(lambda: partition(cluster, "unclean", 1).isr == [2], what="ISR [2]")
+    acked: list[int] = []
+    assert produce(cluster.bootstrap, "unclean", range(50), acked).flush(30) == 0
+    cluster.brokers[2].kill9()
+    wait_for(lambda: partition(cluster, "unclean", 1).leader == -1, what="the partition offline")
+    cluster.brokers[3].start(timeout_s=60)
+    try:
+        time.sleep(1)
+        assert partition(cluster, "unclean", 1).leader == -1  # unclean.leader.election.enable is off
+        error = ck_elect(cluster, ElectionType.PREFERRED, "unclean")
+        assert error is not None and error.code() == ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+        assert ck_elect(cluster, ElectionType.UNCLEAN, "unclean") is None
+        p = partition(cluster, "unclean", 1)
+        assert (p.leader, p.isr) == (3, [3])
+        error = ck_elect(cluster, ElectionType.UNCLEAN, "unclean")  # it has a leader now
+        assert error is not None and error.code() == ErrorCode.ELECTION_NOT_NEEDED
+    finally:
+        cluster.brokers[2].start(timeout_s=60)
+    wait_for(lambda: sorted(partition(cluster, "unclean", 1).isr) == [2, 3], what="broker 2 back (truncated)")
+
+
+def test_unclean_election_without_a_live_replica(cluster: Cluster) -> None:
+    create_topic(cluster, "nobody", [2])
+    cluster.brokers[2].kill9()
+    try:
+        wait_for(lambda: partition(cluster, "nobody", 1).leader == -1, what="the partition offline")
+        other = next(n for n in (1, 3) if n != controller(cluster))
+        assert elect_raw(cluster, other, "nobody", 1)[:2] == (ErrorCode.NONE, ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE)
+    finally:
+        cluster.brokers[2].start(timeout_s=60)
+
+
+def frozen(cluster: Cluster, node: int):
+    """SIGSTOP for a moment (shorter than the ZooKeeper session): still registered, fetching nothing."""
+    pid = cluster.brokers[node].pid
+    assert pid is not None
+
+    class Frozen:
+        def __enter__(self) -> None:
+            os.kill(pid, signal.SIGSTOP)
+
+        def __exit__(self, *exc: object) -> None:
+            os.kill(pid, signal.SIGCONT)
+
+    return Frozen()
+
+
+def reassign_raw(cluster: Cluster, node: int, topic: str, replicas: list[int] | None) -> tuple[int, int]:
+    """AlterPartitionReassignments v1 of partition 0 sent to ``node``: (top-level error, the partition's)."""
+    with WireClient(cluster.brokers[node].bootstrap) as w:
+        r = w.request(45, 1, {"timeout_ms": 5000, "allow_replication_factor_change": True, "topics": [
+            {"name": topic, "partitions": [{"partition_index": 0, "replicas": replicas}]}]})
+    return r["error_code"], r["responses"][0]["partitions"][0]["error_code"]
+
+
+def list_raw(cluster: Cluster, node: int) -> list[dict]:
+    with WireClient(cluster.brokers[node].bootstrap) as w:
+        r = w.request(46, 0, {"timeout_ms": 5000, "topics": None})
+    assert r["error_code"] == 0
+    return r["topics"]
+
+
+def test_reassignment_cancel_and_list(cluster: Cluster) -> None:
+    wait_for(lambda: len(cluster.metadata_of(cluster.bootstrap).brokers) == 3, what="every broker up")
+    ctrl = controller(cluster)
+    f = next(n for n in cluster.brokers if n != ctrl)  # the broker kept from catching up
+    a, b = (n for n in sorted(cluster.brokers) if n != f)
+    create_topic(cluster, "cancel", [a, b])
+    asked = b if b != ctrl else a  # a broker that is not the controller: the requests are forwarded
+    # Raw requests while f is frozen (a client's metadata refresh could pick f and hang on it).
+    with frozen(cluster, f):  # f fetches nothing: the reassignment stays in progress
+        assert reassign_raw(cluster, asked, "cancel", [b, f]) == (0, 0)
+        assert list_raw(cluster, asked) == [{"name": "cancel", "partitions": [
+            {"partition_index": 0, "replicas": [b, f, a], "adding_replicas": [f], "removing_replicas": [a]}]}]
+        assert reassign_raw(cluster, asked, "cancel", None) == (0, 0)  # cancel
+        assert list_raw(cluster, ctrl) == []
+    # The original replicas back (in the order they have in the reassigning set, as Kafka's revert).
+    wait_for(lambda: sorted(partition(cluster, "cancel", ctrl).replicas) == [a, b], what="the replicas back")
+    tp = TopicPartition("cancel", 0)
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        assert admin.list_partition_reassignments(timeout_ms=10000) == {}
+        errors = admin.alter_partition_reassignments(
+            {tp: None, TopicPartition("cancel", 5): [a], TopicPartition("nope", 0): [a]}, timeout_ms=10000
+        )
+        assert {(k.topic, k.partition): (v.errno if v else 0) for k, v in errors.items()} == {
+            ("cancel", 0): ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, ("cancel", 5): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            ("nope", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        }
+        errors = admin.alter_partition_reassignments({tp: [a, 9]}, timeout_ms=10000)
+        assert errors[tp].errno == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    finally:
+        admin.close()
+
+
+def test_reassignment_completes_with_data_intact(cluster: Cluster) -> None:
+    wait_for(lambda: len(cluster.metadata_of(cluster.bootstrap).brokers) == 3, what="every broker up")
+    create_topic(cluster, "move", [1, 2])
+    acked: list[int] = []
+    assert produce(cluster.bootstrap, "move", range(3000), acked).flush(30) == 0
+    tp = TopicPartition("move", 0)
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        assert admin.alter_partition_reassignments({tp: [2, 3]}, timeout_ms=10000) == {tp: None}
+        wait_for(lambda: admin.list_partition_reassignments(timeout_ms=5000) == {}, what="the reassignment to finish")
+    finally:
+        admin.close()
+    for node in cluster.brokers:
+        wait_for(lambda n=node: partition(cluster, "move", n).replicas == [2, 3] and
+                 sorted(partition(cluster, "move", n).isr) == [2, 3], what=f"replicas [2, 3] on {node}")
+    assert partition(cluster, "move", 1).leader in (2, 3)
+    # Broker 1 dropped its replica; every record is there, read from the new replicas.
+    wait_for(lambda: not (cluster.brokers[1].data_dir / "move-0").exists(), what="broker 1's log removed")
+    assert sorted(consume_all(cluster.bootstrap, "move", 1, 3000)) == list(range(3000))
+    # And the old leader is not needed to read it.
+    cluster.brokers[2].stop()
+    try:
+        wait_for(lambda: partition(cluster, "move", 1).leader == 3, what="leader 3")
+        assert sorted(consume_all(cluster.bootstrap, "move", 1, 3000)) == list(range(3000))
+    finally:
+        cluster.brokers[2].start(timeout_s=60)
+
