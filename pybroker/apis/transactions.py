@@ -259,18 +259,27 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: dict) -> dict:
         errors = {(t, p): ErrorCode.COORDINATOR_NOT_AVAILABLE for t, p, *_ in wanted}
         return _commit_response(request, {**errors, **refused})
     group_id = request["group_id"]
+    if not gc.is_coordinator_for(group_id):  # a cluster: another broker coordinates the group
+        errors = {(t, p): ErrorCode.NOT_COORDINATOR for t, p, *_ in wanted}
+        return _commit_response(request, {**errors, **refused})
     tp = (OFFSETS_TOPIC, gc.partition_for(group_id))
+    # In a cluster the transactional id may be coordinated by another broker: asked over the wire
+    # (Kafka's AddPartitionsToTxnManager), as a partition leader does for a transactional batch.
+    router = ctx.services.transaction_router
+    txn_id, producer_id, producer_epoch = request["transactional_id"], request["producer_id"], request["producer_epoch"]
     if ctx.version >= TXN_OFFSET_COMMIT_ADDS_VERSION:
-        check = await coordinator.add_partitions(
-            request["transactional_id"], request["producer_id"], request["producer_epoch"], [tp]
-        )
+        if router is not None:
+            check = await router.add_partitions(txn_id, producer_id, producer_epoch, [tp])
+        else:
+            check = await coordinator.add_partitions(txn_id, producer_id, producer_epoch, [tp])
         if check == ErrorCode.PRODUCER_FENCED:  # as Kafka's AddPartitionsToTxnManager answers it
             check = ErrorCode.INVALID_PRODUCER_EPOCH
     else:
         # The __consumer_offsets partition of the group must have been added (AddOffsetsToTxn) first.
-        check = coordinator.verify_partitions(
-            request["transactional_id"], request["producer_id"], request["producer_epoch"], [tp]
-        )[tp]
+        if router is not None:
+            check = (await router.verify(txn_id, producer_id, producer_epoch, [tp]))[tp]
+        else:
+            check = coordinator.verify_partitions(txn_id, producer_id, producer_epoch, [tp])[tp]
         if check == ErrorCode.PRODUCER_FENCED and ctx.version < 2:
             check = ErrorCode.INVALID_PRODUCER_EPOCH
         elif check == ErrorCode.TRANSACTION_ABORTABLE:
