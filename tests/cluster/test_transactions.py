@@ -181,3 +181,33 @@ def test_a_second_producer_fences_the_first(cluster: Cluster) -> None:
     send(second, topic, ["live"])
     second.commit_transaction(30)
     assert read_committed(cluster, topic) == ["live"]
+
+
+def test_coordinator_killed_right_after_commit_keeps_the_commit(cluster: Cluster) -> None:
+    """SIGKILL of the coordinating broker as soon as EndTxn(commit) is answered: the coordinator answers
+    once PrepareCommit is in __transaction_state (acks=all), maybe before every marker is written, so
+    the new leader of its partition must finish the commit (re-send the markers). Every committed
+    record is seen and the last stable offset reaches the high watermark everywhere."""
+    topic = "txn-kill-commit"
+    txn_id = "txn-kill-commit-id"
+    create_topic(cluster, topic)
+    p = producer(cluster, txn_id)
+    coordinator = coordinator_of(cluster, txn_id)
+    p.begin_transaction()
+    values = [f"c-{i}" for i in range(60)]
+    send(p, topic, values)
+    p.commit_transaction(30)
+    cluster.brokers[coordinator].process.kill()  # type: ignore[union-attr]
+    cluster.brokers[coordinator].process.wait()  # type: ignore[union-attr]
+    try:
+        # the killed broker is named until its ZooKeeper session expires and its partitions get new leaders
+        wait_for(lambda: coordinator_of(cluster, txn_id) != coordinator, 60, "a new coordinator")
+        seen = read_committed(cluster, topic)
+        assert sorted(seen) == sorted(values), len(seen)
+        p2 = producer(cluster, txn_id)  # the new coordinator serves the id: no transaction is left pending
+        p2.begin_transaction()
+        send(p2, topic, ["next"])
+        p2.commit_transaction(60)
+        assert sorted(read_committed(cluster, topic)) == sorted(values + ["next"])
+    finally:
+        cluster.brokers[coordinator].start(timeout_s=60)
