@@ -297,10 +297,10 @@ class Log:
             # batch of an epoch the checkpoint does not know.
             self.leader_epochs.assign(leader_epoch, first_offset)
             queued = on_written is not None and self._queue_write(total_size, next_offset)
-            if queued:
-                self._submit(buf, batches, infos, now_ms, first_offset, next_offset, on_written)
-            elif on_written is None:
+            if on_written is None:
                 self._write(buf, batches, infos, now_ms)
+            elif queued:
+                self._submit(buf, batches, infos, now_ms, first_offset, next_offset, on_written)
             else:  # the loop writes it itself (LogDirWriter.should_queue): a write that stalls diverts the next
                 switches = voluntary_switches()
                 started = perf_counter()
