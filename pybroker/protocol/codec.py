@@ -826,7 +826,7 @@ def _build_struct(fields: tuple[FieldSpec, ...], version: int, flexible: bool) -
     if strict_field_names():
         unchecked, is_known = write, known.issuperset
 
-        def write(out: list, value: dict) -> None:  # type: ignore[no-redef]
+        def write(out: list, value: dict) -> None:
             if not is_known(value):
                 _refuse_unknown(known, value)
             unchecked(out, value)
