@@ -220,9 +220,11 @@ class _StructCodec:
 
 
 def _field_is_flexible(field: FieldSpec, version: int, message_flexible: bool) -> bool:
-    if field.flexible_versions == INHERIT:
+    versions = field.flexible_versions
+    if versions == INHERIT:
         return message_flexible
-    return in_range(field.flexible_versions, version)  # type: ignore[arg-type]
+    assert not isinstance(versions, str), versions  # INHERIT is the only string a field takes
+    return in_range(versions, version)
 
 
 def _check_room(mv: memoryview, pos: int, length: int, what: str) -> int:
