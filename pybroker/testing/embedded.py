@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from pybroker.broker import Broker
+    from pybroker.config import BrokerConfig
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -104,7 +105,7 @@ class EmbeddedBroker:
             raise
         return self.bootstrap
 
-    def _run(self, config: object, started: Future[None]) -> None:
+    def _run(self, config: BrokerConfig, started: Future[None]) -> None:
         import uvloop
 
         from pybroker.broker import Broker
@@ -113,7 +114,7 @@ class EmbeddedBroker:
         self._loop = loop
         asyncio.set_event_loop(loop)
         try:
-            self.broker = Broker(config)  # type: ignore[arg-type]
+            self.broker = Broker(config)
             try:
                 loop.run_until_complete(self.broker.start())
             except BaseException as e:
