@@ -307,7 +307,8 @@ class Log:
                 self._write(buf, batches, infos, now_ms)
                 elapsed = perf_counter() - started
                 if elapsed >= LogDirWriter.SLOW_WRITE_S:  # slept in the kernel, or only preempted?
-                    self.writer.inline_write_stalled(elapsed, voluntary_switches() > switches)  # type: ignore[union-attr]
+                    assert self.writer is not None  # an on_written callback comes with a writer (append_async)
+                    self.writer.inline_write_stalled(elapsed, voluntary_switches() > switches)
         except OSError as e:  # disk full, I/O error, read-only: nothing of this append was kept
             raise io_failure(self.directory.parent, f"append to {self.name}", e) from e
         self.producer_state.commit(plan)
@@ -330,7 +331,8 @@ class Log:
             return True
         if end_offset - self.recovery_point >= self.config.flush_messages:  # an fsync: never on the loop
             return True
-        return self.writer.should_queue(total_size)  # type: ignore[union-attr]
+        assert self.writer is not None  # asked only by append_async, which has a writer
+        return self.writer.should_queue(total_size)
 
     def _submit(
         self,
