@@ -25,6 +25,7 @@ from pybroker.storage.cleaner import (
 
 if TYPE_CHECKING:
     from pybroker.coordinator.services import CoordinatorServices
+    from pybroker.replication.partition import Partition
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +55,7 @@ class CompactionTask:
             except Exception:
                 log.exception("log cleaner pass failed")
 
-    def _due(self) -> list[tuple[tuple[str, int], object, int]]:
+    def _due(self) -> list[tuple[tuple[str, int], Partition, int]]:
         """(key, partition, delete.retention.ms) of every compacted partition with new data."""
         due = []
         for partition in list(self.services.all_partitions()):

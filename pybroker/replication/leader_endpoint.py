@@ -391,6 +391,8 @@ class RemoteLeaderEndpoint:
         out: dict[TopicPartition, FetchPartitionResult] = {}
         for t in response["responses"]:
             topic = names.get(t["topic_id"]) if version >= 13 else t["topic"]
+            if topic is None:
+                continue  # a topic id this fetch did not name: nothing waits for it
             for pr in t["partitions"]:
                 records = pr["records"]
                 out[(topic, pr["partition_index"])] = FetchPartitionResult(

@@ -297,17 +297,18 @@ class Log:
             # batch of an epoch the checkpoint does not know.
             self.leader_epochs.assign(leader_epoch, first_offset)
             queued = on_written is not None and self._queue_write(total_size, next_offset)
-            if queued:
-                self._submit(buf, batches, infos, now_ms, first_offset, next_offset, on_written)
-            elif on_written is None:
+            if on_written is None:
                 self._write(buf, batches, infos, now_ms)
+            elif queued:
+                self._submit(buf, batches, infos, now_ms, first_offset, next_offset, on_written)
             else:  # the loop writes it itself (LogDirWriter.should_queue): a write that stalls diverts the next
                 switches = voluntary_switches()
                 started = perf_counter()
                 self._write(buf, batches, infos, now_ms)
                 elapsed = perf_counter() - started
                 if elapsed >= LogDirWriter.SLOW_WRITE_S:  # slept in the kernel, or only preempted?
-                    self.writer.inline_write_stalled(elapsed, voluntary_switches() > switches)  # type: ignore[union-attr]
+                    assert self.writer is not None  # an on_written callback comes with a writer (append_async)
+                    self.writer.inline_write_stalled(elapsed, voluntary_switches() > switches)
         except OSError as e:  # disk full, I/O error, read-only: nothing of this append was kept
             raise io_failure(self.directory.parent, f"append to {self.name}", e) from e
         self.producer_state.commit(plan)
@@ -330,7 +331,8 @@ class Log:
             return True
         if end_offset - self.recovery_point >= self.config.flush_messages:  # an fsync: never on the loop
             return True
-        return self.writer.should_queue(total_size)  # type: ignore[union-attr]
+        assert self.writer is not None  # asked only by append_async, which has a writer
+        return self.writer.should_queue(total_size)
 
     def _submit(
         self,

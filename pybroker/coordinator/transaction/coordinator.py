@@ -43,7 +43,7 @@ TopicPartition = tuple[str, int]
 
 
 class TransactionStore(Protocol):
-    def append(self, key: str, entries: list[tuple[bytes, bytes | None]]) -> Awaitable[None] | None: ...
+    def append(self, key: str, entries: list[tuple[bytes, bytes | None]]) -> Awaitable[object] | None: ...
 
 
 class MemoryTransactionStore:
