@@ -28,6 +28,7 @@ from pybroker.storage.txn_index import AbortedTxn
 logger = logging.getLogger(__name__)
 
 MAX_CACHED_BATCHES = 5
+MAX_PRODUCER_EPOCH = 32767  # Short.MAX_VALUE
 SNAPSHOT_SUFFIX = ".snapshot"
 # Version 2 adds each producer's ongoing transaction's first offset; version 1 is still read.
 _SNAPSHOT_VERSION = 2
@@ -81,6 +82,37 @@ class ProducerEntry:
         if len(self.batches) > MAX_CACHED_BATCHES:
             del self.batches[0]
         self.last_timestamp = metadata.timestamp
+
+
+def check_marker_epoch(entry: ProducerEntry, epoch: int, transaction_version: int) -> None:
+    """Kafka's ProducerAppendInfo.checkProducerEpoch for a marker written by the coordinator.
+
+    Transaction version 2 (KIP-890 part 2): the coordinator bumps the epoch at every transaction end
+    and writes the markers with the bumped epoch, so a marker must carry an epoch newer than the
+    producer's; one of the producer's current epoch is a late retry of an earlier transaction's
+    marker and must not end the transaction now open with that epoch.  The exception, as in Kafka,
+    is a retry while no transaction is open (the marker was written, its answer lost) or at the
+    last epoch (32767, where no bump is possible): written again, harmlessly.  Versions 0 and 1:
+    a marker of the producer's epoch or a newer one is accepted."""
+    current = entry.epoch
+    if transaction_version >= 2:
+        if epoch > current:
+            return
+        if epoch == current and (entry.current_txn_first_offset < 0 or epoch == MAX_PRODUCER_EPOCH):
+            logger.info(
+                "idempotent transaction marker retry for producer %d epoch %d: its transaction is"
+                " already completed, the marker is written again",
+                entry.producer_id,
+                epoch,
+            )
+            return
+    elif epoch >= current:
+        return
+    comparison = "<=" if transaction_version >= 2 else "<"
+    raise InvalidProducerEpochError(
+        f"marker for producer {entry.producer_id} has epoch {epoch}, which is {comparison} the last seen"
+        f" epoch {current} (TV{transaction_version})"
+    )
 
 
 def _in_sequence(last_sequence: int, next_sequence: int) -> bool:
@@ -211,16 +243,19 @@ class ProducerStateManager:
     # ---- transaction markers -------------------------------------------------------------------
 
     def prepare_marker(
-        self, producer_id: int, epoch: int, marker_offset: int, kind: int, coordinator_epoch: int = -1
+        self,
+        producer_id: int,
+        epoch: int,
+        marker_offset: int,
+        kind: int,
+        coordinator_epoch: int = -1,
+        transaction_version: int = 0,
     ) -> MarkerPlan:
         """Validate an end-of-transaction marker (Kafka's appendEndTxnMarker); raises
-        InvalidProducerEpochError for a marker of an older epoch than the producer's."""
+        InvalidProducerEpochError for a marker whose epoch ``check_marker_epoch`` refuses."""
         known = self.producers.get(producer_id)
         entry = known.copy() if known else ProducerEntry(producer_id)
-        if epoch < entry.epoch:
-            raise InvalidProducerEpochError(
-                f"marker for producer {producer_id} has epoch {epoch}, older than {entry.epoch}"
-            )
+        check_marker_epoch(entry, epoch, transaction_version)
         if epoch != entry.epoch:
             entry.epoch = epoch
             entry.batches = []

@@ -54,10 +54,10 @@ class MemoryTransactionStore:
         self.entries.extend(entries)
 
 
-# (producer id, epoch, commit, coordinator epoch, partitions) -> per-partition error (or an awaitable of
-# it: in a cluster the markers of partitions led elsewhere travel to their leaders)
+# (producer id, epoch, commit, coordinator epoch, partitions, transaction version) -> per-partition error
+# (or an awaitable of it: in a cluster the markers of partitions led elsewhere travel to their leaders)
 MarkerWriter = Callable[
-    [int, int, bool, int, Iterable[TopicPartition]],
+    [int, int, bool, int, Iterable[TopicPartition], int],
     dict[TopicPartition, ErrorCode] | Awaitable[dict[TopicPartition, ErrorCode]],
 ]
 
@@ -470,7 +470,12 @@ class TransactionCoordinator:
         whether the transaction is complete."""
         remaining = set(md.partitions if partitions is None else partitions)
         written = self.write_markers(
-            md.producer_id, md.producer_epoch, commit, self._coordinator_epoch(md.transactional_id), remaining
+            md.producer_id,
+            md.producer_epoch,
+            commit,
+            self._coordinator_epoch(md.transactional_id),
+            remaining,
+            md.client_transaction_version,  # TV2: the partition leader checks the marker's epoch is bumped
         )
         errors = await written if inspect.isawaitable(written) else written
         if self.transactions.get(md.transactional_id) is not md:

@@ -35,6 +35,7 @@ class LocalMarkerWriter:
         commit: bool,
         coordinator_epoch: int,
         partitions: Iterable[tuple[str, int]],
+        transaction_version: int = 0,
     ) -> dict[tuple[str, int], ErrorCode]:
         now_ms = int(time.time() * 1000)
         errors: dict[tuple[str, int], ErrorCode] = {}
@@ -47,7 +48,9 @@ class LocalMarkerWriter:
                 errors[(topic, index)] = ErrorCode.NOT_LEADER_OR_FOLLOWER
                 continue
             try:
-                p.append_marker_as_leader(producer_id, producer_epoch, commit, coordinator_epoch, now_ms)
+                p.append_marker_as_leader(
+                    producer_id, producer_epoch, commit, coordinator_epoch, now_ms, transaction_version
+                )
             except InvalidProducerEpochError as e:
                 log.warning("marker for %s-%d refused: %s", topic, index, e)
                 errors[(topic, index)] = ErrorCode.INVALID_PRODUCER_EPOCH
