@@ -302,6 +302,9 @@ class ProducerStateManager:
             if batch.is_control:
                 marker = read_marker(batch) if read_marker is not None else None
                 if marker is None:
+                    # A marker the cleaner emptied (KIP-534): the producer stays known, as in
+                    # Kafka's rebuild, but nothing of a marker is applied.
+                    self.producers.setdefault(batch.producer_id, ProducerEntry(batch.producer_id))
                     continue
                 try:
                     plan = self.prepare_marker(
