@@ -1,7 +1,8 @@
 """Transaction version 2 (KIP-890 part 2) over a raw socket: the ``transaction.version`` feature in
 ApiVersions, and EndTxn v5's producer-epoch bump at every EndTxn (the response carries the new id and
 epoch; a retry of a completed end gets the same answer; an abort with nothing ongoing is an epoch bump
-too, since a TV2 client adds partitions implicitly and cannot know).
+too, since a TV2 client adds partitions implicitly and cannot know); the partition leader's check of a
+TV2 marker's epoch (WriteTxnMarkers v2); and the log cleaner keeping a TV2 producer's last marker.
 
 Every expectation holds on both brokers (``--broker kafka`` runs it against Apache Kafka 4.3.1).
 """
@@ -26,6 +27,14 @@ from .test_newest_versions import (
     list_offset_committed,
     transaction_coordinator_ready,
     transactional_produce,
+)
+from .test_txn_marker_cleaning import (
+    COMPACTED,
+    DELETE_RETENTION_MS,
+    Rounds,
+    data_records,
+    markers,
+    produce_plain,
 )
 
 LEDGER_COLUMN = "raw-socket"
@@ -206,3 +215,42 @@ def test_write_txn_markers_v2_refuses_a_tv2_marker_without_a_bumped_epoch(
     wait_committed(bootstrap, topic, end + 2)
     state = producer_state(bootstrap, topic, pid)
     assert (state["producer_epoch"], state["current_txn_start_offset"]) == (epoch + 2, -1)
+
+
+def test_the_cleaner_keeps_a_tv2_producers_last_marker_for_its_epoch(
+    bootstrap: str, make_topic, unique_topic: str
+) -> None:
+    """KIP-534 with transaction version 2: the marker EndTxn v5 wrote carries the bumped epoch, and the
+    producer's state has no data batch of that epoch, so the marker is the producer's last batch
+    (Kafka's isBatchLastRecordOfProducer).  On a compacted topic whose later plain records supersede
+    the transaction's, the cleaner removes the records (round 1), stamps the marker's delete horizon
+    (round 2, its transaction has no record left), and past the horizon keeps it as an empty
+    control batch (round 3) instead of removing it; consumers see the plain records only."""
+    topic = make_topic(configs=COMPACTED)
+    transactional_id = f"{unique_topic}-tv2-clean"
+    init = transaction_coordinator_ready(bootstrap, transactional_id)
+    produce_in_txn(bootstrap, transactional_id, topic, init)  # k0..k2 at 0-2
+    ended = end_txn(bootstrap, transactional_id, init["producer_id"], init["producer_epoch"], True)
+    assert ended["error_code"] == NONE, ended
+    wait_committed(bootstrap, topic, RECORDS + 1)  # the COMMIT at 3
+    rounds = Rounds(bootstrap, topic)
+    plain = [produce_plain(bootstrap, topic, b"k%d" % i, b"plain%d" % i) for i in range(RECORDS)]  # supersede 0-2
+    assert plain == [4, 5, 6]
+
+    rounds.next()
+    batches = rounds.wait(lambda bs: not any(r[0] < RECORDS for r in data_records(bs)), "round 1")
+    assert markers(batches) == {RECORDS: ("COMMIT", False)}
+    rounds.next()
+    batches = rounds.wait(lambda bs: markers(bs) == {RECORDS: ("COMMIT", True)}, "round 2")
+    time.sleep(DELETE_RETENTION_MS / 1000 + 0.5)
+    rounds.next()
+    batches = rounds.wait(lambda bs: markers(bs) == {RECORDS: ("control", False)}, "round 3")
+    (kept,) = [b for b in batches if b["base"] == RECORDS]
+    assert kept["records"] == []
+    assert data_records(batches) == [
+        *((4 + i, b"k%d" % i, b"plain%d" % i) for i in range(RECORDS)),
+        (rounds.fillers[1], b"filler", b"2"),
+        (rounds.fillers[2], b"filler", b"3"),
+    ]
+    assert list_offset_committed(bootstrap, topic) == rounds.fillers[2] + 1
+

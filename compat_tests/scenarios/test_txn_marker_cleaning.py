@@ -5,7 +5,7 @@ horizon has passed, in Kafka's two passes.
 A transactional producer (confluent-kafka) commits a=a1,b=b1, aborts c=c1, then commits a=a2 and a
 tombstone for b, on a topic with ``cleanup.policy=compact``, a small ``delete.retention.ms``,
 ``segment.ms`` and ``min.cleanable.dirty.ratio``.  Each cleaning round is driven by one plain record
-("filler", always the same key) produced after ``segment.ms``: it rolls the segment, so the log has
+("filler", always the same key, raw Produce) produced after ``segment.ms``: it rolls the segment, so the log has
 something new to clean (a round never cleans the active segment).  Observed with raw Fetch requests
 (every batch: markers, emptied batches, the delete-horizon attribute bit):
 
@@ -29,9 +29,10 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from pybroker.records import iter_batch_headers, read_records
 from pybroker.records.batch import DELETE_HORIZON_MASK
+from pybroker.records.builder import SimpleRecord, build_batch
 from pybroker.records.control import ABORT, COMMIT, control_type
 
-from .test_newest_versions import NONE, call
+from .test_newest_versions import NONE, PRODUCE, call
 
 LEDGER_COLUMN = "confluent"
 FETCH = 1
@@ -137,6 +138,51 @@ def consume_all(bootstrap: str, topic: str, isolation: str) -> list[tuple[int, b
         consumer.close()
 
 
+def produce_plain(bootstrap: str, topic: str, key: bytes, value: bytes) -> int:
+    """One plain record (no producer id), acks=all; its offset."""
+    answer = call(
+        bootstrap,
+        PRODUCE,
+        9,
+        {
+            "transactional_id": None,
+            "acks": -1,
+            "timeout_ms": 30000,
+            "topic_data": [
+                {"name": topic, "partition_data": [{"index": 0, "records": build_batch([SimpleRecord(key, value)])}]}
+            ],
+        },
+    )
+    part = answer["responses"][0]["partition_responses"][0]
+    assert part["error_code"] == NONE, part
+    return part["base_offset"]
+
+
+class Rounds:
+    """Drives the cleaner one round at a time: a "filler" record (always the same key) produced
+    after segment.ms rolls the segment, so the log has something new to clean."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.fillers: list[int] = []
+
+    def next(self) -> None:
+        time.sleep(SEGMENT_MS / 1000 + 0.3)
+        self.fillers.append(produce_plain(self.bootstrap, self.topic, b"filler", b"%d" % (len(self.fillers) + 1)))
+
+    def wait(self, done: Any, what: str) -> list[dict[str, Any]]:
+        return wait_for_round(self.bootstrap, self.topic, done, what)
+
+
+COMPACTED = {
+    "cleanup.policy": "compact",
+    "delete.retention.ms": str(DELETE_RETENTION_MS),
+    "min.cleanable.dirty.ratio": "0.01",
+    "segment.ms": str(SEGMENT_MS),
+}
+
+
 def wait_for_round(
     bootstrap: str, topic: str, done: Any, what: str
 ) -> list[dict[str, Any]]:
@@ -150,14 +196,7 @@ def wait_for_round(
 
 
 def test_markers_and_tombstones_go_past_the_delete_horizon(bootstrap: str, make_topic) -> None:
-    topic = make_topic(
-        configs={
-            "cleanup.policy": "compact",
-            "delete.retention.ms": str(DELETE_RETENTION_MS),
-            "min.cleanable.dirty.ratio": "0.01",
-            "segment.ms": str(SEGMENT_MS),
-        }
-    )
+    topic = make_topic(configs=COMPACTED)
     producer = Producer(
         {"bootstrap.servers": bootstrap, "transactional.id": f"kip534-{uuid.uuid4().hex[:8]}", "linger.ms": 5}
     )
@@ -185,42 +224,27 @@ def test_markers_and_tombstones_go_past_the_delete_horizon(bootstrap: str, make_
     ]
     assert markers(before) == {2: ("COMMIT", False), 4: ("ABORT", False), 7: ("COMMIT", False)}
 
-    plain = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
-    fillers: list[int] = []
-
-    def filler() -> None:
-        """One record after segment.ms: it rolls the segment, so a cleaning round comes."""
-        time.sleep(SEGMENT_MS / 1000 + 0.3)
-        delivered: list[int] = []
-        plain.produce(
-            topic,
-            key=b"filler",
-            value=b"%d" % (len(fillers) + 1),
-            partition=0,
-            on_delivery=lambda err, msg: delivered.append(msg.offset()) if err is None else None,
-        )
-        plain.flush(30)
-        assert len(delivered) == 1
-        fillers.append(delivered[0])
+    rounds = Rounds(bootstrap, topic)
+    fillers = rounds.fillers
 
     # Round 1: the aborted c1 and the superseded a1, b1 go; the markers stay as they are; the
     # tombstone is stamped with its delete horizon.
-    filler()
-    batches = wait_for_round(bootstrap, topic, lambda bs: (3, b"c", b"c1") not in data_records(bs), "round 1")
+    rounds.next()
+    batches = rounds.wait(lambda bs: (3, b"c", b"c1") not in data_records(bs), "round 1")
     assert data_records(batches) == [(5, b"a", b"a2"), (6, b"b", None), (fillers[0], b"filler", b"1")]
     assert markers(batches) == {2: ("COMMIT", False), 4: ("ABORT", False), 7: ("COMMIT", False)}
     assert [b["horizon"] for b in batches if (6, b"b", None) in b["records"]] == [True]
     assert consume_all(bootstrap, topic, "read_committed") == data_records(batches)
 
     # Round 2: the first two markers have no batch of their transaction left: stamped, not removed.
-    filler()
-    batches = wait_for_round(bootstrap, topic, lambda bs: markers(bs).get(2) == ("COMMIT", True), "round 2")
+    rounds.next()
+    batches = rounds.wait(lambda bs: markers(bs).get(2) == ("COMMIT", True), "round 2")
     assert markers(batches) == {2: ("COMMIT", True), 4: ("ABORT", True), 7: ("COMMIT", False)}
 
     # Round 3, past their horizon: the two markers and the tombstone are gone; the last COMMIT stays.
     time.sleep(DELETE_RETENTION_MS / 1000 + 0.5)
-    filler()
-    batches = wait_for_round(bootstrap, topic, lambda bs: 2 not in markers(bs), "round 3")
+    rounds.next()
+    batches = rounds.wait(lambda bs: 2 not in markers(bs), "round 3")
     assert markers(batches) == {7: ("COMMIT", False)}
     expected = [(5, b"a", b"a2"), (fillers[1], b"filler", b"2"), (fillers[2], b"filler", b"3")]
     assert data_records(batches) == expected
