@@ -461,7 +461,8 @@ class Log:
             raise io_failure(self.directory.parent, f"transaction marker to {self.name}", e) from e
         self.producer_state.commit_marker(plan)
         try:
-            self._record_completed(plan.completed)
+            if plan.completed is not None:
+                self._record_completed(plan.completed)
         except OSError as e:  # the entry is kept in memory; a recovery from before it rebuilds it
             io_failure(self.directory.parent, f"transaction index of {self.name}", e)
         try:

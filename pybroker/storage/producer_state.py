@@ -144,7 +144,7 @@ class CompletedTxn:
 @dataclass
 class MarkerPlan:
     entry: ProducerEntry
-    completed: CompletedTxn
+    completed: CompletedTxn | None  # None: no transaction was open (Kafka completes none either)
 
 
 class ProducerStateManager:
@@ -259,11 +259,13 @@ class ProducerStateManager:
         if epoch != entry.epoch:
             entry.epoch = epoch
             entry.batches = []
-        first = entry.current_txn_first_offset if entry.current_txn_first_offset >= 0 else marker_offset
+        first = entry.current_txn_first_offset
         entry.current_txn_first_offset = -1
         entry.coordinator_epoch = coordinator_epoch
         others = [o for pid, o in self.ongoing.items() if pid != producer_id]
         lso = min(others) if others else marker_offset + 1
+        if first < 0:  # e.g. a retried marker: nothing to complete, no aborted transaction to index
+            return MarkerPlan(entry, None)
         return MarkerPlan(entry, CompletedTxn(producer_id, first, marker_offset, kind == ABORT, lso))
 
     def commit_marker(self, plan: MarkerPlan) -> None:
@@ -313,7 +315,7 @@ class ProducerStateManager:
                 except InvalidProducerEpochError:
                     continue
                 self.commit_marker(plan)
-                if on_completed is not None:
+                if on_completed is not None and plan.completed is not None:
                     on_completed(plan.completed)
                 continue
             entry = self.producers.get(batch.producer_id)

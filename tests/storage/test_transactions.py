@@ -108,6 +108,18 @@ def test_tv2_marker_must_carry_a_bumped_epoch(log_dir):
     assert log.first_unstable_offset() is None
 
 
+def test_a_marker_with_no_open_transaction_indexes_nothing(log_dir):
+    """Kafka's appendEndTxnMarker completes a transaction only when one is open: an ABORT marker of a
+    producer with nothing open (an empty transaction, a retried marker) adds no aborted transaction."""
+    log = Log.create(log_dir, "topic", 0, LogConfig(), 0)
+    marker(log, 5, commit=False)  # 0: nothing of pid 5 in this partition
+    append(log, txn(6, 0))  # 1-2
+    marker(log, 6, commit=False)  # 3
+    marker(log, 6, commit=False)  # 4: the same marker again
+    assert log.active_segment.txn_index.entries == [AbortedTxn(6, 1, 3, 4)]
+    assert log.collect_aborted_transactions(0, 5) == [AbortedTxn(6, 1, 3, 4)]
+
+
 @pytest.mark.parametrize("clean", [True, False])
 def test_recovery_rebuilds_ongoing_transactions_and_txn_index(log_dir, clean):
     cfg = LogConfig(segment_bytes=400)
