@@ -125,7 +125,7 @@ def test_end_txn_v5_bumps_the_epoch(bootstrap: str, topic: str, unique_topic: st
 
 
 WRITE_TXN_MARKERS, DESCRIBE_PRODUCERS = 27, 61
-INVALID_PRODUCER_EPOCH, NOT_LEADER_OR_FOLLOWER = 47, 6
+INVALID_PRODUCER_EPOCH, NOT_LEADER_OR_FOLLOWER, TRANSACTION_COORDINATOR_FENCED = 47, 6, 52
 
 
 def write_marker(
@@ -179,7 +179,8 @@ def test_write_txn_markers_v2_refuses_a_tv2_marker_without_a_bumped_epoch(
     coordinator bumps it at every EndTxn.  A late copy of the previous transaction's marker, arriving
     while the next transaction of that epoch is open, is refused with INVALID_PRODUCER_EPOCH and ends
     nothing; the same marker while nothing is open is a retry and is written again; with transaction
-    version 0 (v1, or v2 with TransactionVersion 0) an older epoch is refused, the current one accepted."""
+    version 0 (v1, or v2 with TransactionVersion 0) an older epoch is refused, the current one accepted.
+    A marker from an older coordinator epoch than the producer's last one is fenced."""
     transactional_id = f"{unique_topic}-tv2-marker"
     init = transaction_coordinator_ready(bootstrap, transactional_id)
     pid, epoch = init["producer_id"], init["producer_epoch"]
@@ -215,6 +216,13 @@ def test_write_txn_markers_v2_refuses_a_tv2_marker_without_a_bumped_epoch(
     wait_committed(bootstrap, topic, end + 2)
     state = producer_state(bootstrap, topic, pid)
     assert (state["producer_epoch"], state["current_txn_start_offset"]) == (epoch + 2, -1)
+    # A marker from a newer coordinator epoch moves the producer's; one from the older epoch is then
+    # a zombie coordinator's (Kafka's checkCoordinatorEpoch).
+    assert write_marker(bootstrap, topic, pid, epoch + 2, coordinator_epoch + 1, 2, tv=0) == NONE
+    assert producer_state(bootstrap, topic, pid)["coordinator_epoch"] == coordinator_epoch + 1
+    fenced = write_marker(bootstrap, topic, pid, epoch + 2, coordinator_epoch, 2, tv=0)
+    assert fenced == TRANSACTION_COORDINATOR_FENCED
+    wait_committed(bootstrap, topic, end + 3)  # nothing written for it
 
 
 def test_the_cleaner_keeps_a_tv2_producers_last_marker_for_its_epoch(

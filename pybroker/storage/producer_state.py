@@ -22,7 +22,12 @@ from crc32c import crc32c
 from pybroker.records.batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
 from pybroker.records.control import ABORT
 from pybroker.storage.checkpoint import read_if_exists
-from pybroker.storage.errors import InvalidProducerEpochError, InvalidTxnStateError, OutOfOrderSequenceError
+from pybroker.storage.errors import (
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
+)
 from pybroker.storage.txn_index import AbortedTxn
 
 logger = logging.getLogger(__name__)
@@ -250,12 +255,22 @@ class ProducerStateManager:
         kind: int,
         coordinator_epoch: int = -1,
         transaction_version: int = 0,
+        *,
+        replication: bool = False,
     ) -> MarkerPlan:
         """Validate an end-of-transaction marker (Kafka's appendEndTxnMarker); raises
-        InvalidProducerEpochError for a marker whose epoch ``check_marker_epoch`` refuses."""
+        InvalidProducerEpochError for a marker whose epoch ``check_marker_epoch`` refuses, and
+        TransactionCoordinatorFencedError for one from an older coordinator epoch than the
+        producer's last marker's (``replication``: a marker already in the log, replayed, is not
+        refused for that, as Kafka's REPLICATION origin only logs it)."""
         known = self.producers.get(producer_id)
         entry = known.copy() if known else ProducerEntry(producer_id)
         check_marker_epoch(entry, epoch, transaction_version)
+        if entry.coordinator_epoch > coordinator_epoch and not replication:
+            raise TransactionCoordinatorFencedError(
+                f"marker for producer {producer_id} has coordinator epoch {coordinator_epoch}, older than"
+                f" {entry.coordinator_epoch} of its last marker"
+            )
         if epoch != entry.epoch:
             entry.epoch = epoch
             entry.batches = []
@@ -310,7 +325,12 @@ class ProducerStateManager:
                     continue
                 try:
                     plan = self.prepare_marker(
-                        batch.producer_id, batch.producer_epoch, batch.base_offset, marker[0], marker[1]
+                        batch.producer_id,
+                        batch.producer_epoch,
+                        batch.base_offset,
+                        marker[0],
+                        marker[1],
+                        replication=True,
                     )
                 except InvalidProducerEpochError:
                     continue

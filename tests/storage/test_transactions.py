@@ -11,7 +11,7 @@ from conftest import append, make_request
 from pybroker.records import iter_batch_headers, read_records
 from pybroker.records.control import ABORT, COMMIT, control_type
 from pybroker.storage import InvalidProducerEpochError, Log, LogConfig
-from pybroker.storage.errors import InvalidTxnStateError
+from pybroker.storage.errors import InvalidTxnStateError, TransactionCoordinatorFencedError
 from pybroker.storage.txn_index import ENTRY_SIZE, AbortedTxn, TransactionIndex
 
 
@@ -106,6 +106,23 @@ def test_tv2_marker_must_carry_a_bumped_epoch(log_dir):
     append(log, txn(2, 0, epoch=32767))
     marker(log, 2, commit=True, epoch=32767, transaction_version=2)
     assert log.first_unstable_offset() is None
+
+
+def test_a_marker_from_an_older_coordinator_epoch_is_fenced(log_dir):
+    """Kafka's checkCoordinatorEpoch: a marker whose coordinator epoch is older than the one of the
+    producer's last marker comes from a zombie coordinator (TRANSACTION_COORDINATOR_FENCED); replayed
+    from the log it is applied (Kafka's REPLICATION origin only logs it)."""
+    log = Log.create(log_dir, "topic", 0, LogConfig(), 0)
+    append(log, txn(1, 0))  # 0-1
+    log.append_marker(1, 0, True, 5, leader_epoch=0, now_ms=10_000)  # 2
+    append(log, txn(1, 2))  # 3-4
+    with pytest.raises(TransactionCoordinatorFencedError):
+        log.append_marker(1, 0, False, 4, leader_epoch=0, now_ms=10_000)
+    assert log.first_unstable_offset() == 3
+    log.append_marker(1, 0, False, 5, leader_epoch=0, now_ms=10_000)  # 5: the same epoch is fine
+    assert log.first_unstable_offset() is None
+    plan = log.producer_state.prepare_marker(1, 0, 6, ABORT, 4, replication=True)
+    assert plan.entry.coordinator_epoch == 4
 
 
 def test_a_marker_with_no_open_transaction_indexes_nothing(log_dir):

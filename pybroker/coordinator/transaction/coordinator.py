@@ -480,8 +480,14 @@ class TransactionCoordinator:
         errors = await written if inspect.isawaitable(written) else written
         if self.transactions.get(md.transactional_id) is not md:
             return False  # this broker stopped coordinating it meanwhile: the new coordinator finishes it
-        # Gone, or fenced by a newer epoch there: not retried (as Kafka's marker handler).
-        done = (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_PRODUCER_EPOCH)
+        # Gone, or fenced by a newer producer or coordinator epoch there: not retried (as Kafka's
+        # marker handler).
+        done = (
+            ErrorCode.NONE,
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            ErrorCode.INVALID_PRODUCER_EPOCH,
+            ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+        )
         failed = {tp for tp, code in errors.items() if code not in done}
         for tp in sorted(failed):
             log.error("transaction marker for %s-%d failed (%s): retrying", tp[0], tp[1], errors[tp].name)

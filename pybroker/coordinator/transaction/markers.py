@@ -14,7 +14,7 @@ from typing import Any
 
 from pybroker.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
 from pybroker.protocol.errors import ErrorCode
-from pybroker.storage.errors import InvalidProducerEpochError, StorageError
+from pybroker.storage.errors import InvalidProducerEpochError, StorageError, TransactionCoordinatorFencedError
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,10 @@ class LocalMarkerWriter:
             except InvalidProducerEpochError as e:
                 log.warning("marker for %s-%d refused: %s", topic, index, e)
                 errors[(topic, index)] = ErrorCode.INVALID_PRODUCER_EPOCH
+                continue
+            except TransactionCoordinatorFencedError as e:
+                log.warning("marker for %s-%d refused: %s", topic, index, e)
+                errors[(topic, index)] = ErrorCode.TRANSACTION_COORDINATOR_FENCED
                 continue
             except StorageError as e:
                 log.error("marker for %s-%d failed: %s", topic, index, e)
