@@ -347,7 +347,7 @@ def _filter_segment(
     docstring)."""
     out = bytearray()
     changed = False
-    kept_aborts: set[int] = set()  # ABORT markers whose transaction's batches are still seen
+    kept_markers: set[int] = set()  # markers whose transaction's batches are still seen
     for header in snap.headers():
         data = snap.read_batch(header)
         if header.base_offset >= rnd.upper_bound:  # beyond this round: as it is
@@ -356,8 +356,8 @@ def _filter_segment(
         horizon = delete_horizon_ms(header)
         if header.is_control:
             can_discard = rnd.txns.on_control_batch_read(header, control_type(data))
-            if not can_discard and control_type(data) == ABORT:
-                kept_aborts.add(header.base_offset)
+            if not can_discard:
+                kept_markers.add(header.base_offset)
             # A marker goes only once its delete horizon has passed (KIP-534).
             discard_records = can_discard and horizon is not None and horizon <= rnd.now_ms
         else:
@@ -405,7 +405,8 @@ def _filter_segment(
         if kept is None:
             kept = decode_batch_records(data, header)
         out += _rebuild_batch(header, kept, rnd.now_ms + rnd.delete_retention_ms if stamp else horizon)
-    index = [e for e in snap.aborted if e.last_offset >= rnd.upper_bound or e.last_offset in kept_aborts]
+    # An ABORT marker keeps its aborted-transaction entry only while its batches are still seen.
+    index = [e for e in snap.aborted if e.last_offset >= rnd.upper_bound or e.last_offset in kept_markers]
     if len(index) != len(snap.aborted):
         changed = True
     return (out, index) if changed else None
