@@ -18,7 +18,9 @@ from pybroker import config as broker_config
 from pybroker.storage.cleaner import (
     apply_cleaning,
     clean_log,
+    cleanable_upper_bound,
     compute_cleaning,
+    last_records_of_active_producers,
     log_clean_stats,
     snapshot_segments,
 )
@@ -81,7 +83,15 @@ class CompactionTask:
             lg = partition.log
             end = lg.log_end_offset
             snapshots = snapshot_segments(lg)
-            results, stats = await loop.run_in_executor(None, compute_cleaning, snapshots, now, retention_ms)
+            results, stats = await loop.run_in_executor(
+                None,
+                compute_cleaning,
+                snapshots,
+                now,
+                retention_ms,
+                cleanable_upper_bound(lg),
+                last_records_of_active_producers(lg),
+            )
             stats.segments_rewritten, stats.segments_deleted = apply_cleaning(lg, results)
             log_clean_stats(lg, stats)
             removed += stats.records_removed

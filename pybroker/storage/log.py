@@ -441,16 +441,18 @@ class Log:
         *,
         leader_epoch: int,
         now_ms: int,
+        transaction_version: int = 0,
     ) -> AppendInfo:
         """Write a COMMIT/ABORT control batch ending ``producer_id``'s transaction, as the leader
-        (Kafka's appendAsLeader with origin COORDINATOR).  An aborted transaction is recorded in the
-        transaction index of the segment that receives the marker."""
+        (Kafka's appendAsLeader with origin COORDINATOR; ``transaction_version`` decides which
+        epochs the marker may carry, see ``check_marker_epoch``).  An aborted transaction is
+        recorded in the transaction index of the segment that receives the marker."""
         self.wait_for_writes()
         buf = bytearray(build_marker_batch(producer_id, producer_epoch, commit, coordinator_epoch, now_ms))
         batches = list(iter_batch_headers(buf))
         offset = self.log_end_offset
         plan = self.producer_state.prepare_marker(
-            producer_id, producer_epoch, offset, 1 if commit else 0, coordinator_epoch
+            producer_id, producer_epoch, offset, 1 if commit else 0, coordinator_epoch, transaction_version
         )
         stamp_base_offset(buf, 0, offset)
         stamp_partition_leader_epoch(buf, 0, leader_epoch)
@@ -461,7 +463,8 @@ class Log:
             raise io_failure(self.directory.parent, f"transaction marker to {self.name}", e) from e
         self.producer_state.commit_marker(plan)
         try:
-            self._record_completed(plan.completed)
+            if plan.completed is not None:
+                self._record_completed(plan.completed)
         except OSError as e:  # the entry is kept in memory; a recovery from before it rebuilds it
             io_failure(self.directory.parent, f"transaction index of {self.name}", e)
         try:
