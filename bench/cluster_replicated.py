@@ -30,6 +30,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
+from bench import processes
 from bench.cluster_load import Running, add_arguments, interleaved, measure
 from bench.stats import median, ratio
 from bench.sysstat import load_average, machine_description
@@ -102,6 +103,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.cluster_replicated", description=__doc__.split("\n\n")[0])
     add_arguments(parser, SETUPS)
     args = parser.parse_args(argv)
+    processes.sigterm_as_interrupt()  # a SIGTERM still runs the finally blocks that stop the clusters
     print(f"{machine_description()}; load average at start {load_average()}", flush=True)
     results = interleaved(args, SETUPS, run_one)
     print(f"\n{machine_description()}; load average at end {load_average()}")
