@@ -1,0 +1,492 @@
+"""Streams groups (KIP-1071, the streams rebalance protocol): the broker takes the topology from the
+first member's StreamsGroupHeartbeat, creates the repartition and changelog topics it lacks and
+assigns the tasks.  Raw requests check the answers field by field (join, the statuses while internal
+topics are missing, their creation, the assignment, StreamsGroupDescribe, ListGroups, leaving, and
+Kafka's refusals of invalid requests); then Kafka Streams 4.3.1 (unmodified, ``group.protocol=streams``)
+runs the word count through adding and removing a second instance."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+from compat_tests.scenarios.test_newest_versions import call, coordinator_ready
+from compat_tests.streams.wordcount import (
+    WordCountInstance,
+    count_sequences,
+    expected_counts,
+    produce_lines,
+    read_topic,
+    sentences,
+    wait_for_counts,
+)
+
+LEDGER_COLUMN = "raw-socket"
+
+STREAMS_GROUP_HEARTBEAT, STREAMS_GROUP_DESCRIBE, LIST_GROUPS, DESCRIBE_CONFIGS = 88, 89, 16, 32
+NONE, INVALID_REQUEST, UNKNOWN_MEMBER_ID, GROUP_ID_NOT_FOUND = 0, 42, 25, 69
+FENCED_MEMBER_EPOCH, STREAMS_INVALID_TOPOLOGY = 110, 130
+MISSING_SOURCE_TOPICS, MISSING_INTERNAL_TOPICS, ASSIGNMENT_DELAYED = 1, 3, 5
+METADATA = 3
+TOPIC_RESOURCE = 2
+
+
+def topic_info(name: str, configs: dict[str, str], partitions: int = 0) -> dict[str, Any]:
+    return {
+        "name": name,
+        "partitions": partitions,
+        "replication_factor": 0,
+        "topic_configs": [{"key": k, "value": v} for k, v in configs.items()],
+    }
+
+
+def word_count_topology(
+    app: str, source: str, *, changelog_partitions: int = 0, epoch: int = 0
+) -> dict[str, Any]:
+    """The topology Kafka Streams sends for the word count: subtopology 0 reads the input and writes
+    the repartition topic; subtopology 1 reads it and keeps the counts (a changelog)."""
+    repartition = f"{app}-words-repartition"
+    changelog = f"{app}-counts-changelog"
+    return {
+        "epoch": epoch,
+        "subtopologies": [
+            {
+                "subtopology_id": "0",
+                "source_topics": [source],
+                "source_topic_regex": [],
+                "state_changelog_topics": [],
+                "repartition_sink_topics": [repartition],
+                "repartition_source_topics": [],
+                "copartition_groups": [],
+            },
+            {
+                "subtopology_id": "1",
+                "source_topics": [],
+                "source_topic_regex": [],
+                "state_changelog_topics": [
+                    topic_info(changelog, {"cleanup.policy": "compact"}, changelog_partitions)
+                ],
+                "repartition_sink_topics": [],
+                "repartition_source_topics": [
+                    topic_info(repartition, {"cleanup.policy": "delete", "retention.ms": "-1"})
+                ],
+                "copartition_groups": [],
+            },
+        ],
+    }
+
+
+def heartbeat(bootstrap: str, group: str, member: str, epoch: int, **fields: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "group_id": group,
+        "member_id": member,
+        "member_epoch": epoch,
+        "endpoint_information_epoch": 0,
+        "rebalance_timeout_ms": -1,
+        "topology": None,
+        "active_tasks": None,
+        "standby_tasks": None,
+        "warmup_tasks": None,
+        "process_id": None,
+        "user_endpoint": None,
+    }
+    if epoch == 0:
+        body.update(
+            rebalance_timeout_ms=30000,
+            active_tasks=[],
+            standby_tasks=[],
+            warmup_tasks=[],
+            process_id=str(uuid.uuid4()),
+        )
+    body.update(fields)
+    return call(bootstrap, STREAMS_GROUP_HEARTBEAT, 0, body)
+
+
+def join_once_source_is_seen(
+    bootstrap: str, group: str, member: str, topology: dict[str, Any]
+) -> dict[str, Any]:
+    """Join (epoch 0), again while the coordinator does not see the just created source topic yet
+    (Apache Kafka's group coordinator learns of it from its metadata image a moment later)."""
+    deadline = time.monotonic() + 15
+    while True:
+        joined = heartbeat(bootstrap, group, member, 0, topology=topology)
+        if joined["error_code"] != NONE or MISSING_SOURCE_TOPICS not in statuses(joined):
+            return joined
+        assert time.monotonic() < deadline, f"source topic never seen: {joined}"
+        time.sleep(0.2)
+
+
+def describe(bootstrap: str, group: str) -> dict[str, Any]:
+    (described,) = call(
+        bootstrap, STREAMS_GROUP_DESCRIBE, 0, {"group_ids": [group], "include_authorized_operations": False}
+    )["groups"]
+    return described
+
+
+def partitions_of(bootstrap: str, topic: str) -> int | None:
+    answer = call(bootstrap, METADATA, 12, {"topics": [{"name": topic}], "allow_auto_topic_creation": False})
+    (described,) = answer["topics"]
+    return None if described["error_code"] != NONE else len(described["partitions"])
+
+
+def topic_configs(bootstrap: str, topic: str) -> dict[str, str]:
+    answer = call(
+        bootstrap,
+        DESCRIBE_CONFIGS,
+        4,
+        {
+            "resources": [
+                {"resource_type": TOPIC_RESOURCE, "resource_name": topic, "configuration_keys": None}
+            ],
+            "include_synonyms": False,
+            "include_documentation": False,
+        },
+    )
+    (result,) = answer["results"]
+    return {c["name"]: c["value"] for c in result["configs"]}
+
+
+def statuses(response: dict[str, Any]) -> set[int]:
+    return {s["status_code"] for s in response["status"]}
+
+
+def tasks(entries: list[dict[str, Any]] | None) -> set[tuple[str, int]]:
+    return {(t["subtopology_id"], p) for t in entries or () for p in t["partitions"]}
+
+
+@pytest.fixture
+def group(bootstrap: str) -> str:
+    name = f"streams-{uuid.uuid4().hex[:8]}"
+    coordinator_ready(bootstrap, name)
+    return name
+
+
+def test_join_creates_internal_topics_and_assigns_every_task(bootstrap: str, make_topic, group: str) -> None:
+    source = make_topic("-in", partitions=3)
+    topology = word_count_topology(group, source)
+    member = str(uuid.uuid4())
+    joined = join_once_source_is_seen(bootstrap, group, member, topology)
+    assert joined["error_code"] == NONE, joined
+    assert joined["error_message"] is None
+    assert joined["member_id"] == member
+    assert joined["heartbeat_interval_ms"] == 5000
+    # The group waits for its internal topics (and for the initial rebalance delay): no tasks yet.
+    assert MISSING_INTERNAL_TOPICS in statuses(joined), joined["status"]
+    missing = next(s for s in joined["status"] if s["status_code"] == MISSING_INTERNAL_TOPICS)
+    # Kafka lists them in its HashMap's order.
+    prefix, _, names = missing["status_detail"].partition(": ")
+    assert (prefix, set(names.split(", "))) == (
+        "Internal topics are missing",
+        {f"{group}-counts-changelog", f"{group}-words-repartition"},
+    )
+    assert (tasks(joined["active_tasks"]), tasks(joined["standby_tasks"]), tasks(joined["warmup_tasks"])) == (
+        set(),
+        set(),
+        set(),
+    )
+    # The broker creates them with the source's partition count and the topology's configs.
+    deadline = time.monotonic() + 30
+    while (
+        partitions_of(bootstrap, f"{group}-counts-changelog") is None
+        or partitions_of(bootstrap, f"{group}-words-repartition") is None
+    ):
+        assert time.monotonic() < deadline, "internal topics not created"
+        time.sleep(0.2)
+    assert partitions_of(bootstrap, f"{group}-words-repartition") == 3
+    assert partitions_of(bootstrap, f"{group}-counts-changelog") == 3
+    assert topic_configs(bootstrap, f"{group}-counts-changelog")["cleanup.policy"] == "compact"
+    repartition_configs = topic_configs(bootstrap, f"{group}-words-repartition")
+    assert (repartition_configs["cleanup.policy"], repartition_configs["retention.ms"]) == ("delete", "-1")
+
+    # Heartbeats until every task is assigned to the only member (after the initial rebalance delay).
+    epoch, owned = joined["member_epoch"], set()
+    deadline = time.monotonic() + 30
+    while True:
+        answer = heartbeat(
+            bootstrap, group, member, epoch, active_tasks=_wire(owned), standby_tasks=[], warmup_tasks=[]
+        )
+        assert answer["error_code"] == NONE, answer
+        epoch = answer["member_epoch"]
+        if answer["active_tasks"] is not None:
+            owned = tasks(answer["active_tasks"])
+        if owned == {(s, p) for s in ("0", "1") for p in range(3)}:
+            assert answer["status"] == []
+            break
+        assert time.monotonic() < deadline, f"not assigned: {answer}"
+        time.sleep(0.5)
+
+    described = describe(bootstrap, group)
+    assert (described["error_code"], described["group_state"]) == (NONE, "Stable"), described
+    assert described["assignment_epoch"] == described["group_epoch"] == epoch
+    (m,) = described["members"]
+    assert (m["member_id"], m["member_epoch"], m["topology_epoch"]) == (member, epoch, 0)
+    assert tasks(m["assignment"]["active_tasks"]) == owned == tasks(m["target_assignment"]["active_tasks"])
+    topo = described["topology"]
+    assert topo["epoch"] == 0
+    assert [s["subtopology_id"] for s in topo["subtopologies"]] == ["0", "1"]
+    sub0, sub1 = topo["subtopologies"]
+    assert (sub0["source_topics"], sub0["repartition_sink_topics"]) == (
+        [source],
+        [f"{group}-words-repartition"],
+    )
+    assert [(t["name"], t["partitions"]) for t in sub1["repartition_source_topics"]] == [
+        (f"{group}-words-repartition", 3)
+    ]
+    assert [(t["name"], t["partitions"]) for t in sub1["state_changelog_topics"]] == [
+        (f"{group}-counts-changelog", 3)
+    ]
+
+    listed = call(bootstrap, LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["streams"]})
+    entry = next(g for g in listed["groups"] if g["group_id"] == group)
+    assert (entry["protocol_type"], entry["group_state"], entry["group_type"]) == (
+        "streams",
+        "Stable",
+        "streams",
+    )
+    classic_only = call(bootstrap, LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["classic"]})
+    assert group not in {g["group_id"] for g in classic_only["groups"]}
+
+    # Leaving (-1) removes the member; the group stays, empty.
+    left = heartbeat(bootstrap, group, member, -1)
+    assert (left["error_code"], left["member_id"], left["member_epoch"]) == (NONE, member, -1)
+    described = describe(bootstrap, group)
+    assert (described["group_state"], described["members"]) == ("Empty", [])
+
+
+def _wire(owned: set[tuple[str, int]]) -> list[dict[str, Any]]:
+    by_sub: dict[str, list[int]] = {}
+    for s, p in sorted(owned):
+        by_sub.setdefault(s, []).append(p)
+    return [{"subtopology_id": s, "partitions": ps} for s, ps in by_sub.items()]
+
+
+def test_missing_source_topic_status(bootstrap: str, group: str) -> None:
+    missing = f"absent-{uuid.uuid4().hex[:8]}"
+    joined = heartbeat(bootstrap, group, str(uuid.uuid4()), 0, topology=word_count_topology(group, missing))
+    assert joined["error_code"] == NONE, joined
+    assert MISSING_SOURCE_TOPICS in statuses(joined)
+    detail = next(s for s in joined["status"] if s["status_code"] == MISSING_SOURCE_TOPICS)["status_detail"]
+    assert detail == f"Source topics {missing} are missing."
+    assert partitions_of(bootstrap, f"{group}-words-repartition") is None  # nothing created
+    assert describe(bootstrap, group)["group_state"] == "NotReady"
+
+
+@pytest.mark.parametrize(
+    ("case", "code", "message"),
+    [
+        pytest.param("changelog-partitions", STREAMS_INVALID_TOPOLOGY, None, id="changelog-partitions"),
+        pytest.param(
+            "no-topology", INVALID_REQUEST, "Topology must be non-null when (re-)joining.", id="no-topology"
+        ),
+        pytest.param(
+            "no-rebalance-timeout",
+            INVALID_REQUEST,
+            "RebalanceTimeoutMs must be provided in first request.",
+            id="no-rebalance-timeout",
+        ),
+        pytest.param(
+            "tasks-on-join",
+            INVALID_REQUEST,
+            "ActiveTasks must be empty when (re-)joining.",
+            id="tasks-on-join",
+        ),
+        pytest.param(
+            "regex",
+            INVALID_REQUEST,
+            "Regular expressions for source topics are not supported yet.",
+            id="regex",
+        ),
+        pytest.param("empty-member-id", INVALID_REQUEST, "MemberId can't be empty.", id="empty-member-id"),
+        pytest.param(
+            "bad-epoch",
+            INVALID_REQUEST,
+            "MemberEpoch is -3, but must be greater than or equal to -2.",
+            id="bad-epoch",
+        ),
+        pytest.param(
+            "topology-later",
+            INVALID_REQUEST,
+            "Topology can only be provided when (re-)joining.",
+            id="topology-later",
+        ),
+        pytest.param(
+            "partial-tasks",
+            INVALID_REQUEST,
+            "If one task-type is non-null, all must be non-null.",
+            id="partial-tasks",
+        ),
+        pytest.param("unknown-group", GROUP_ID_NOT_FOUND, None, id="unknown-group"),
+    ],
+)
+def test_invalid_heartbeats(
+    bootstrap: str, make_topic, group: str, case: str, code: int, message: str | None
+) -> None:
+    source = make_topic("-in")
+    topology = word_count_topology(group, source)
+    member = str(uuid.uuid4())
+    if case == "changelog-partitions":
+        answer = heartbeat(
+            bootstrap, group, member, 0, topology=word_count_topology(group, source, changelog_partitions=4)
+        )
+        message = f"Changelog topic {group}-counts-changelog must have an undefined partition count, but it is set to 4."
+    elif case == "no-topology":
+        answer = heartbeat(bootstrap, group, member, 0)
+    elif case == "no-rebalance-timeout":
+        answer = heartbeat(bootstrap, group, member, 0, topology=topology, rebalance_timeout_ms=-1)
+    elif case == "tasks-on-join":
+        answer = heartbeat(
+            bootstrap,
+            group,
+            member,
+            0,
+            topology=topology,
+            active_tasks=[{"subtopology_id": "0", "partitions": [0]}],
+        )
+    elif case == "regex":
+        topology["subtopologies"][0]["source_topic_regex"] = ["in-.*"]
+        answer = heartbeat(bootstrap, group, member, 0, topology=topology)
+    elif case == "empty-member-id":
+        answer = heartbeat(bootstrap, group, "", 0, topology=topology)
+    elif case == "bad-epoch":
+        answer = heartbeat(bootstrap, group, member, -3)
+    elif case == "topology-later":
+        answer = heartbeat(bootstrap, group, member, 3, topology=topology)
+    elif case == "partial-tasks":
+        answer = heartbeat(bootstrap, group, member, 3, active_tasks=[])
+    else:
+        answer = heartbeat(bootstrap, group, member, 3)
+        message = f"Streams group {group} not found."
+    assert (answer["error_code"], answer["error_message"]) == (code, message), answer
+    assert (answer["member_id"], answer["member_epoch"], answer["heartbeat_interval_ms"]) == ("", 0, 0)
+
+
+def test_member_errors_in_a_group(bootstrap: str, make_topic, group: str) -> None:
+    source = make_topic("-in")
+    member = str(uuid.uuid4())
+    joined = join_once_source_is_seen(bootstrap, group, member, word_count_topology(group, source))
+    assert joined["error_code"] == NONE, joined
+    epoch = joined["member_epoch"]
+    stranger = heartbeat(
+        bootstrap, group, "stranger", epoch, active_tasks=[], standby_tasks=[], warmup_tasks=[]
+    )
+    assert (stranger["error_code"], stranger["error_message"]) == (
+        UNKNOWN_MEMBER_ID,
+        f"Member stranger is not a member of group {group}.",
+    )
+    ahead = heartbeat(bootstrap, group, member, epoch + 5, active_tasks=[], standby_tasks=[], warmup_tasks=[])
+    assert (ahead["error_code"], ahead["error_message"]) == (
+        FENCED_MEMBER_EPOCH,
+        f"The streams group member has a greater member epoch ({epoch + 5}) than the one known by the group "
+        f"coordinator ({epoch}). The member must abandon all its partitions and rejoin.",
+    )
+    newer = word_count_topology(group, source, epoch=1)
+    second = heartbeat(bootstrap, group, str(uuid.uuid4()), 0, topology=newer)
+    # Kafka 4.3 does not update a group's topology: another one, at any newer epoch, is refused.
+    assert (second["error_code"], second["error_message"]) == (
+        INVALID_REQUEST,
+        "Topology updates are not supported yet.",
+    )
+
+
+def test_describe_unknown_group(bootstrap: str, group: str) -> None:
+    described = describe(bootstrap, group)
+    assert (described["error_code"], described["error_message"]) == (
+        GROUP_ID_NOT_FOUND,
+        f"Group {group} not found.",
+    )
+    assert (described["group_state"], described["members"], described["topology"]) == ("", [], None)
+
+
+# -- Kafka Streams (unmodified, group.protocol=streams) -----------------------------------------------
+PARTITIONS = 4
+LINES = sentences(240)
+
+
+def test_word_count_with_the_streams_protocol_through_adding_and_removing_an_instance(
+    bootstrap: str, admin: Any, make_topic, tmp_path
+) -> None:
+    input_topic = make_topic("-in", partitions=PARTITIONS)
+    output_topic = make_topic("-out", partitions=PARTITIONS)
+    application_id = f"wc-streams-{uuid.uuid4().hex[:8]}"
+
+    def instance(n: int) -> WordCountInstance:
+        return WordCountInstance(
+            bootstrap,
+            application_id=application_id,
+            input_topic=input_topic,
+            output_topic=output_topic,
+            state_dir=tmp_path / f"state-{n}",
+            guarantee="exactly_once_v2",
+            log_path=tmp_path / f"streams-{n}.log",
+            group_protocol="streams",
+        )
+
+    thirds = [LINES[:80], LINES[80:160], LINES[160:]]
+    produce_lines(bootstrap, input_topic, thirds[0])
+    first = instance(1)
+    second = None
+    try:
+        first.wait_running(90)
+        wait_for_counts(bootstrap, output_topic, PARTITIONS, expected_counts(thirds[0]), 90)
+        # A second instance joins: the tasks are split between the two.
+        second = instance(2)
+        second.wait_running(90)
+        group = _wait_for_split(bootstrap, application_id)
+        produce_lines(bootstrap, input_topic, thirds[1], first_index=80)
+        wait_for_counts(bootstrap, output_topic, PARTITIONS, expected_counts(LINES[:160]), 90)
+        # The first instance leaves: the second takes every task.
+        assert first.stop() == 0, first.log_tail()
+        _wait_for_single_owner(bootstrap, application_id, group)
+        produce_lines(bootstrap, input_topic, thirds[2], first_index=160)
+        wait_for_counts(bootstrap, output_topic, PARTITIONS, expected_counts(LINES), 90)
+        assert second.stop() == 0, second.log_tail()
+    except AssertionError as exc:
+        tails = first.log_tail() + ("\n" + second.log_tail() if second is not None else "")
+        raise AssertionError(f"{exc}\n{tails}") from None
+    finally:
+        first.kill()
+        if second is not None:
+            second.kill()
+    seqs = count_sequences(read_topic(bootstrap, output_topic, PARTITIONS))
+    want = expected_counts(LINES)
+    # Exactly once through both rebalances: every word's counts go up by one per occurrence.
+    assert {w: s[-1] for w, s in seqs.items()} == want
+    for word, seq in seqs.items():
+        assert seq == list(range(1, want[word] + 1)), word
+    assert partitions_of(bootstrap, f"{application_id}-words-repartition") == PARTITIONS
+    assert partitions_of(bootstrap, f"{application_id}-counts-changelog") == PARTITIONS
+
+
+def _wait_for_split(bootstrap: str, group: str) -> dict[str, Any]:
+    """Until the group is Stable with two members (two processes), each running some active tasks."""
+    deadline = time.monotonic() + 90
+    while True:
+        described = describe(bootstrap, group)
+        members = described["members"]
+        if (
+            described["group_state"] == "Stable"
+            and len({m["process_id"] for m in members}) == 2
+            and all(tasks(m["assignment"]["active_tasks"]) for m in members)
+        ):
+            every = [t for m in members for t in tasks(m["assignment"]["active_tasks"])]
+            assert sorted(every) == sorted({(s, p) for s in ("0", "1") for p in range(PARTITIONS)})
+            return described
+        assert time.monotonic() < deadline, f"tasks not split over two instances: {described}"
+        time.sleep(0.5)
+
+
+def _wait_for_single_owner(bootstrap: str, group: str, before: dict[str, Any]) -> None:
+    deadline = time.monotonic() + 90
+    while True:
+        described = describe(bootstrap, group)
+        members = described["members"]
+        if described["group_state"] == "Stable" and len({m["process_id"] for m in members}) == 1:
+            every = sorted(t for m in members for t in tasks(m["assignment"]["active_tasks"]))
+            if every == sorted({(s, p) for s in ("0", "1") for p in range(PARTITIONS)}):
+                assert described["group_epoch"] > before["group_epoch"]
+                return
+        assert time.monotonic() < deadline, f"tasks not moved to the remaining instance: {described}"
+        time.sleep(0.5)
