@@ -490,3 +490,84 @@ def _wait_for_single_owner(bootstrap: str, group: str, before: dict[str, Any]) -
                 return
         assert time.monotonic() < deadline, f"tasks not moved to the remaining instance: {described}"
         time.sleep(0.5)
+
+
+def test_a_task_moves_only_after_its_owner_revoked_it(bootstrap: str, make_topic, group: str) -> None:
+    """The revocation handshake: a second member's tasks are withheld while the first still runs them;
+    the first is told to give them up (keeping its epoch), and only once a heartbeat of the first no
+    longer reports them (which moves it to a new epoch) does the second get them."""
+    source = make_topic("-in", partitions=3)
+    every = {(s, p) for s in ("0", "1") for p in range(3)}
+    a, b = str(uuid.uuid4()), str(uuid.uuid4())
+    joined = join_once_source_is_seen(bootstrap, group, a, word_count_topology(group, source))
+    assert joined["error_code"] == NONE, joined
+    a_epoch, a_owned = _heartbeat_until(
+        bootstrap, group, a, joined["member_epoch"], set(), lambda owned: owned == every
+    )
+
+    b_joined = heartbeat(bootstrap, group, b, 0)  # no topology: refused
+    assert b_joined["error_code"] == INVALID_REQUEST
+    b_joined = heartbeat(bootstrap, group, b, 0, topology=word_count_topology(group, source))
+    assert b_joined["error_code"] == NONE, b_joined
+    b_epoch = b_joined["member_epoch"]
+    # B's target takes some of A's tasks, but A still runs them: B gets nothing yet.
+    deadline = time.monotonic() + 30
+    while True:
+        target_b = next(m for m in describe(bootstrap, group)["members"] if m["member_id"] == b)[
+            "target_assignment"
+        ]
+        answer = heartbeat(bootstrap, group, b, b_epoch, active_tasks=[], standby_tasks=[], warmup_tasks=[])
+        assert answer["error_code"] == NONE, answer
+        assert tasks(answer["active_tasks"]) == set(), answer
+        b_epoch = answer["member_epoch"]
+        if tasks(target_b["active_tasks"]):
+            break
+        assert time.monotonic() < deadline, "no target for the second member"
+        time.sleep(0.3)
+    moving = tasks(target_b["active_tasks"])
+    assert moving < every
+    # A heartbeats: told to keep only the rest, at the same epoch (it has not revoked yet).
+    revoke = heartbeat(
+        bootstrap, group, a, a_epoch, active_tasks=_wire(a_owned), standby_tasks=[], warmup_tasks=[]
+    )
+    assert revoke["error_code"] == NONE, revoke
+    assert revoke["member_epoch"] == a_epoch
+    assert tasks(revoke["active_tasks"]) == every - moving
+    a_member = next(m for m in describe(bootstrap, group)["members"] if m["member_id"] == a)
+    assert tasks(a_member["assignment"]["active_tasks"]) == every - moving
+    # B still gets nothing while A has not confirmed.
+    waiting = heartbeat(bootstrap, group, b, b_epoch, active_tasks=[], standby_tasks=[], warmup_tasks=[])
+    assert (waiting["error_code"], tasks(waiting["active_tasks"])) == (NONE, set()), waiting
+    # A confirms (reports only what it keeps): a new epoch.
+    confirmed = heartbeat(
+        bootstrap, group, a, a_epoch, active_tasks=_wire(every - moving), standby_tasks=[], warmup_tasks=[]
+    )
+    assert confirmed["error_code"] == NONE, confirmed
+    assert confirmed["member_epoch"] > a_epoch
+    # Now B gets them.
+    got = heartbeat(
+        bootstrap, group, b, waiting["member_epoch"], active_tasks=[], standby_tasks=[], warmup_tasks=[]
+    )
+    assert got["error_code"] == NONE, got
+    assert tasks(got["active_tasks"]) == moving
+    assert got["member_epoch"] == confirmed["member_epoch"]
+    described = describe(bootstrap, group)
+    assert described["group_state"] == "Stable", described
+
+
+def _heartbeat_until(
+    bootstrap: str, group: str, member: str, epoch: int, owned: set[tuple[str, int]], done: Any
+) -> tuple[int, set[tuple[str, int]]]:
+    deadline = time.monotonic() + 30
+    while True:
+        answer = heartbeat(
+            bootstrap, group, member, epoch, active_tasks=_wire(owned), standby_tasks=[], warmup_tasks=[]
+        )
+        assert answer["error_code"] == NONE, answer
+        epoch = answer["member_epoch"]
+        if answer["active_tasks"] is not None:
+            owned = tasks(answer["active_tasks"])
+        if done(owned):
+            return epoch, owned
+        assert time.monotonic() < deadline, f"not there: {answer}"
+        time.sleep(0.3)

@@ -1526,7 +1526,8 @@ class GroupCoordinator:
                 log.info("group %s: expired %d offsets", group.group_id, len(expired))
             if group.is_(GroupState.EMPTY) and not group.offsets and not group.members:
                 self._remove_group(group)
-        for cgroup in [*self.consumer.groups.values(), *self.streams.groups.values()]:
+        epoch_groups: list[ConsumerGroup | StreamsGroup] = [*self.consumer.groups.values(), *self.streams.groups.values()]
+        for cgroup in epoch_groups:
             if not cgroup.is_empty():
                 continue
             # An empty consumer group's offsets age from their commit; the group goes with the last one.

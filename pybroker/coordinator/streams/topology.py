@@ -279,8 +279,8 @@ def configure_topics(topology: StreamsTopology, partitions_of: PartitionCount) -
             {t.name: internal(t, t.partitions or tasks) for t in s.state_changelog_topics},
         )
     to_create: dict[str, InternalTopic] = {}
-    for s in subtopologies.values():
-        for t in [*s.repartition_source_topics.values(), *s.state_changelog_topics.values()]:
+    for c in subtopologies.values():
+        for t in [*c.repartition_source_topics.values(), *c.state_changelog_topics.values()]:
             found = partitions_of(t.name)
             if found is None:
                 to_create[t.name] = t
