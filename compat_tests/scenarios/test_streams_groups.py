@@ -1,9 +1,9 @@
 """Streams groups (KIP-1071, the streams rebalance protocol): the broker takes the topology from the
 first member's StreamsGroupHeartbeat, creates the repartition and changelog topics it lacks and
 assigns the tasks.  Raw requests check the answers field by field (join, the statuses while internal
-topics are missing, their creation, the assignment, StreamsGroupDescribe, ListGroups, leaving, and
-Kafka's refusals of invalid requests); then Kafka Streams 4.3.1 (unmodified, ``group.protocol=streams``)
-runs the word count through adding and removing a second instance."""
+topics are missing, their creation, the assignment, the revocation handshake, StreamsGroupDescribe,
+ListGroups, leaving, and Kafka's refusals of invalid requests).  Kafka Streams itself on the streams
+protocol: test_kafka_streams.py."""
 
 from __future__ import annotations
 
@@ -14,15 +14,6 @@ from typing import Any
 import pytest
 
 from compat_tests.scenarios.test_newest_versions import call, coordinator_ready
-from compat_tests.streams.wordcount import (
-    WordCountInstance,
-    count_sequences,
-    expected_counts,
-    produce_lines,
-    read_topic,
-    sentences,
-    wait_for_counts,
-)
 
 LEDGER_COLUMN = "raw-socket"
 
@@ -398,98 +389,6 @@ def test_describe_unknown_group(bootstrap: str, group: str) -> None:
         f"Group {group} not found.",
     )
     assert (described["group_state"], described["members"], described["topology"]) == ("", [], None)
-
-
-# -- Kafka Streams (unmodified, group.protocol=streams) -----------------------------------------------
-PARTITIONS = 4
-LINES = sentences(240)
-
-
-def test_word_count_with_the_streams_protocol_through_adding_and_removing_an_instance(
-    bootstrap: str, admin: Any, make_topic, tmp_path
-) -> None:
-    input_topic = make_topic("-in", partitions=PARTITIONS)
-    output_topic = make_topic("-out", partitions=PARTITIONS)
-    application_id = f"wc-streams-{uuid.uuid4().hex[:8]}"
-
-    def instance(n: int) -> WordCountInstance:
-        return WordCountInstance(
-            bootstrap,
-            application_id=application_id,
-            input_topic=input_topic,
-            output_topic=output_topic,
-            state_dir=tmp_path / f"state-{n}",
-            guarantee="exactly_once_v2",
-            log_path=tmp_path / f"streams-{n}.log",
-            group_protocol="streams",
-        )
-
-    thirds = [LINES[:80], LINES[80:160], LINES[160:]]
-    produce_lines(bootstrap, input_topic, thirds[0])
-    first = instance(1)
-    second = None
-    try:
-        first.wait_running(90)
-        wait_for_counts(bootstrap, output_topic, PARTITIONS, expected_counts(thirds[0]), 90)
-        # A second instance joins: the tasks are split between the two.
-        second = instance(2)
-        second.wait_running(90)
-        group = _wait_for_split(bootstrap, application_id)
-        produce_lines(bootstrap, input_topic, thirds[1], first_index=80)
-        wait_for_counts(bootstrap, output_topic, PARTITIONS, expected_counts(LINES[:160]), 90)
-        # The first instance leaves: the second takes every task.
-        assert first.stop() == 0, first.log_tail()
-        _wait_for_single_owner(bootstrap, application_id, group)
-        produce_lines(bootstrap, input_topic, thirds[2], first_index=160)
-        wait_for_counts(bootstrap, output_topic, PARTITIONS, expected_counts(LINES), 90)
-        assert second.stop() == 0, second.log_tail()
-    except AssertionError as exc:
-        tails = first.log_tail() + ("\n" + second.log_tail() if second is not None else "")
-        raise AssertionError(f"{exc}\n{tails}") from None
-    finally:
-        first.kill()
-        if second is not None:
-            second.kill()
-    seqs = count_sequences(read_topic(bootstrap, output_topic, PARTITIONS))
-    want = expected_counts(LINES)
-    # Exactly once through both rebalances: every word's counts go up by one per occurrence.
-    assert {w: s[-1] for w, s in seqs.items()} == want
-    for word, seq in seqs.items():
-        assert seq == list(range(1, want[word] + 1)), word
-    assert partitions_of(bootstrap, f"{application_id}-words-repartition") == PARTITIONS
-    assert partitions_of(bootstrap, f"{application_id}-counts-changelog") == PARTITIONS
-
-
-def _wait_for_split(bootstrap: str, group: str) -> dict[str, Any]:
-    """Until the group is Stable with two members (two processes), each running some active tasks."""
-    deadline = time.monotonic() + 90
-    while True:
-        described = describe(bootstrap, group)
-        members = described["members"]
-        if (
-            described["group_state"] == "Stable"
-            and len({m["process_id"] for m in members}) == 2
-            and all(tasks(m["assignment"]["active_tasks"]) for m in members)
-        ):
-            every = [t for m in members for t in tasks(m["assignment"]["active_tasks"])]
-            assert sorted(every) == sorted({(s, p) for s in ("0", "1") for p in range(PARTITIONS)})
-            return described
-        assert time.monotonic() < deadline, f"tasks not split over two instances: {described}"
-        time.sleep(0.5)
-
-
-def _wait_for_single_owner(bootstrap: str, group: str, before: dict[str, Any]) -> None:
-    deadline = time.monotonic() + 90
-    while True:
-        described = describe(bootstrap, group)
-        members = described["members"]
-        if described["group_state"] == "Stable" and len({m["process_id"] for m in members}) == 1:
-            every = sorted(t for m in members for t in tasks(m["assignment"]["active_tasks"]))
-            if every == sorted({(s, p) for s in ("0", "1") for p in range(PARTITIONS)}):
-                assert described["group_epoch"] > before["group_epoch"]
-                return
-        assert time.monotonic() < deadline, f"tasks not moved to the remaining instance: {described}"
-        time.sleep(0.5)
 
 
 def test_a_task_moves_only_after_its_owner_revoked_it(bootstrap: str, make_topic, group: str) -> None:
