@@ -14,7 +14,7 @@ import logging
 from typing import Any
 
 from pybroker.apis import RequestContext, auth, handles
-from pybroker.apis.groups import _client_host, _client_id, _coordinator, _coordinator_error
+from pybroker.apis.groups import _after, _client_host, _client_id, _coordinator, _coordinator_error
 from pybroker.coordinator.streams.manager import described_error, error_response
 from pybroker.coordinator.streams.topology import MISSING_INTERNAL_TOPICS, InternalTopic
 from pybroker.protocol.errors import ErrorCode, KafkaError
@@ -30,7 +30,7 @@ _creating: set[str] = set()
 
 
 @handles(STREAMS_GROUP_HEARTBEAT, 0, 0)
-def handle_streams_group_heartbeat(ctx: RequestContext, request: dict) -> dict[str, Any]:
+def handle_streams_group_heartbeat(ctx: RequestContext, request: dict):  # noqa: ANN201
     group_id = request["group_id"]
     if not auth.authorize(ctx, auth.READ, auth.GROUP, group_id):
         return error_response(ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
@@ -46,10 +46,11 @@ def handle_streams_group_heartbeat(ctx: RequestContext, request: dict) -> dict[s
     coordinator = _coordinator(ctx, group_id)
     if coordinator is None:
         return error_response(_coordinator_error(ctx, group_id), None)
-    response, to_create = coordinator.streams.heartbeat(request, _client_id(ctx), _client_host(ctx))
+    response, to_create, wait = coordinator.streams.heartbeat(request, _client_id(ctx), _client_host(ctx))
     if to_create:
         _create_internal_topics(ctx, response, to_create)
-    return response
+    # Answered once the records the heartbeat wrote are durable in __consumer_offsets.
+    return response if wait is None else _after(wait, response)
 
 
 def _create_internal_topics(

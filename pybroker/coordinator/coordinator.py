@@ -36,6 +36,7 @@ from pybroker.coordinator.group import (
     Member,
     OffsetAndMetadata,
 )
+from pybroker.coordinator.streams import records as streams_records
 from pybroker.coordinator.streams.manager import StreamsGroupConfig, StreamsGroupManager
 from pybroker.coordinator.streams.streams_group import StreamsGroup
 from pybroker.coordinator.txn_offsets import TransactionalOffsets
@@ -302,9 +303,16 @@ class GroupCoordinator:
         offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
         metadata: dict[str, dict[str, Any] | None] = {}
         consumer_entries: list[tuple[consumer_records.ConsumerRecordKey, bytes | None]] = []
+        streams_entries: list[tuple[streams_records.StreamsRecordKey, bytes | None]] = []
         for key_bytes, value in entries:
             key = records.decode_key(key_bytes)
             if key is None:
+                streams_key = streams_records.decode_key(key_bytes)
+                if streams_key is not None:
+                    streams_entries.append((streams_key, value))
+                    if streams_key.record_type == streams_records.METADATA and value is not None:
+                        metadata.pop(streams_key.group_id, None)  # a classic group became a streams group
+                    continue
                 consumer_key = consumer_records.decode_key(key_bytes)
                 if consumer_key is not None:
                     consumer_entries.append((consumer_key, value))
@@ -327,6 +335,7 @@ class GroupCoordinator:
             elif isinstance(key, records.GroupKey):
                 metadata[key.group] = None if value is None else records.decode_group_value(value)
         consumer_groups = self.consumer.load(consumer_entries, offsets)
+        consumer_groups |= self.streams.load(streams_entries, offsets)
         now = self.clock.now_ms()
         for group_id in set(offsets) | set(metadata):
             if group_id in consumer_groups:
@@ -519,6 +528,7 @@ class GroupCoordinator:
 
     # -- timers ---------------------------------------------------------------------------------------
     def _classic_from_empty_streams_group(self, sgroup: StreamsGroup) -> ClassicGroup:
+        self.store.append(sgroup.group_id, self.streams.tombstones(sgroup))
         self.streams.drop(sgroup)
         group = ClassicGroup(sgroup.group_id, state_timestamp_ms=self.clock.now_ms())
         group.offsets = sgroup.offsets
@@ -1307,10 +1317,11 @@ class GroupCoordinator:
 
     def _remove_streams_group(self, sgroup: StreamsGroup) -> Awaitable[None] | None:
         tombstones = offsets_tombstones(sgroup.group_id, sgroup.offsets)
+        tombstones += self.streams.tombstones(sgroup)
         self.streams.drop(sgroup)
         sgroup.offsets = {}
         log.info("streams group %s deleted", sgroup.group_id)
-        return self.store.append(sgroup.group_id, tombstones) if tombstones else None
+        return self.store.append(sgroup.group_id, tombstones)
 
     def epoch_group(self, group_id: str) -> tuple[Any, Any]:
         """The (manager, group) of a KIP-848 consumer group or a KIP-1071 streams group, whose offset

@@ -12,17 +12,19 @@ most once per ``group.streams.assignment.interval.ms``), move the member one rec
 endpoint-to-partitions map for interactive queries.  Session timeouts evict silent members; a member
 that does not revoke within its rebalance timeout is fenced.
 
-The group lives in memory: unlike Kafka, pybroker does not (yet) write the streams group records to
-``__consumer_offsets``; committed offsets are written as for any group.
+Every change is written to ``__consumer_offsets`` as Kafka's streams-group records (records.py)
+before the answer is sent, and a restarted coordinator rebuilds its streams groups from them.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from pybroker.coordinator.group import OffsetAndMetadata
+from pybroker.coordinator.streams import records as sr
 from pybroker.coordinator.streams.assignor import AssignorMember, assign
 from pybroker.coordinator.streams.streams_group import (
     EMPTY_TASKS,
@@ -35,6 +37,7 @@ from pybroker.coordinator.streams.streams_group import (
     Task,
     TasksTuple,
     next_assignment,
+    task_ids,
 )
 from pybroker.coordinator.streams.topology import (
     ASSIGNMENT_DELAYED,
@@ -57,6 +60,7 @@ INITIAL_DELAY_DETAIL = "Assignment delayed due to the configured initial rebalan
 ASSIGNMENT_INTERVAL_DETAIL = "Assignment delayed due to the configured assignment interval."
 
 PartitionCheck = Callable[[str, int], ErrorCode]
+Entries = list[tuple[bytes, bytes | None]]
 
 
 class StreamsGroupError(Exception):
@@ -159,6 +163,8 @@ class StreamsGroupManager:
         self.config = config
         self.topics = topics  # TopicView (consumer_coordinator.TopicView)
         self.groups: dict[str, StreamsGroup] = {}
+        # The records of the operation under way (every operation runs to its end on the event loop).
+        self._pending: Entries = []
 
     @property
     def clock(self):  # noqa: ANN201 - the coordinator's Clock
@@ -168,18 +174,108 @@ class StreamsGroupManager:
         meta = self.topics.topic(topic)
         return None if meta is None else meta.partitions
 
+    # -- records -------------------------------------------------------------------------------------
+    def _flush(self, group_id: str) -> Awaitable[None] | None:
+        entries, self._pending = self._pending, []
+        return self.coordinator.store.append(group_id, entries) if entries else None
+
+    def _record(
+        self,
+        record_type: int,
+        group: StreamsGroup,
+        value: dict[str, Any] | None,
+        member_id: str | None = None,
+    ) -> None:
+        key = sr.encode_key(record_type, group.group_id, member_id)
+        self._pending.append((key, None if value is None else sr.encode_value(record_type, value)))
+
+    def _write_metadata(self, group: StreamsGroup) -> None:
+        validated = group.configured.epoch if group.configured is not None and group.configured.ready else -1
+        configs = [{"key": "num.standby.replicas", "value": str(self.config.num_standby_replicas)}]
+        value = {"epoch": group.group_epoch, "metadata_hash": 0, "validated_topology_epoch": validated,
+                 "last_assignment_configs": configs}  # fmt: skip
+        self._record(sr.METADATA, group, value)
+
+    def _write_member_metadata(self, group: StreamsGroup, m: StreamsGroupMember) -> None:
+        endpoint = (
+            None if m.user_endpoint is None else {"host": m.user_endpoint[0], "port": m.user_endpoint[1]}
+        )
+        value = {
+            "instance_id": m.instance_id,
+            "rack_id": m.rack_id,
+            "client_id": m.client_id,
+            "client_host": m.client_host,
+            "rebalance_timeout_ms": m.rebalance_timeout_ms,
+            "topology_epoch": m.topology_epoch,
+            "process_id": m.process_id,
+            "user_endpoint": endpoint,
+            "client_tags": [{"key": k, "value": v} for k, v in sorted(m.client_tags.items())],
+        }
+        self._record(sr.MEMBER_METADATA, group, value, m.member_id)
+
+    def _write_current_assignment(self, group: StreamsGroup, m: StreamsGroupMember) -> None:
+        def with_epochs(active: Iterable[Task]) -> list[dict[str, Any]]:
+            out = task_ids(active)
+            for t in out:
+                sub = t["subtopology_id"]
+                t["assignment_epochs"] = [
+                    m.active_epochs.get((sub, p), m.member_epoch) for p in t["partitions"]
+                ]
+            return out
+
+        def plain(tasks: Iterable[Task]) -> list[dict[str, Any]]:
+            return [dict(t, assignment_epochs=[]) for t in task_ids(tasks)]
+
+        value = {
+            "member_epoch": m.member_epoch,
+            "previous_member_epoch": m.previous_member_epoch,
+            "state": int(m.state),
+            "active_tasks": with_epochs(m.assigned.active),
+            "standby_tasks": plain(m.assigned.standby),
+            "warmup_tasks": plain(m.assigned.warmup),
+            "active_tasks_pending_revocation": with_epochs(m.pending_revocation.active),
+            "standby_tasks_pending_revocation": plain(m.pending_revocation.standby),
+            "warmup_tasks_pending_revocation": plain(m.pending_revocation.warmup),
+        }
+        self._record(sr.CURRENT_MEMBER_ASSIGNMENT, group, value, m.member_id)
+
+    def _write_target_member(self, group: StreamsGroup, member_id: str, target: TasksTuple) -> None:
+        self._record(sr.TARGET_ASSIGNMENT_MEMBER, group, target.to_wire(), member_id)
+
+    def _write_member_tombstones(self, group: StreamsGroup, member_id: str) -> None:
+        for record_type in (sr.CURRENT_MEMBER_ASSIGNMENT, sr.TARGET_ASSIGNMENT_MEMBER, sr.MEMBER_METADATA):
+            self._record(record_type, group, None, member_id)
+
+    def tombstones(self, group: StreamsGroup) -> Entries:
+        """Every record of the group, tombstoned in Kafka's order (createGroupTombstoneRecords)."""
+        gid = group.group_id
+        members = sorted(set(group.members) | set(group.target))
+        out: Entries = [(sr.encode_key(sr.CURRENT_MEMBER_ASSIGNMENT, gid, m), None) for m in members]
+        out += [(sr.encode_key(sr.TARGET_ASSIGNMENT_MEMBER, gid, m), None) for m in members]
+        out.append((sr.encode_key(sr.TARGET_ASSIGNMENT_METADATA, gid), None))
+        out += [(sr.encode_key(sr.MEMBER_METADATA, gid, m), None) for m in members]
+        out.append((sr.encode_key(sr.METADATA, gid), None))
+        out.append((sr.encode_key(sr.TOPOLOGY, gid), None))
+        return out
+
     # -- StreamsGroupHeartbeat ---------------------------------------------------------------------
     def heartbeat(
         self, req: dict[str, Any], client_id: str, client_host: str
-    ) -> tuple[dict[str, Any], list[InternalTopic]]:
-        """The answer, and the internal topics the broker must create for the group."""
+    ) -> tuple[dict[str, Any], list[InternalTopic], Awaitable[None] | None]:
+        """The answer, the internal topics the broker must create for the group, and the append of the
+        records the heartbeat wrote (to await before answering)."""
+        self._pending = []
+        to_create: list[InternalTopic] = []
         try:
             validate_request(req)
             if req["member_epoch"] in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-                return self._leave(req), []
-            return self._join_or_heartbeat(req, client_id, client_host)
+                response = self._leave(req)
+            else:
+                response, to_create = self._join_or_heartbeat(req, client_id, client_host)
         except StreamsGroupError as exc:
-            return error_response(exc.code, exc.message), []
+            self._pending = []
+            return error_response(exc.code, exc.message), [], None
+        return response, to_create, self._flush(req["group_id"])
 
     def _group(self, group_id: str, create: bool) -> StreamsGroup:
         group = self.groups.get(group_id)
@@ -238,8 +334,11 @@ class StreamsGroupManager:
         self._update_member(member, req, client_id, client_host)
         if group.topology is None and requested is not None:
             group.topology = requested
+            self._record(sr.TOPOLOGY, group, requested.to_record())
         dirty = is_new or member.metadata() != old_metadata
         group.put_member(member)
+        if dirty:
+            self._write_member_metadata(group, member)
         if is_new:
             log.info(
                 "streams group %s: member %s joins (process %s)", group.group_id, member_id, member.process_id
@@ -253,6 +352,7 @@ class StreamsGroupManager:
         group.configured = configured if configured is not None else self._configure(group)
         if dirty:
             group.group_epoch += 1
+            self._write_metadata(group)
             log.info("streams group %s: group epoch %d", group.group_id, group.group_epoch)
         if was_empty and is_new:
             self._schedule_initial_delay(group)
@@ -304,6 +404,7 @@ class StreamsGroupManager:
         self._cancel_timers(previous)
         target = group.target.get(previous.member_id)
         group.remove_member(previous.member_id)
+        self._write_member_tombstones(group, previous.member_id)
         member = replace(
             previous,
             member_id=member_id,
@@ -315,6 +416,9 @@ class StreamsGroupManager:
         group.put_member(member)
         if target is not None:
             group.target[member_id] = target
+            self._write_target_member(group, member_id, target)
+        self._write_member_metadata(group, member)
+        self._write_current_assignment(group, member)
         return member
 
     @staticmethod
@@ -425,7 +529,9 @@ class StreamsGroupManager:
             if self.groups.get(group.group_id) is not group or not group.members:
                 return
             if group.configured is not None and group.assignment_epoch < group.group_epoch:
+                self._pending = []
                 self._compute_target(group)
+                self._flush(group.group_id)
 
         group.initial_delay_timer = self.clock.call_later(delay, fire)
 
@@ -444,6 +550,7 @@ class StreamsGroupManager:
 
     def _compute_target(self, group: StreamsGroup) -> None:
         configured = group.configured
+        before = group.target
         if configured is None or not configured.ready:
             group.target = {}  # members advance their epoch with no tasks
         else:
@@ -462,6 +569,14 @@ class StreamsGroupManager:
             }
         group.assignment_epoch = group.group_epoch
         group.assignment_timestamp_ms = self.clock.now_ms()
+        for member_id in sorted(set(before) | set(group.target)):
+            if before.get(member_id) != group.target.get(member_id):
+                self._write_target_member(group, member_id, group.target.get(member_id, EMPTY_TASKS))
+        value = {
+            "assignment_epoch": group.assignment_epoch,
+            "assignment_timestamp": group.assignment_timestamp_ms,
+        }
+        self._record(sr.TARGET_ASSIGNMENT_METADATA, group, value)
         log.info("streams group %s: target assignment for epoch %d", group.group_id, group.assignment_epoch)
 
     def _reconcile(
@@ -472,6 +587,7 @@ class StreamsGroupManager:
         if after is before:
             return
         group.members[member_id] = after
+        self._write_current_assignment(group, after)
         if after.state is not before.state or after.member_epoch != before.member_epoch:
             log.info(
                 "streams group %s: member %s is %s at epoch %d",
@@ -608,6 +724,7 @@ class StreamsGroupManager:
                 member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
                 pending_revocation=EMPTY_TASKS,
             )
+            self._write_current_assignment(group, group.members[member_id])
             log.info("streams group %s: static member %s leaves temporarily", group_id, member_id)
         else:
             log.info("streams group %s: member %s leaves", group_id, member_id)
@@ -626,6 +743,8 @@ class StreamsGroupManager:
         self._cancel_timers(member)
         group.remove_member(member_id)
         group.group_epoch += 1
+        self._write_member_tombstones(group, member_id)
+        self._write_metadata(group)
 
     @staticmethod
     def _cancel_timers(member: StreamsGroupMember) -> None:
@@ -643,7 +762,9 @@ class StreamsGroupManager:
         def expired() -> None:
             current = group.members.get(member_id)
             if current is not None and current.session_timer is timer:
+                self._pending = []
                 self.fence(group, member_id, f"no heartbeat within the session timeout of {timeout} ms")
+                self._flush(group.group_id)
 
         timer = self.clock.call_later(timeout, expired)
         member.session_timer = timer
@@ -663,9 +784,11 @@ class StreamsGroupManager:
                 return
             current.rebalance_timer = None
             if current.state is MemberState.UNREVOKED_TASKS and current.member_epoch == epoch:
+                self._pending = []
                 self.fence(
                     group, member_id, f"tasks not revoked within the rebalance timeout of {timeout} ms"
                 )
+                self._flush(group.group_id)
 
         timer = self.clock.call_later(timeout, expired)
         member.rebalance_timer = timer
@@ -679,6 +802,58 @@ class StreamsGroupManager:
             group.initial_delay_timer = None
         group.dead = True
         self.groups.pop(group.group_id, None)
+
+    # -- replay ---------------------------------------------------------------------------------------
+    def load(
+        self,
+        entries: Iterable[tuple[sr.StreamsRecordKey, bytes | None]],
+        offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]],
+    ) -> set[str]:
+        """Rebuild streams groups from their records (log order); the ids of the groups built."""
+        docs: dict[str, dict[str | int, Any]] = {}
+        for key, value in entries:
+            doc = docs.setdefault(key.group_id, {"members": {}, "targets": {}, "current": {}})
+            decoded = None if value is None else sr.decode_value(key.record_type, value)
+            table = {sr.MEMBER_METADATA: "members", sr.TARGET_ASSIGNMENT_MEMBER: "targets",
+                     sr.CURRENT_MEMBER_ASSIGNMENT: "current"}.get(key.record_type)  # fmt: skip
+            if table is None:
+                doc[key.record_type] = decoded
+            elif decoded is None:
+                doc[table].pop(key.member_id, None)
+            else:
+                doc[table][key.member_id] = decoded
+        built: set[str] = set()
+        for group_id, doc in docs.items():
+            metadata = doc.get(sr.METADATA)
+            if metadata is None:
+                continue  # deleted (tombstoned metadata)
+            group = StreamsGroup(group_id)
+            group.group_epoch = metadata["epoch"]
+            group.offsets = offsets.get(group_id, {})
+            topology = doc.get(sr.TOPOLOGY)
+            if topology is not None:
+                group.topology = StreamsTopology.from_wire(topology)
+            target_metadata = doc.get(sr.TARGET_ASSIGNMENT_METADATA)
+            if target_metadata is not None:
+                group.assignment_epoch = target_metadata["assignment_epoch"]
+                group.assignment_timestamp_ms = target_metadata["assignment_timestamp"]
+            for member_id, v in doc["targets"].items():
+                group.target[member_id] = TasksTuple.from_wire(
+                    v["active_tasks"], v["standby_tasks"], v["warmup_tasks"]
+                )
+            for member_id, meta in doc["members"].items():
+                member = _member_from_records(member_id, meta, doc["current"].get(member_id))
+                group.put_member(member)
+                self._schedule_session_timeout(group, member_id)
+                if member.state is MemberState.UNREVOKED_TASKS:
+                    self._schedule_rebalance_timeout(group, member_id)
+            # The topology is configured again against the topics as they are now (Kafka keeps a hash
+            # of their metadata; a change there bumps the epoch on the next heartbeat either way).
+            group.metadata_signature = self._signature(group)
+            group.configured = self._configure(group)
+            self.groups[group_id] = group
+            built.add(group_id)
+        return built
 
     # -- StreamsGroupDescribe --------------------------------------------------------------------------
     def describe(self, group_id: str, include_ops: bool, ops: int) -> dict[str, Any]:
@@ -796,3 +971,41 @@ def described_error(group_id: str, code: ErrorCode, message: str | None) -> dict
         "members": [],
         "authorized_operations": -(2**31),
     }
+
+
+def _member_from_records(
+    member_id: str, meta: dict[str, Any], current: dict[str, Any] | None
+) -> StreamsGroupMember:
+    endpoint = meta.get("user_endpoint")
+    member = StreamsGroupMember(
+        member_id,
+        instance_id=meta.get("instance_id"),
+        rack_id=meta.get("rack_id"),
+        client_id=meta["client_id"],
+        client_host=meta["client_host"],
+        rebalance_timeout_ms=meta["rebalance_timeout_ms"],
+        topology_epoch=meta["topology_epoch"],
+        process_id=meta["process_id"],
+        user_endpoint=None if endpoint is None else (endpoint["host"], endpoint["port"]),
+        client_tags={kv["key"]: kv["value"] for kv in meta["client_tags"]},
+    )
+    if current is None:
+        return member
+    member.member_epoch = current["member_epoch"]
+    member.previous_member_epoch = current["previous_member_epoch"]
+    member.state = MemberState(current["state"]) if current["state"] in (0, 1, 2) else MemberState.UNKNOWN
+    member.assigned = TasksTuple.from_wire(
+        current["active_tasks"], current["standby_tasks"], current["warmup_tasks"]
+    )
+    member.pending_revocation = TasksTuple.from_wire(
+        current["active_tasks_pending_revocation"],
+        current["standby_tasks_pending_revocation"],
+        current["warmup_tasks_pending_revocation"],
+    )
+    for t in [*current["active_tasks"], *current["active_tasks_pending_revocation"]]:
+        epochs = t.get("assignment_epochs") or []
+        for i, p in enumerate(t["partitions"]):
+            member.active_epochs[(t["subtopology_id"], p)] = (
+                epochs[i] if i < len(epochs) else member.member_epoch
+            )
+    return member

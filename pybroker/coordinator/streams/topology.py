@@ -100,6 +100,31 @@ class StreamsTopology:
         subs = (Subtopology.from_wire(s) for s in topology["subtopologies"])
         return cls(topology["epoch"], {s.subtopology_id: s for s in subs})
 
+    def to_record(self) -> dict[str, Any]:
+        """The StreamsGroupTopologyValue record (the topology as sent, in the subtopologies' order)."""
+        return {
+            "epoch": self.epoch,
+            "subtopologies": [
+                {
+                    "subtopology_id": s.subtopology_id,
+                    "source_topics": list(s.source_topics),
+                    "source_topic_regex": [],
+                    "state_changelog_topics": [t.to_wire() for t in s.state_changelog_topics],
+                    "repartition_sink_topics": list(s.repartition_sink_topics),
+                    "repartition_source_topics": [t.to_wire() for t in s.repartition_source_topics],
+                    "copartition_groups": [
+                        {
+                            "source_topics": list(src),
+                            "source_topic_regex": [],
+                            "repartition_source_topics": list(rep),
+                        }
+                        for src, rep in s.copartition_groups
+                    ],
+                }
+                for s in self.subtopologies.values()
+            ],
+        }
+
     def required_topics(self) -> set[str]:
         """Every topic the topology reads or writes by name (a change in one re-configures it)."""
         out: set[str] = set()
