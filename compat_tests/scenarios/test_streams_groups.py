@@ -14,10 +14,14 @@ from typing import Any
 import pytest
 
 from compat_tests.scenarios.test_newest_versions import call, coordinator_ready
+from compat_tests.streams.wordcount import read_topic
+from pybroker.coordinator.streams import records as sr
 
 LEDGER_COLUMN = "raw-socket"
 
-STREAMS_GROUP_HEARTBEAT, STREAMS_GROUP_DESCRIBE, LIST_GROUPS, DESCRIBE_CONFIGS = 88, 89, 16, 32
+STREAMS_GROUP_HEARTBEAT, STREAMS_GROUP_DESCRIBE = 88, 89
+LIST_GROUPS, DESCRIBE_CONFIGS, DELETE_GROUPS = 16, 32, 42
+NON_EMPTY_GROUP = 68
 NONE, INVALID_REQUEST, UNKNOWN_MEMBER_ID, GROUP_ID_NOT_FOUND = 0, 42, 25, 69
 FENCED_MEMBER_EPOCH, STREAMS_INVALID_TOPOLOGY = 110, 130
 MISSING_SOURCE_TOPICS, MISSING_INTERNAL_TOPICS, ASSIGNMENT_DELAYED = 1, 3, 5
@@ -240,11 +244,58 @@ def test_join_creates_internal_topics_and_assigns_every_task(bootstrap: str, mak
     classic_only = call(bootstrap, LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["classic"]})
     assert group not in {g["group_id"] for g in classic_only["groups"]}
 
+    # The group's records in __consumer_offsets, in Kafka's layout (decoded by pybroker's schemas).
+    records = group_records(bootstrap, group)
+    assert records[(sr.TOPOLOGY, None)]["epoch"] == 0
+    stored = records[(sr.TOPOLOGY, None)]["subtopologies"]
+    assert [(s["subtopology_id"], s["source_topics"]) for s in stored] == [("0", [source]), ("1", [])]
+    assert records[(sr.METADATA, None)]["epoch"] == epoch
+    meta = records[(sr.MEMBER_METADATA, member)]
+    assert (meta["client_id"], meta["client_host"]) == ("compat", "/127.0.0.1")
+    assert meta["rebalance_timeout_ms"] == 30000
+    current = records[(sr.CURRENT_MEMBER_ASSIGNMENT, member)]
+    assert (current["member_epoch"], current["state"]) == (epoch, 1)  # MemberState.STABLE
+    assert tasks(current["active_tasks"]) == owned
+    assert tasks(records[(sr.TARGET_ASSIGNMENT_MEMBER, member)]["active_tasks"]) == owned
+    assert records[(sr.TARGET_ASSIGNMENT_METADATA, None)]["assignment_epoch"] == epoch
+
+    # A group with a member cannot be deleted.
+    (refused,) = call(bootstrap, DELETE_GROUPS, 2, {"groups_names": [group]})["results"]
+    assert refused["error_code"] == NON_EMPTY_GROUP
+
     # Leaving (-1) removes the member; the group stays, empty.
     left = heartbeat(bootstrap, group, member, -1)
     assert (left["error_code"], left["member_id"], left["member_epoch"]) == (NONE, member, -1)
     described = describe(bootstrap, group)
     assert (described["group_state"], described["members"]) == ("Empty", [])
+    assert (sr.CURRENT_MEMBER_ASSIGNMENT, member) not in group_records(bootstrap, group)
+
+    # An empty streams group is deleted, its records tombstoned.
+    (deleted,) = call(bootstrap, DELETE_GROUPS, 2, {"groups_names": [group]})["results"]
+    assert deleted["error_code"] == NONE
+    described = describe(bootstrap, group)
+    assert described["error_code"] == GROUP_ID_NOT_FOUND
+    assert group_records(bootstrap, group) == {}
+
+
+def group_records(bootstrap: str, group: str) -> dict[tuple[int, str | None], dict[str, Any]]:
+    """The group's live streams-group records in __consumer_offsets (a tombstone removes its key)."""
+    partitions = partitions_of(bootstrap, "__consumer_offsets")
+    assert partitions is not None
+    out: dict[tuple[int, str | None], dict[str, Any]] = {}
+    for key, value in read_topic(bootstrap, "__consumer_offsets", partitions, settle_s=0.3):
+        decoded = sr.decode_key(key)
+        if decoded is None or decoded.group_id != group:
+            continue
+        if value is None:
+            out.pop((decoded.record_type, decoded.member_id), None)
+        else:
+            fields = sr.decode_value(decoded.record_type, value)
+            # pybroker's schema writes exactly the bytes the broker wrote.
+            assert sr.encode_value(decoded.record_type, fields) == value, (decoded, fields)
+            assert sr.encode_key(decoded.record_type, decoded.group_id, decoded.member_id) == key
+            out[(decoded.record_type, decoded.member_id)] = fields
+    return out
 
 
 def _wire(owned: set[tuple[str, int]]) -> list[dict[str, Any]]:

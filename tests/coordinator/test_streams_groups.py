@@ -206,7 +206,8 @@ def test_member_record_layout_is_kafkas() -> None:
     # StreamsGroupMemberMetadataKey: record type 19, then group id and member id as int16-prefixed strings.
     assert sr.encode_key(sr.MEMBER_METADATA, "g", "m") == bytes.fromhex("001300016700016d")
     value = sr.encode_value(sr.TARGET_ASSIGNMENT_METADATA, {"assignment_epoch": 3, "assignment_timestamp": 7})
-    assert value == bytes.fromhex("000000000003000000000000000700")
+    # The timestamp is tagged field 0 (as Kafka 4.3.1 writes it: one tagged field, tag 0, 8 bytes).
+    assert value == bytes.fromhex("0000000000030100080000000000000007")
 
 
 def test_java_hash_map_order() -> None:

@@ -993,7 +993,7 @@ def _member_from_records(
         return member
     member.member_epoch = current["member_epoch"]
     member.previous_member_epoch = current["previous_member_epoch"]
-    member.state = MemberState(current["state"]) if current["state"] in (0, 1, 2) else MemberState.UNKNOWN
+    member.state = MemberState(current["state"]) if current["state"] in (1, 2, 3) else MemberState.UNKNOWN
     member.assigned = TasksTuple.from_wire(
         current["active_tasks"], current["standby_tasks"], current["warmup_tasks"]
     )

@@ -168,7 +168,15 @@ VALUE_SPECS: dict[int, MessageSpec] = {
         "StreamsGroupTargetAssignmentMetadataValue",
         (
             F("assignment_epoch", "assignmentEpoch", "int32", _ALL),
-            F("assignment_timestamp", "assignmentTimestamp", "int64", _ALL),
+            F(
+                "assignment_timestamp",
+                "assignmentTimestamp",
+                "int64",
+                _ALL,
+                tagged_versions=_ALL,
+                tag=0,
+                default="0",
+            ),
         ),
     ),
     TARGET_ASSIGNMENT_MEMBER: _value_spec(

@@ -28,11 +28,12 @@ Task = tuple[str, int]
 
 
 class MemberState(IntEnum):
-    """Kafka's streams MemberState."""
+    """Kafka's streams MemberState, with the byte values its records carry (unlike the consumer group's,
+    they start at 1)."""
 
-    STABLE = 0
-    UNREVOKED_TASKS = 1
-    UNRELEASED_TASKS = 2
+    STABLE = 1
+    UNREVOKED_TASKS = 2
+    UNRELEASED_TASKS = 3
     UNKNOWN = 127
 
 
