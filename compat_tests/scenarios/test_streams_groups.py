@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from compat_tests.brokers import PyBroker
 from compat_tests.scenarios.test_newest_versions import call, coordinator_ready
 from compat_tests.streams.wordcount import read_topic
 from pybroker.coordinator.streams import records as sr
@@ -521,3 +523,61 @@ def _heartbeat_until(
             return epoch, owned
         assert time.monotonic() < deadline, f"not there: {answer}"
         time.sleep(0.3)
+
+
+def _launcher(kind: str, workdir: Path) -> Any:
+    settings = {"offsets.topic.num.partitions": "1"}
+    if kind == "kafka":
+        from compat_tests.reference.apache_kafka import ApacheKafka
+
+        return ApacheKafka(workdir, overrides=settings)
+    return PyBroker(workdir, overrides=settings)
+
+
+def test_a_streams_group_survives_a_broker_restart(
+    request: pytest.FixtureRequest, admin: Any, tmp_path: Path
+) -> None:
+    """The group, its topology, its members with their epochs and tasks come back from
+    __consumer_offsets: after a restart the member carries on at its epoch with its tasks."""
+    if request.config.getoption("--bootstrap"):
+        pytest.skip("restarts a broker of its own; an external --bootstrap cannot be restarted")
+    launcher = _launcher(request.config.getoption("--broker"), tmp_path)
+    launcher.start()
+    try:
+        bootstrap = launcher.bootstrap
+        group, source = f"streams-{uuid.uuid4().hex[:8]}", f"in-{uuid.uuid4().hex[:8]}"
+        admin.create_topic(bootstrap, source, partitions=2, replication_factor=1)
+        coordinator_ready(bootstrap, group)
+        member = str(uuid.uuid4())
+        joined = join_once_source_is_seen(bootstrap, group, member, word_count_topology(group, source))
+        assert joined["error_code"] == NONE, joined
+        every = {(s, p) for s in ("0", "1") for p in range(2)}
+        epoch, owned = _heartbeat_until(
+            bootstrap, group, member, joined["member_epoch"], set(), lambda o: o == every
+        )
+        before = describe(bootstrap, group)
+        assert before["group_state"] == "Stable"
+
+        launcher.stop()
+        launcher.start()
+        bootstrap = launcher.bootstrap
+        coordinator_ready(bootstrap, group)
+        after = describe(bootstrap, group)
+        # Until a heartbeat configures it again, the topology is described as the member sent it.
+        changelogs = [
+            t["partitions"] for s in after["topology"]["subtopologies"] for t in s["state_changelog_topics"]
+        ]
+        assert changelogs == [0]
+        assert {**after, "topology": None} == {**before, "topology": None}
+        answer = heartbeat(
+            bootstrap, group, member, epoch, active_tasks=_wire(owned), standby_tasks=[], warmup_tasks=[]
+        )
+        assert (answer["error_code"], answer["member_epoch"], answer["active_tasks"]) == (
+            NONE,
+            epoch,
+            None,
+        ), answer
+        # Kafka configures the topology again only when its topics change.
+        assert describe(bootstrap, group) == after
+    finally:
+        launcher.stop()

@@ -190,7 +190,7 @@ class StreamsGroupManager:
         self._pending.append((key, None if value is None else sr.encode_value(record_type, value)))
 
     def _write_metadata(self, group: StreamsGroup) -> None:
-        validated = group.configured.epoch if group.configured is not None and group.configured.ready else -1
+        validated = group.validated_topology_epoch
         configs = [{"key": "num.standby.replicas", "value": str(self.config.num_standby_replicas)}]
         value = {"epoch": group.group_epoch, "metadata_hash": 0, "validated_topology_epoch": validated,
                  "last_assignment_configs": configs}  # fmt: skip
@@ -346,14 +346,26 @@ class StreamsGroupManager:
         # A change in the partition counts of the topology's topics (an internal topic created, a
         # source topic grown) re-configures the topology and bumps the group epoch.
         signature = self._signature(group)
-        if signature != group.metadata_signature:
+        changed_topics = signature != group.metadata_signature
+        if changed_topics:
             dirty = True
             group.metadata_signature = signature
-        group.configured = configured if configured is not None else self._configure(group)
+        fresh = configured if configured is not None else self._configure(group)
+        if changed_topics or not group.loaded:
+            # Kafka configures the topology when its topics change: a group reloaded from its records
+            # describes the topology as sent until then.
+            group.configured = fresh
+        validated = fresh.epoch if fresh is not None and fresh.ready else -1
+        if validated != group.validated_topology_epoch:
+            group.validated_topology_epoch = validated
+            dirty_metadata = True
+        else:
+            dirty_metadata = False
         if dirty:
             group.group_epoch += 1
-            self._write_metadata(group)
             log.info("streams group %s: group epoch %d", group.group_id, group.group_epoch)
+        if dirty or dirty_metadata:
+            self._write_metadata(group)
         if was_empty and is_new:
             self._schedule_initial_delay(group)
         delayed = self._maybe_update_target(group)
@@ -368,9 +380,7 @@ class StreamsGroupManager:
         member = group.members[member_id]
         self._schedule_session_timeout(group, member_id)
         response = self._response(group, member, req, before_tasks, existed, delayed)
-        to_create = (
-            [] if group.configured is None else list(group.configured.internal_topics_to_create.values())
-        )
+        to_create = [] if fresh is None else list(fresh.internal_topics_to_create.values())
         return response, to_create
 
     def _check_static_member(self, group: StreamsGroup, req: dict[str, Any], instance_id: str) -> None:
@@ -528,7 +538,7 @@ class StreamsGroupManager:
             group.initial_delay_timer = None
             if self.groups.get(group.group_id) is not group or not group.members:
                 return
-            if group.configured is not None and group.assignment_epoch < group.group_epoch:
+            if group.topology is not None and group.assignment_epoch < group.group_epoch:
                 self._pending = []
                 self._compute_target(group)
                 self._flush(group.group_id)
@@ -549,7 +559,7 @@ class StreamsGroupManager:
         return None
 
     def _compute_target(self, group: StreamsGroup) -> None:
-        configured = group.configured
+        configured = group.configured or self._configure(group)
         before = group.target
         if configured is None or not configured.ready:
             group.target = {}  # members advance their epoch with no tasks
@@ -684,7 +694,7 @@ class StreamsGroupManager:
         return out
 
     def _topic_partitions(self, group: StreamsGroup, tasks: Iterable[Task]) -> list[dict[str, Any]]:
-        configured = group.configured
+        configured = group.configured or self._configure(group)
         if configured is None:
             return []
         by_topic: dict[str, set[int]] = {}
@@ -849,8 +859,10 @@ class StreamsGroupManager:
                     self._schedule_rebalance_timeout(group, member_id)
             # The topology is configured again against the topics as they are now (Kafka keeps a hash
             # of their metadata; a change there bumps the epoch on the next heartbeat either way).
+            group.validated_topology_epoch = metadata.get("validated_topology_epoch", -1)
             group.metadata_signature = self._signature(group)
-            group.configured = self._configure(group)
+            group.configured = None  # configured again when its topics change, as Kafka does
+            group.loaded = True
             self.groups[group_id] = group
             built.add(group_id)
         return built
@@ -925,7 +937,7 @@ class StreamsGroupManager:
             return ErrorCode.NONE, None
         if member_epoch > member.member_epoch:
             return ErrorCode.STALE_MEMBER_EPOCH, None
-        configured = group.configured
+        configured = group.configured or self._configure(group)
         readers = {} if configured is None else configured.subtopologies
 
         def check(topic: str, partition: int) -> ErrorCode:

@@ -146,6 +146,10 @@ class StreamsGroup:
         self.target: dict[str, TasksTuple] = {}
         self.topology: StreamsTopology | None = None
         self.configured: ConfiguredTopology | None = None
+        # The topology epoch last found ready (every topic there, as configured): Kafka keeps it in the
+        # group's metadata record, so a reloaded group has its state before it is configured again.
+        self.validated_topology_epoch = -1
+        self.loaded = False  # rebuilt from __consumer_offsets (not configured since)
         # The partition counts of the topology's topics the group epoch was computed with (Kafka keeps
         # a hash of them): a change re-configures the topology and bumps the group epoch.
         self.metadata_signature: dict[str, int | None] = {}
@@ -161,7 +165,7 @@ class StreamsGroup:
             return StreamsGroupState.DEAD
         if not self.members:
             return StreamsGroupState.EMPTY
-        if self.configured is None or not self.configured.ready:
+        if self.topology is None or self.validated_topology_epoch != self.topology.epoch:
             return StreamsGroupState.NOT_READY
         if self.group_epoch > self.assignment_epoch:
             return StreamsGroupState.ASSIGNING
