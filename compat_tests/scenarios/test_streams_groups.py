@@ -26,7 +26,7 @@ LIST_GROUPS, DESCRIBE_CONFIGS, DELETE_GROUPS = 16, 32, 42
 NON_EMPTY_GROUP = 68
 NONE, INVALID_REQUEST, UNKNOWN_MEMBER_ID, GROUP_ID_NOT_FOUND = 0, 42, 25, 69
 FENCED_MEMBER_EPOCH, STREAMS_INVALID_TOPOLOGY = 110, 130
-MISSING_SOURCE_TOPICS, MISSING_INTERNAL_TOPICS, ASSIGNMENT_DELAYED = 1, 3, 5
+MISSING_SOURCE_TOPICS, MISSING_INTERNAL_TOPICS, SHUTDOWN_APPLICATION, ASSIGNMENT_DELAYED = 1, 3, 4, 5
 METADATA = 3
 TOPIC_RESOURCE = 2
 
@@ -525,8 +525,8 @@ def _heartbeat_until(
         time.sleep(0.3)
 
 
-def _launcher(kind: str, workdir: Path) -> Any:
-    settings = {"offsets.topic.num.partitions": "1"}
+def _launcher(kind: str, workdir: Path, **extra: str) -> Any:
+    settings = {"offsets.topic.num.partitions": "1", **extra}
     if kind == "kafka":
         from compat_tests.reference.apache_kafka import ApacheKafka
 
@@ -579,5 +579,74 @@ def test_a_streams_group_survives_a_broker_restart(
         ), answer
         # Kafka configures the topology again only when its topics change.
         assert describe(bootstrap, group) == after
+    finally:
+        launcher.stop()
+
+
+def test_standby_tasks_with_group_streams_num_standby_replicas(
+    request: pytest.FixtureRequest, admin: Any, tmp_path: Path
+) -> None:
+    """With group.streams.num.standby.replicas=1 every stateful task (subtopology 1, which has a
+    changelog) gets one standby, in another process than the one running it; the stateless
+    subtopology 0 gets none.  A member asking to shut the application down is reported to all."""
+    if request.config.getoption("--bootstrap"):
+        pytest.skip("needs a broker with group.streams.num.standby.replicas=1")
+    launcher = _launcher(
+        request.config.getoption("--broker"), tmp_path, **{"group.streams.num.standby.replicas": "1"}
+    )
+    launcher.start()
+    try:
+        bootstrap = launcher.bootstrap
+        group, source = f"streams-{uuid.uuid4().hex[:8]}", f"in-{uuid.uuid4().hex[:8]}"
+        admin.create_topic(bootstrap, source, partitions=2, replication_factor=1)
+        coordinator_ready(bootstrap, group)
+        topology = word_count_topology(group, source)
+        a, b = str(uuid.uuid4()), str(uuid.uuid4())
+        joined_a = join_once_source_is_seen(bootstrap, group, a, topology)
+        joined_b = heartbeat(bootstrap, group, b, 0, topology=topology)
+        assert joined_a["error_code"] == joined_b["error_code"] == NONE
+        epochs = {a: joined_a["member_epoch"], b: joined_b["member_epoch"]}
+        owned: dict[str, tuple[set, set]] = {a: (set(), set()), b: (set(), set())}
+        every = {(s, p) for s in ("0", "1") for p in range(2)}
+        deadline = time.monotonic() + 60
+        while True:
+            for m in (a, b):
+                active, standby = owned[m]
+                answer = heartbeat(
+                    bootstrap, group, m, epochs[m], active_tasks=_wire(active), standby_tasks=_wire(standby),
+                    warmup_tasks=[],
+                )  # fmt: skip
+                assert answer["error_code"] == NONE, answer
+                epochs[m] = answer["member_epoch"]
+                if answer["active_tasks"] is not None:
+                    owned[m] = (tasks(answer["active_tasks"]), tasks(answer["standby_tasks"]))
+            described = describe(bootstrap, group)
+            if (
+                described["group_state"] == "Stable"
+                and owned[a][0] | owned[b][0] == every
+                and owned[a][1] | owned[b][1]
+            ):
+                break
+            assert time.monotonic() < deadline, f"no standbys: {described}"
+            time.sleep(0.5)
+        # One standby per stateful task, never where it runs actively; none for the stateless subtopology.
+        assert sorted([*owned[a][1], *owned[b][1]]) == [("1", 0), ("1", 1)]
+        assert not owned[a][0] & owned[a][1] and not owned[b][0] & owned[b][1]
+        assert not owned[a][0] & owned[b][0]
+
+        # A member asks for the application to shut down: every member hears of it.
+        asked = heartbeat(
+            bootstrap, group, a, epochs[a], active_tasks=_wire(owned[a][0]), standby_tasks=_wire(owned[a][1]),
+            warmup_tasks=[], shutdown_application=True,
+        )  # fmt: skip
+        assert asked["error_code"] == NONE, asked
+        other = heartbeat(
+            bootstrap, group, b, epochs[b], active_tasks=_wire(owned[b][0]), standby_tasks=_wire(owned[b][1]),
+            warmup_tasks=[],
+        )  # fmt: skip
+        shutdown = [s for s in other["status"] if s["status_code"] == SHUTDOWN_APPLICATION]
+        assert [s["status_detail"] for s in shutdown] == [
+            f"Streams group member {a} encountered a fatal error and requested a shutdown for the entire application."
+        ]
     finally:
         launcher.stop()
