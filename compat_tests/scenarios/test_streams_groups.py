@@ -203,7 +203,7 @@ def test_join_creates_internal_topics_and_assigns_every_task(bootstrap: str, mak
     deadline = time.monotonic() + 30
     while True:
         answer = heartbeat(
-            bootstrap, group, member, epoch, active_tasks=_wire(owned), standby_tasks=[], warmup_tasks=[]
+            bootstrap, group, member, epoch, active_tasks=wire(owned), standby_tasks=[], warmup_tasks=[]
         )
         assert answer["error_code"] == NONE, answer
         epoch = answer["member_epoch"]
@@ -300,7 +300,7 @@ def group_records(bootstrap: str, group: str) -> dict[tuple[int, str | None], di
     return out
 
 
-def _wire(owned: set[tuple[str, int]]) -> list[dict[str, Any]]:
+def wire(owned: set[tuple[str, int]]) -> list[dict[str, Any]]:
     by_sub: dict[str, list[int]] = {}
     for s, p in sorted(owned):
         by_sub.setdefault(s, []).append(p)
@@ -453,7 +453,7 @@ def test_a_task_moves_only_after_its_owner_revoked_it(bootstrap: str, make_topic
     a, b = str(uuid.uuid4()), str(uuid.uuid4())
     joined = join_once_source_is_seen(bootstrap, group, a, word_count_topology(group, source))
     assert joined["error_code"] == NONE, joined
-    a_epoch, a_owned = _heartbeat_until(
+    a_epoch, a_owned = heartbeat_until(
         bootstrap, group, a, joined["member_epoch"], set(), lambda owned: owned == every
     )
 
@@ -480,7 +480,7 @@ def test_a_task_moves_only_after_its_owner_revoked_it(bootstrap: str, make_topic
     assert moving < every
     # A heartbeats: told to keep only the rest, at the same epoch (it has not revoked yet).
     revoke = heartbeat(
-        bootstrap, group, a, a_epoch, active_tasks=_wire(a_owned), standby_tasks=[], warmup_tasks=[]
+        bootstrap, group, a, a_epoch, active_tasks=wire(a_owned), standby_tasks=[], warmup_tasks=[]
     )
     assert revoke["error_code"] == NONE, revoke
     assert revoke["member_epoch"] == a_epoch
@@ -492,7 +492,7 @@ def test_a_task_moves_only_after_its_owner_revoked_it(bootstrap: str, make_topic
     assert (waiting["error_code"], tasks(waiting["active_tasks"])) == (NONE, set()), waiting
     # A confirms (reports only what it keeps): a new epoch.
     confirmed = heartbeat(
-        bootstrap, group, a, a_epoch, active_tasks=_wire(every - moving), standby_tasks=[], warmup_tasks=[]
+        bootstrap, group, a, a_epoch, active_tasks=wire(every - moving), standby_tasks=[], warmup_tasks=[]
     )
     assert confirmed["error_code"] == NONE, confirmed
     assert confirmed["member_epoch"] > a_epoch
@@ -507,13 +507,13 @@ def test_a_task_moves_only_after_its_owner_revoked_it(bootstrap: str, make_topic
     assert described["group_state"] == "Stable", described
 
 
-def _heartbeat_until(
+def heartbeat_until(
     bootstrap: str, group: str, member: str, epoch: int, owned: set[tuple[str, int]], done: Any
 ) -> tuple[int, set[tuple[str, int]]]:
     deadline = time.monotonic() + 30
     while True:
         answer = heartbeat(
-            bootstrap, group, member, epoch, active_tasks=_wire(owned), standby_tasks=[], warmup_tasks=[]
+            bootstrap, group, member, epoch, active_tasks=wire(owned), standby_tasks=[], warmup_tasks=[]
         )
         assert answer["error_code"] == NONE, answer
         epoch = answer["member_epoch"]
@@ -552,7 +552,7 @@ def test_a_streams_group_survives_a_broker_restart(
         joined = join_once_source_is_seen(bootstrap, group, member, word_count_topology(group, source))
         assert joined["error_code"] == NONE, joined
         every = {(s, p) for s in ("0", "1") for p in range(2)}
-        epoch, owned = _heartbeat_until(
+        epoch, owned = heartbeat_until(
             bootstrap, group, member, joined["member_epoch"], set(), lambda o: o == every
         )
         before = describe(bootstrap, group)
@@ -570,7 +570,7 @@ def test_a_streams_group_survives_a_broker_restart(
         assert changelogs == [0]
         assert {**after, "topology": None} == {**before, "topology": None}
         answer = heartbeat(
-            bootstrap, group, member, epoch, active_tasks=_wire(owned), standby_tasks=[], warmup_tasks=[]
+            bootstrap, group, member, epoch, active_tasks=wire(owned), standby_tasks=[], warmup_tasks=[]
         )
         assert (answer["error_code"], answer["member_epoch"], answer["active_tasks"]) == (
             NONE,
@@ -613,7 +613,7 @@ def test_standby_tasks_with_group_streams_num_standby_replicas(
             for m in (a, b):
                 active, standby = owned[m]
                 answer = heartbeat(
-                    bootstrap, group, m, epochs[m], active_tasks=_wire(active), standby_tasks=_wire(standby),
+                    bootstrap, group, m, epochs[m], active_tasks=wire(active), standby_tasks=wire(standby),
                     warmup_tasks=[],
                 )  # fmt: skip
                 assert answer["error_code"] == NONE, answer
@@ -636,12 +636,12 @@ def test_standby_tasks_with_group_streams_num_standby_replicas(
 
         # A member asks for the application to shut down: every member hears of it.
         asked = heartbeat(
-            bootstrap, group, a, epochs[a], active_tasks=_wire(owned[a][0]), standby_tasks=_wire(owned[a][1]),
+            bootstrap, group, a, epochs[a], active_tasks=wire(owned[a][0]), standby_tasks=wire(owned[a][1]),
             warmup_tasks=[], shutdown_application=True,
         )  # fmt: skip
         assert asked["error_code"] == NONE, asked
         other = heartbeat(
-            bootstrap, group, b, epochs[b], active_tasks=_wire(owned[b][0]), standby_tasks=_wire(owned[b][1]),
+            bootstrap, group, b, epochs[b], active_tasks=wire(owned[b][0]), standby_tasks=wire(owned[b][1]),
             warmup_tasks=[],
         )  # fmt: skip
         shutdown = [s for s in other["status"] if s["status_code"] == SHUTDOWN_APPLICATION]
