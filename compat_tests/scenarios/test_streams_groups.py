@@ -363,6 +363,13 @@ def test_missing_source_topic_status(bootstrap: str, group: str) -> None:
             id="partial-tasks",
         ),
         pytest.param("unknown-group", GROUP_ID_NOT_FOUND, None, id="unknown-group"),
+        pytest.param(
+            "unsized-repartition",
+            STREAMS_INVALID_TOPOLOGY,
+            "Failed to compute number of partitions for all repartition topics, because a repartition source "
+            "topic is never used as a sink topic.",
+            id="unsized-repartition",
+        ),
     ],
 )
 def test_invalid_heartbeats(
@@ -400,10 +407,18 @@ def test_invalid_heartbeats(
         answer = heartbeat(bootstrap, group, member, 3, topology=topology)
     elif case == "partial-tasks":
         answer = heartbeat(bootstrap, group, member, 3, active_tasks=[])
+    elif case == "unsized-repartition":
+        # Sized only once the coordinator sees the source topic: wait for that on another group.
+        probe = f"{group}-probe"
+        join_once_source_is_seen(bootstrap, probe, member, word_count_topology(probe, source))
+        topology["subtopologies"][0]["repartition_sink_topics"] = []
+        answer = heartbeat(bootstrap, group, member, 0, topology=topology)
     else:
         answer = heartbeat(bootstrap, group, member, 3)
         message = f"Streams group {group} not found."
     assert (answer["error_code"], answer["error_message"]) == (code, message), answer
+    # The refused request leaves no group behind.
+    assert describe(bootstrap, group)["error_code"] == GROUP_ID_NOT_FOUND
     assert (answer["member_id"], answer["member_epoch"], answer["heartbeat_interval_ms"]) == ("", 0, 0)
 
 

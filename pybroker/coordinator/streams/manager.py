@@ -274,6 +274,15 @@ class StreamsGroupManager:
                 response, to_create = self._join_or_heartbeat(req, client_id, client_host)
         except StreamsGroupError as exc:
             self._pending = []
+            # As Kafka's coordinator rolls a failed operation back: a group this request created goes.
+            created = self.groups.get(req["group_id"])
+            if (
+                created is not None
+                and not created.members
+                and created.topology is None
+                and not created.offsets
+            ):
+                self.drop(created)
             return error_response(exc.code, exc.message), [], None
         return response, to_create, self._flush(req["group_id"])
 
