@@ -22,7 +22,9 @@ from pybroker.coordinator.streams import records as sr
 LEDGER_COLUMN = "raw-socket"
 
 STREAMS_GROUP_HEARTBEAT, STREAMS_GROUP_DESCRIBE = 88, 89
-LIST_GROUPS, DESCRIBE_CONFIGS, DELETE_GROUPS = 16, 32, 42
+LIST_GROUPS, DESCRIBE_CONFIGS, DELETE_GROUPS, DESCRIBE_GROUPS, OFFSET_COMMIT = 16, 32, 42, 15, 8
+CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE, JOIN_GROUP = 68, 69, 11
+INCONSISTENT_GROUP_PROTOCOL = 23
 NON_EMPTY_GROUP = 68
 NONE, INVALID_REQUEST, UNKNOWN_MEMBER_ID, GROUP_ID_NOT_FOUND = 0, 42, 25, 69
 FENCED_MEMBER_EPOCH, STREAMS_INVALID_TOPOLOGY = 110, 130
@@ -665,3 +667,89 @@ def test_standby_tasks_with_group_streams_num_standby_replicas(
         ]
     finally:
         launcher.stop()
+
+
+def test_other_group_apis_on_a_streams_group(bootstrap: str, make_topic, group: str) -> None:
+    """A streams group is not a classic or a consumer group: DescribeGroups, ConsumerGroupDescribe and
+    ConsumerGroupHeartbeat say so, JoinGroup is refused, and OffsetCommit outside the group is refused
+    while it has members."""
+    source = make_topic("-in")
+    member = str(uuid.uuid4())
+    joined = join_once_source_is_seen(bootstrap, group, member, word_count_topology(group, source))
+    assert joined["error_code"] == NONE, joined
+    (classic,) = call(
+        bootstrap, DESCRIBE_GROUPS, 6, {"groups": [group], "include_authorized_operations": False}
+    )["groups"]
+    assert (classic["error_code"], classic["error_message"]) == (
+        GROUP_ID_NOT_FOUND,
+        f"Group {group} is not a classic group.",
+    )
+    (consumer,) = call(
+        bootstrap, CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": [group], "include_authorized_operations": False}
+    )["groups"]
+    assert (consumer["error_code"], consumer["error_message"]) == (
+        GROUP_ID_NOT_FOUND,
+        f"Group {group} is not a consumer group.",
+    )
+    joining = call(
+        bootstrap,
+        CONSUMER_GROUP_HEARTBEAT,
+        1,
+        {
+            "group_id": group,
+            "member_id": str(uuid.uuid4()),
+            "member_epoch": 0,
+            "instance_id": None,
+            "rack_id": None,
+            "rebalance_timeout_ms": 30000,
+            "subscribed_topic_names": [source],
+            "subscribed_topic_regex": None,
+            "server_assignor": None,
+            "topic_partitions": [],
+        },
+    )
+    assert (joining["error_code"], joining["error_message"]) == (
+        GROUP_ID_NOT_FOUND,
+        f"Group {group} is not a consumer group.",
+    )
+    commit = call(
+        bootstrap,
+        OFFSET_COMMIT,
+        9,
+        {
+            "group_id": group,
+            "generation_id_or_member_epoch": -1,
+            "member_id": "",
+            "group_instance_id": None,
+            "topics": [
+                {
+                    "name": source,
+                    "partitions": [
+                        {
+                            "partition_index": 0,
+                            "committed_offset": 1,
+                            "committed_leader_epoch": -1,
+                            "committed_metadata": "",
+                        }
+                    ],
+                }
+            ],
+        },
+    )
+    assert commit["topics"][0]["partitions"][0]["error_code"] == UNKNOWN_MEMBER_ID
+    joined_classic = call(
+        bootstrap,
+        JOIN_GROUP,
+        9,
+        {
+            "group_id": group,
+            "session_timeout_ms": 10000,
+            "rebalance_timeout_ms": 10000,
+            "member_id": "",
+            "group_instance_id": None,
+            "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b""}],
+            "reason": None,
+        },
+    )
+    assert joined_classic["error_code"] == INCONSISTENT_GROUP_PROTOCOL, joined_classic
