@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 
-from bench.metrics_overhead import _NullTransport, produce_frame
+from bench.metrics_overhead import RECORDS_PER_BATCH, _NullTransport, produce_frame
 from compat_tests.brokers import free_port
 from pybroker.broker import Broker
 from pybroker.config import BrokerConfig
@@ -53,7 +53,7 @@ async def measure(requests: int, rounds: int) -> dict[str, float]:
         try:
             broker.create_topic("bench", 1, {})
             conn = KafkaConnection(broker)
-            conn.transport = _NullTransport()  # type: ignore[assignment]
+            conn.connection_made(_NullTransport())  # type: ignore[arg-type]  # as the server does, so the connection has its security context
             frame = produce_frame("bench")
             framed = struct.pack(">i", len(frame)) + frame
             results: dict[str, float] = {}
@@ -67,6 +67,12 @@ async def measure(requests: int, rounds: int) -> dict[str, float]:
                         feed(conn, chunk)
                     samples.append((time.process_time() - start) / (reads * per_read))
                 results[name] = statistics.median(samples)
+            # Every request must have been appended: a request path that errors out is fast and wrong.
+            partition = broker.partition("bench", 0)
+            sent = sum(rounds * max(1, requests // n) * n for n in (1, 8)) * RECORDS_PER_BATCH
+            appended = partition.log_end_offset if partition is not None else 0
+            if appended != sent:
+                raise RuntimeError(f"{appended} of {sent} records appended: the produce requests failed")
             return results
         finally:
             await broker.stop()

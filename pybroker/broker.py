@@ -8,6 +8,7 @@ import functools
 import logging
 import signal
 import time
+from collections.abc import Callable, Coroutine
 from functools import partial
 from pathlib import Path
 from types import MappingProxyType
@@ -27,7 +28,7 @@ from pybroker.coordinator.services import CoordinatorServices
 from pybroker.coordinator.transaction.coordinator import TransactionCoordinator
 from pybroker.coordinator.transaction.service import start_transaction_coordinator
 from pybroker.metadata.image import BrokerRegistration, MetadataImage
-from pybroker.metadata.local import LocalMetadataPublisher
+from pybroker.metadata.local import LocalMetadataPublisher, MetadataPublisher
 from pybroker.metadata.store import MetadataStore, TopicRecord
 from pybroker.metrics.recorder import BrokerMetrics
 from pybroker.protocol.api import REQUESTS
@@ -125,6 +126,7 @@ class Broker:
             e.listener_name: config.advertised_host_port(e.listener_name) for e in config.advertised_endpoints
         }
         self.cluster: ClusterMode | None = None
+        self.metadata_publisher: MetadataPublisher
         if config.get("zookeeper.connect"):
             # Cluster mode: the image is ZooKeeper's (brokers, controller, every topic's replicas).
             from pybroker.cluster_mode import ClusterMode
@@ -417,7 +419,7 @@ def run(config: BrokerConfig) -> int:
     if getattr(config, "event_loop", "uvloop") == "uvloop":
         import uvloop
 
-        runner = uvloop.run
+        runner: Callable[[Coroutine[Any, Any, int]], int] = uvloop.run
     else:
         runner = asyncio.run
     return runner(_main(config))

@@ -91,6 +91,7 @@ class ClusterMarkerWriter:
         commit: bool,
         coordinator_epoch: int,
         partitions: Iterable[TopicPartition],
+        transaction_version: int = 0,
     ) -> dict[TopicPartition, ErrorCode]:
         mine: list[TopicPartition] = []
         remote: dict[int, list[TopicPartition]] = {}
@@ -104,9 +105,15 @@ class ClusterMarkerWriter:
             else:
                 remote.setdefault(leader, []).append(tp)
         if mine:
-            errors.update(self.local(producer_id, producer_epoch, commit, coordinator_epoch, mine))
+            errors.update(
+                self.local(producer_id, producer_epoch, commit, coordinator_epoch, mine, transaction_version)
+            )
         for broker_id, tps in remote.items():
-            errors.update(await self._send(broker_id, producer_id, producer_epoch, commit, coordinator_epoch, tps))
+            errors.update(
+                await self._send(
+                    broker_id, producer_id, producer_epoch, commit, coordinator_epoch, tps, transaction_version
+                )
+            )
         return errors
 
     async def _send(
@@ -117,13 +124,17 @@ class ClusterMarkerWriter:
         commit: bool,
         coordinator_epoch: int,
         tps: list[TopicPartition],
+        transaction_version: int,
     ) -> dict[TopicPartition, ErrorCode]:
+        # v2 carries the transaction version (KIP-1228), so the leader checks a TV2 marker's epoch as
+        # Kafka's does; all brokers of a pybroker cluster speak v2.
         marker = {
             "producer_id": producer_id,
             "producer_epoch": producer_epoch,
             "transaction_result": commit,
             "topics": [{"name": t, "partition_indexes": ps} for t, ps in _by_topic(tps).items()],
             "coordinator_epoch": coordinator_epoch,
+            "transaction_version": transaction_version,
         }
         try:
             _, answer = await self.channels.get(broker_id).send(WRITE_TXN_MARKERS, lambda v: {"markers": [marker]})

@@ -1339,15 +1339,15 @@ def describe_broker_config(broker: BrokerConfig) -> list[ConfigEntry]:
     for name, key in sorted(BROKER_CONFIGS.items()):
         group = _BROKER_SYNONYMS.get(name, (name,))
         synonyms: list[tuple[str, str | None, int]] = []
-        for source in (
+        for by in (
             ConfigSource.DYNAMIC_BROKER_CONFIG,
             ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
             ConfigSource.STATIC_BROKER_CONFIG,
         ):
             for syn in group:
                 for where, value in broker.configured_at(syn):
-                    if where == source:
-                        synonyms.append((syn, value_to_wire(BROKER_CONFIGS[syn], value), int(source)))
+                    if where == by:
+                        synonyms.append((syn, value_to_wire(BROKER_CONFIGS[syn], value), int(by)))
         for syn in group:
             default = BROKER_CONFIGS[syn].default
             if default is not None:

@@ -22,15 +22,15 @@ import ssl
 import struct
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from time import perf_counter
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from pybroker.apis import REGISTRY, CloseConnection, RequestContext
 from pybroker.protocol import codec
 from pybroker.protocol.api import RESPONSES
 from pybroker.protocol.errors import ErrorCode
-from pybroker.protocol.framing import FrameError, FrameReader, thread_scratch_buffer
+from pybroker.protocol.framing import Frame, FrameError, FrameReader, thread_scratch_buffer
 from pybroker.protocol.produce_request import decode_produce_request
 from pybroker.protocol.produce_response import encode_produce_response
 from pybroker.quotas.client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
@@ -65,11 +65,15 @@ class ServerHost(Protocol):
     connections: set[Any]
     metrics: BrokerMetrics
     acceptors: list[Acceptor]
-    request_specs: Mapping[int, MessageSpec]
-    sasl_configs: Mapping[str, SaslListenerConfig]
     services: BrokerServices
     client_quotas: ClientQuotaManager  # producer_byte_rate, consumer_byte_rate, request_percentage
     connection_quotas: ConnectionQuotas  # max.connections(.per.ip), max.connection.creation.rate
+
+    # Read-only: the broker's own dicts are fine where the server only reads.
+    @property
+    def request_specs(self) -> Mapping[int, MessageSpec]: ...
+    @property
+    def sasl_configs(self) -> Mapping[str, SaslListenerConfig]: ...
 
     def scram_credential(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None: ...
 
@@ -102,7 +106,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.reader = FrameReader(broker.config.socket_request_max_bytes, self.pool, thread_scratch_buffer())
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
-        self._backlog: deque[bytearray] = deque()
+        self._backlog: deque[Frame] = deque()
         self._busy = False  # a request waits for those before it to be answered (see _process)
         self._pipeline: deque[_Pending | _Answered] = deque()  # requests handled, answers not yet sent
         self._pipeline_blocked = 0  # pending requests in it that are not Produce (nothing may overtake them)
@@ -126,7 +130,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     # -- asyncio.Protocol ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        # A stream server's transport (create_server / connect_accepted_socket): a full Transport.
+        transport = cast(asyncio.Transport, transport)
+        self.transport = transport
         sock = transport.get_extra_info("socket")
         if sock is not None:
             cfg = self.broker.config
@@ -220,7 +226,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         self._frames_read(frames)
 
-    def _frames_read(self, frames: list[bytearray]) -> None:
+    def _frames_read(self, frames: list[Frame]) -> None:
         if self.reader.blocked:
             self._wait_for_memory()
         if not frames:
@@ -260,6 +266,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             else:
                 self._process(frames)
         if not self._memory_paused and not self._write_paused and not self._closed and not self._throttled_until:
+            assert self.transport is not None  # reading was paused, so the connection was made
             self.transport.resume_reading()
 
     # -- dispatch ----------------------------------------------------------------------------
@@ -269,7 +276,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     # their appends queue behind its own in the same logs, so the writer threads get several writes
     # per wake-up instead of one, and their answers wait their turn.  Any other request waits until
     # everything before it is answered (``_busy``), as Kafka's network layer mutes a channel.
-    def _process(self, frames: list[bytearray] | deque[bytearray]) -> None:
+    def _process(self, frames: list[Frame] | deque[Frame]) -> None:
         out: list[Any] = []  # answers not yet written (only while nothing before them is pending)
         queue = deque(frames) if not isinstance(frames, deque) else frames
         handled = 0  # pool bytes of the frames answered here, released in one go
@@ -385,10 +392,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._backlog = deque()
             self._process(backlog)
 
-    def _handle(self, frame: bytearray):
+    def _handle(self, frame: Frame):
         """Returns the response parts, None (no response), or an awaitable of the parts."""
         # Request latency is timed only when the metrics endpoint serves it (a clock read is ~0.2 us).
         started = perf_counter() if self.broker.metrics.timed else 0.0
+        security = self.security
+        assert security is not None  # frames arrive only after connection_made
         auth = self.authenticator
         if auth is not None and not auth.complete:
             outcome = auth.receive(frame)
@@ -404,7 +413,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 return self._sasl_outcome(auth.receive(frame))
             if auth.session_expired():
                 raise CloseConnection(
-                    f"the SASL session of {self.security.principal} expired (connections.max.reauth.ms or the "
+                    f"the SASL session of {security.principal} expired (connections.max.reauth.ms or the "
                     "credential's lifetime) and was not re-authenticated"
                 )
         handler = REGISTRY.get(header.api_key)
@@ -453,7 +462,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 f"unparseable {codec_name(header.api_key)} v{version} request: {e}"
             ) from None
         metrics = self.broker.metrics
-        ctx = RequestContext(self.broker.services, header, self.peer, metrics, self.security)
+        ctx = RequestContext(self.broker.services, header, self.peer, metrics, security)
         quotas = self.broker.client_quotas
         if quotas.quotas and header.api_key not in REQUEST_QUOTA_EXEMPT:
             # request_percentage: the time this request holds the event loop (the handler's synchronous
@@ -585,6 +594,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self._closed:
             return
         if not self._memory_paused and not self._write_paused:
+            assert self.transport is not None  # throttle() muted a connected transport
             self.transport.resume_reading()
         if self._backlog and not self._busy:
             backlog = self._backlog
@@ -622,6 +632,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _emit(self, parts: list[Any] | deque[Any]) -> None:
         transport = self.transport
+        assert transport is not None  # _write and the writer callback run on a connected transport
         chunk: list[Any] = []
         queue = deque(parts)
         while queue:
@@ -650,6 +661,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         """The socket's duplicate for sendfile; False when there is no descriptor to spare (EMFILE):
         the slice is then copied, which needs none."""
         if self._dup_fd < 0:
+            assert self.transport is not None  # called by _emit, on a connected transport
             try:
                 self._dup_fd = os.dup(self.transport.get_extra_info("socket").fileno())
             except OSError:
@@ -736,7 +748,7 @@ class _Answered:
         self.size = size
 
 
-def _is_produce(frame: bytearray) -> bool:
+def _is_produce(frame: Frame) -> bool:
     return len(frame) > 1 and frame[0] == 0 and frame[1] == PRODUCE
 QUOTA_APIS = frozenset({PRODUCE, FETCH})
 MUTATION_APIS = frozenset({19, 20, 37})  # CreateTopics, DeleteTopics, CreatePartitions
@@ -980,17 +992,18 @@ class Acceptor:
             connection.quota_slot = slot
             return connection
 
+        setup: Coroutine[Any, Any, object]
         if factory is None:
             setup = self._loop.connect_accepted_socket(protocol, conn)
         else:
             peer = "{}:{}".format(*address[:2])
-            setup = self._loop.connect_accepted_socket(
+            handshake = self._loop.connect_accepted_socket(
                 protocol,
                 conn,
                 ssl=factory.context,
                 ssl_handshake_timeout=SSL_HANDSHAKE_TIMEOUT_S,
             )
-            setup = self._handshake(setup, peer, slot)
+            setup = self._handshake(handshake, peer, slot)
         task = self._loop.create_task(setup)
         self._tasks.add(task)
         task.add_done_callback(lambda t: self._connected(t, slot))

@@ -75,7 +75,11 @@ def generate(count: int, partitions: int, seed: int = 42) -> list[Event]:
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
+    # The events carry 2024 timestamps (event time): with the default log.retention.ms (7 days) a broker's
+    # retention check deletes them as soon as it runs (Apache Kafka's first check is 30 s after start-up),
+    # and a reader of offset 10 then gets OFFSET_OUT_OF_RANGE.  Keep them.
+    new_topic = NewTopic(topic, num_partitions=partitions, replication_factor=1, config={"retention.ms": "-1"})
+    futures = admin.create_topics([new_topic])
     futures[topic].result(30)
 
 

@@ -323,6 +323,45 @@ def test_controller_mutation_rate_refuses_strict_creations_over_the_quota(
             own.request(20, 4, {"topic_names": [topic], "timeout_ms": 30000})
 
 
+def test_controller_mutation_rate_counts_the_partitions_of_deleted_topics(bootstrap: str, wire: WireClient) -> None:
+    """DeleteTopics records each deleted topic's partition count against controller_mutation_rate: a
+    20-partition deletion within the quota passes and pushes the rate over it, so the next strict
+    (v5+) deletion is refused with THROTTLING_QUOTA_EXCEEDED and the topic stays."""
+    client = f"mutdel-{uuid.uuid4().hex[:8]}"
+    big, small = (f"compat-mutdel-{uuid.uuid4().hex[:8]}-{n}" for n in ("big", "small"))
+    with WireClient(bootstrap) as own:
+        created = own.request(
+            19,
+            7,
+            {
+                "topics": [
+                    {"name": name, "num_partitions": n, "replication_factor": 1, "assignments": [], "configs": []}
+                    for name, n in ((big, 20), (small, 1))
+                ],
+                "timeout_ms": 30000,
+                "validate_only": False,
+            },
+        )
+    assert [t["error_code"] for t in created["topics"]] == [NONE, NONE]
+    assert _alter(wire, [({"client-id": client}, {"controller_mutation_rate": 1.0})]) == [NONE]
+    wait_for(lambda: _describe(wire, [("client-id", EXACT, client)])[1], what="the quota to be in place")
+
+    def delete(name: str) -> dict:
+        with WireClient(bootstrap, client_id=client.encode()) as own:  # a fresh, unmuted connection
+            return own.request(20, 6, {"topics": [{"name": name, "topic_id": uuid.UUID(int=0)}], "timeout_ms": 30000})
+
+    try:
+        first = delete(big)
+        assert first["responses"][0]["error_code"] == NONE
+        refused = delete(small)
+        assert refused["responses"][0]["error_code"] == THROTTLING_QUOTA_EXCEEDED
+        assert refused["throttle_time_ms"] > 0
+    finally:
+        assert _alter(wire, [({"client-id": client}, {"controller_mutation_rate": None})]) == [NONE]
+        with WireClient(bootstrap) as own:
+            own.request(20, 4, {"topic_names": [small], "timeout_ms": 30000})
+
+
 def test_request_percentage_throttles_a_busy_client(bootstrap: str, wire: WireClient) -> None:
     client = f"busy-{uuid.uuid4().hex[:8]}"
     assert _alter(wire, [({"client-id": client}, {"request_percentage": 0.01})]) == [NONE]

@@ -233,7 +233,7 @@ async def handle_delete_topics(ctx: RequestContext, request: dict) -> dict:
             _check_mutation_quota(quota)
             await b.topic_admin.delete_topic_async(name, by_id, request["timeout_ms"])
             if rec is not None:
-                quota.record(rec.partitions)
+                quota.record(rec.num_partitions)
         except KafkaError as e:
             out.update(error_code=e.code, error_message=e.message)
         responses.append(out)

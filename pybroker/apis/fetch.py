@@ -70,11 +70,12 @@ def _resolve(
     missing = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     names: list[str | None] = []
     for item in items:
-        if image is not None:
-            t = image.topics_by_id.get(item.key[0])
+        named_by = item.key[0]
+        if isinstance(named_by, str):  # by name (v12 and older)
+            names.append(named_by)
+        else:  # by id (v13+): the image's name for it, if any
+            t = image.topics_by_id.get(named_by) if image is not None else None
             names.append(t.name if t is not None else None)
-        else:
-            names.append(item.key[0])
     # Kafka: a follower needs ClusterAction on the cluster, a consumer Read on each topic.
     if follower:
         unauthorized = frozenset() if auth.authorize_cluster(ctx, auth.CLUSTER_ACTION) else frozenset(names)

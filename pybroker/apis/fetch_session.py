@@ -16,8 +16,9 @@ import itertools
 import logging
 import random
 import time
+import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from pybroker.protocol.errors import ErrorCode
@@ -31,7 +32,7 @@ FINAL_EPOCH = -1
 EVICTION_MS = 120_000
 
 # (topic name before Fetch v13, topic id from v13 on; partition index)
-PartitionKey = tuple[Hashable, int]
+PartitionKey = tuple[str | uuid.UUID, int]
 
 
 def next_epoch(epoch: int) -> int:

@@ -9,6 +9,7 @@ a join of cached bytes, not 10,000 dicts built and encoded per request.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from pybroker.apis import RequestContext, auth, handles
 from pybroker.metadata.image import BrokerRegistration, MetadataImage, TopicImage
@@ -103,7 +104,7 @@ class TopicMetadataCache:
 def _error_topic(name: str | None, code: ErrorCode, topic_id=None) -> dict:
     # Kafka answers is_internal by name even for a topic that does not exist (Topic.isInternal).
     internal = name is not None and is_internal_topic(name)
-    out = {"error_code": code, "name": name, "is_internal": internal, "partitions": []}
+    out: dict[str, Any] = {"error_code": code, "name": name, "is_internal": internal, "partitions": []}
     if topic_id is not None:
         out["topic_id"] = topic_id
     return out
@@ -137,6 +138,7 @@ def handle_metadata(ctx: RequestContext, request: dict) -> dict:
         hidden = auth.denied(ctx, auth.DESCRIBE, auth.TOPIC, image.topics_by_name, log_denied=False)
         topics = [entry(t) for name, t in image.topics_by_name.items() if name not in hidden]
     else:
+        assert requested is not None  # else all_topics
         names: list[str] = []
         by_id: set[str] = set()
         for t in requested:

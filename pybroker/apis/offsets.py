@@ -99,7 +99,7 @@ def handle_offset_for_leader_epoch(ctx: RequestContext, request: dict) -> dict:
     advertised); followers will use it to find their truncation point."""
     rm = ctx.replica_manager
     # Kafka: ClusterAction on the cluster (a follower), else Describe on each topic.
-    unauthorized = frozenset()
+    unauthorized: frozenset[str] = frozenset()
     if not auth.authorize_cluster(ctx, auth.CLUSTER_ACTION, log_denied=False):
         unauthorized = auth.denied(ctx, auth.DESCRIBE, auth.TOPIC, (t["topic"] for t in request["topics"]))
     topics = []

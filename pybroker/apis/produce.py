@@ -52,9 +52,7 @@ def handle_produce(ctx: RequestContext, request: dict):
         if unauthorized:
             refused = [td for td in topic_data if td["name"] in unauthorized]
             topic_data = [td for td in topic_data if td["name"] not in unauthorized]
-            unknown_ids = unknown_ids + _every_partition(
-                {"acks": 1, "topic_data": refused}, ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            )["responses"]
+            unknown_ids = unknown_ids + _topic_errors(refused, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     if request.get("transactional_id") is not None and (
         ctx.version >= IMPLICIT_ADD_PARTITIONS_VERSION or ctx.services.transaction_router is not None
     ):
@@ -213,14 +211,16 @@ def _every_partition(request: dict, code: ErrorCode) -> dict | None:
     """Kafka's ProduceRequest.getErrorResponse: the one error for every partition (acks=0: nothing)."""
     if request["acks"] == 0:
         return None
-    return {
-        "throttle_time_ms": 0,
-        "responses": [
-            {
-                "name": td.get("name", ""),
-                "topic_id": td.get("topic_id", ZERO_UUID),
-                "partition_responses": [partition_response(pd["index"], code) for pd in td["partition_data"]],
-            }
-            for td in request["topic_data"]
-        ],
-    }
+    return {"throttle_time_ms": 0, "responses": _topic_errors(request["topic_data"], code)}
+
+
+def _topic_errors(topic_data: list[dict], code: ErrorCode) -> list[dict]:
+    """A topic response for each topic, ``code`` for each of its partitions."""
+    return [
+        {
+            "name": td.get("name", ""),
+            "topic_id": td.get("topic_id", ZERO_UUID),
+            "partition_responses": [partition_response(pd["index"], code) for pd in td["partition_data"]],
+        }
+        for td in topic_data
+    ]

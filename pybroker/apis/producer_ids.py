@@ -7,6 +7,7 @@ A transactional id goes to the transaction coordinator (epoch bump, fencing, KIP
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable
 
 from pybroker.apis import RequestContext, auth, handles
 from pybroker.protocol.errors import ErrorCode, KafkaError
@@ -17,7 +18,7 @@ MAX_EPOCH = 32767
 
 
 @handles(22, 0, 5)
-def handle_init_producer_id(ctx: RequestContext, request: dict) -> dict:
+def handle_init_producer_id(ctx: RequestContext, request: dict) -> dict | Awaitable[dict]:
     tid = request.get("transactional_id")
     # Kafka: Write on the transactional id; an idempotent producer IdempotentWrite on the cluster or
     # Write on at least one topic (KIP-679).

@@ -119,6 +119,10 @@ class BrokerServices:
     # SCRAM credentials, kept in the metadata store as Kafka's controller keeps
     # UserScramCredentialRecords (DescribeUserScramCredentials / AlterUserScramCredentials).
     metadata_store: MetadataStore
+    # controller_mutation_rate per user/client id (CreateTopics, CreatePartitions, DeleteTopics).
+    controller_mutation_quotas: ClientQuotaManager
+    # KIP-714 client-metrics subscriptions and the pushes received (apis/telemetry.py).
+    client_metrics: ClientMetricsManager
     # Set once they have started (None before: the handlers answer COORDINATOR_NOT_AVAILABLE).
     group_coordinator: GroupCoordinator | None = None
     transaction_coordinator: TransactionCoordinator | None = None
@@ -131,7 +135,3 @@ class BrokerServices:
     # Cluster mode: AddPartitionsToTxn to whichever broker coordinates a transactional id
     # (cluster_transactions.TransactionRouter: add_partitions, verify).
     transaction_router: Any = None
-    # controller_mutation_rate per user/client id (CreateTopics, CreatePartitions, DeleteTopics).
-    controller_mutation_quotas: ClientQuotaManager | None = None
-    # KIP-714 client-metrics subscriptions and the pushes received (apis/telemetry.py).
-    client_metrics: ClientMetricsManager | None = None

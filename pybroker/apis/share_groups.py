@@ -51,7 +51,7 @@ def service(ctx: RequestContext) -> ShareGroupService:
     if svc is None:
         # made on first use, over the coordinators' services (its state topic is an internal topic)
         coordinator = ctx.services.group_coordinator
-        if coordinator is None:
+        if coordinator is None or coordinator.services is None:
             raise RuntimeError("the group coordinator has not started")
         svc = ShareGroupService(coordinator.services, ctx.services.metadata_image)
         ctx.services.share_groups = svc
@@ -190,9 +190,9 @@ def _session(svc: ShareGroupService, ctx: RequestContext, group_id: str, member_
         old = svc.sessions.pop(key, None)
         if old is not None:
             svc._release_session(old)
-        session = ShareSession(group_id, member_id, ctx.peer)
-        svc.sessions[key] = session
-        return session, ErrorCode.NONE
+        opened = ShareSession(group_id, member_id, ctx.peer)
+        svc.sessions[key] = opened
+        return opened, ErrorCode.NONE
     session = svc.sessions.get(key)
     if session is None:
         return None, ErrorCode.SHARE_SESSION_NOT_FOUND
@@ -434,7 +434,7 @@ def handle_share_acknowledge(ctx: RequestContext, request: dict) -> dict[str, An
     group_id = request.get("group_id") or ""
     member_id = request.get("member_id") or ""
     epoch = request["share_session_epoch"]
-    base = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "responses": [], "node_endpoints": []}
+    base: dict[str, Any] = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "responses": [], "node_endpoints": []}
     if ctx.version >= 2:
         base["acquisition_lock_timeout_ms"] = svc.record_lock_duration_ms
     if not group_id or not member_id:
@@ -551,7 +551,7 @@ def handle_alter_share_group_offsets(ctx: RequestContext, request: dict) -> dict
             index, offset = part["partition_index"], part["start_offset"]
             code = ErrorCode.NONE
             p = _partition(ctx, name, index)
-            if p is None or not auth.authorize(ctx, auth.READ, auth.TOPIC, name):
+            if p is None or info is None or not auth.authorize(ctx, auth.READ, auth.TOPIC, name):
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 sp = svc.share_partition(group_id, info[0], name, index)

@@ -251,6 +251,7 @@ def _fields(buf: bytes):
     while pos < end:
         key, pos = _varint(buf, pos)
         number, wire = key >> 3, key & 7
+        value: int | bytes  # a varint's number, else the field's bytes
         if wire == 0:
             value, pos = _varint(buf, pos)
         elif wire == 1:

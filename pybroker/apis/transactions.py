@@ -167,8 +167,9 @@ async def handle_end_txn(ctx: RequestContext, request: dict) -> dict:
 
 
 # -- WriteTxnMarkers -----------------------------------------------------------------------------------------
-# v2 (KIP-1228) tells the leader the marker's transaction version.  The leader accepts a marker of the
-# producer's epoch or a newer one either way (a TV2 marker carries the epoch EndTxn bumped to).
+# v2 (KIP-1228) tells the leader the marker's transaction version (0 for v1): a TV2 marker carries the
+# epoch EndTxn bumped to, so the leader refuses one no newer than the producer's with
+# INVALID_PRODUCER_EPOCH (unless it is a retry of a completed transaction's; ``check_marker_epoch``).
 @handles(27, 1, 2)
 def handle_write_txn_markers(ctx: RequestContext, request: dict) -> dict:
     # Kafka: Alter on the cluster, else ClusterAction (a broker's request); otherwise every partition refused.
@@ -185,7 +186,12 @@ def handle_write_txn_markers(ctx: RequestContext, request: dict) -> dict:
     for m in request["markers"]:
         wanted = [(t["name"], p) for t in m["topics"] for p in t["partition_indexes"]]
         errors = write(
-            m["producer_id"], m["producer_epoch"], m["transaction_result"], m["coordinator_epoch"], wanted
+            m["producer_id"],
+            m["producer_epoch"],
+            m["transaction_result"],
+            m["coordinator_epoch"],
+            wanted,
+            m.get("transaction_version", 0),
         )
         out.append(
             {
@@ -465,5 +471,5 @@ def handle_describe_producers(ctx: RequestContext, request: dict) -> dict:
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-def _refuse_markers(producer_id, producer_epoch, result, coordinator_epoch, wanted) -> dict:  # noqa: ANN001
+def _refuse_markers(producer_id, producer_epoch, result, coordinator_epoch, wanted, version=0) -> dict:  # noqa: ANN001
     return {tp: ErrorCode.CLUSTER_AUTHORIZATION_FAILED for tp in wanted}

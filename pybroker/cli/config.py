@@ -162,7 +162,7 @@ def run_alter(args: argparse.Namespace) -> int:
     set_ = parse_pairs(args.set, "--set")
     with connect(args) as client:
         alter_configs(client, resource_type, name, set_, args.delete, validate_only=args.dry_run)
-    changes = [{"key": k, "operation": "set", "value": v} for k, v in set_.items()]
+    changes: list[dict[str, str | None]] = [{"key": k, "operation": "set", "value": v} for k, v in set_.items()]
     changes += [{"key": k, "operation": "delete", "value": None} for k in args.delete]
     target = name or "<broker default>"
     if args.format == "json":

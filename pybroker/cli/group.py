@@ -8,6 +8,7 @@ import argparse
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 
 from pybroker.cli.client import (
     CONSUMER_GROUP_DESCRIBE,
@@ -234,7 +235,7 @@ def group_lag(client: KafkaClient, description: GroupDescription) -> list[dict]:
         current = committed.get(tp)
         end = ends[tp][0] if tp in ends else None
         lag = end - current if current is not None and end is not None else None
-        member = owner.get(tp)
+        holder = owner.get(tp)
         rows.append(
             {
                 "group": description.group_id,
@@ -243,9 +244,9 @@ def group_lag(client: KafkaClient, description: GroupDescription) -> list[dict]:
                 "current_offset": current,
                 "log_end_offset": end,
                 "lag": lag,
-                "member_id": member.member_id if member else None,
-                "host": member.host if member else None,
-                "client_id": member.client_id if member else None,
+                "member_id": holder.member_id if holder else None,
+                "host": holder.host if holder else None,
+                "client_id": holder.client_id if holder else None,
             }
         )
     return rows
@@ -474,7 +475,7 @@ def run_delete(args: argparse.Namespace) -> int:
     rows = []
     with connect(args) as client:
         for group in args.groups:
-            result = client.with_coordinator(group, lambda node, g=group: _delete_group(client, g, node))
+            result = client.with_coordinator(group, partial(_delete_group, client, group))
             rows.append(
                 {"group": group, "status": error_name(result["error_code"]) if result["error_code"] else "OK"}
             )

@@ -14,6 +14,7 @@ import datetime
 import html
 import json
 import logging
+from collections.abc import Set as AbstractSet
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -108,7 +109,7 @@ def _page(request: web.Request, title: str, body: str, section: str, script: str
 
 
 def _table(
-    headers: list[str], rows: list[list[str]], *, numeric: set[int] = frozenset(), body_id: str = ""
+    headers: list[str], rows: list[list[str]], *, numeric: AbstractSet[int] = frozenset(), body_id: str = ""
 ) -> str:
     head = "".join(f'<th class="{"num" if i in numeric else ""}">{e(h)}</th>' for i, h in enumerate(headers))
     body = "".join(

@@ -88,9 +88,9 @@ def rack_alternated_brokers(racks: Mapping[int, str]) -> list[int]:
     result: list[int] = []
     index = 0
     while len(result) < len(racks):
-        broker = next(iterators[ordered_racks[index]], None)
-        if broker is not None:
-            result.append(broker)
+        taken = next(iterators[ordered_racks[index]], None)
+        if taken is not None:
+            result.append(taken)
         index = (index + 1) % len(ordered_racks)
     return result
 

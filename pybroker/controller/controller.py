@@ -148,7 +148,8 @@ class KafkaController:
     async def shutdown(self) -> None:
         self._stopped = True
         if self._worker is not None and not self._worker.done():
-            done: asyncio.Future[Any] = self._loop.create_future()  # type: ignore[union-attr]
+            assert self._loop is not None  # set with the worker (startup)
+            done: asyncio.Future[Any] = self._loop.create_future()
             self._queue.put_nowait(("shutdown", None, done))
             try:
                 await asyncio.wait_for(done, timeout=30)

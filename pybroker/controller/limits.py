@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pybroker.protocol.errors import ErrorCode, KafkaError
 
 # Kafka's controller refuses a request that creates more partitions than this
@@ -13,7 +15,7 @@ TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
 TOO_MANY_RECORDS = "Unable to perform excessively large batch operation."
 
 
-def new_topic_records(num_partitions: int, configs: dict[str, str | None]) -> int:
+def new_topic_records(num_partitions: int, configs: Mapping[str, str | None]) -> int:
     """The metadata records Kafka's controller writes to create a topic: a TopicRecord, a
     ConfigRecord per config set, a PartitionRecord per partition."""
     return 1 + sum(1 for value in configs.values() if value is not None) + num_partitions

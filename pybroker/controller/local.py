@@ -14,7 +14,7 @@ import logging
 import shutil
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,7 +28,7 @@ from pybroker.controller.limits import (
     check_creation_limits,
     new_topic_records,
 )
-from pybroker.metadata.local import LocalMetadataPublisher
+from pybroker.metadata.local import MetadataPublisher
 from pybroker.metadata.store import InvalidTopicName, MetadataStore, TopicRecord, validate_topic_name
 from pybroker.protocol.errors import ErrorCode, KafkaError
 from pybroker.replication.partition import Partition
@@ -112,7 +112,7 @@ class LocalController:
         config: BrokerConfig,
         store: MetadataStore,
         replica_manager: ReplicaManager,
-        publisher: LocalMetadataPublisher,
+        publisher: MetadataPublisher,
         metrics: BrokerMetrics,
     ) -> None:
         self.config = config
@@ -178,7 +178,7 @@ class LocalController:
         return self.metadata.topics.get(name)
 
     def check_new_topic(
-        self, name: str, num_partitions: int, configs: dict[str, str | None]
+        self, name: str, num_partitions: int, configs: Mapping[str, str | None]
     ) -> dict[str, str]:
         """Validate a CreateTopics entry; raises KafkaError with the code CreateTopics returns."""
         try:
@@ -195,7 +195,7 @@ class LocalController:
             raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from None
         return {k: v for k, v in configs.items() if v is not None}
 
-    def create_topic(self, name: str, num_partitions: int, configs: dict[str, str | None]) -> TopicRecord:
+    def create_topic(self, name: str, num_partitions: int, configs: Mapping[str, str | None]) -> TopicRecord:
         """Create a small topic at once, on the loop (auto-creation: num.partitions partitions)."""
         kept = self.check_new_topic(name, num_partitions, configs)
         check_creation_limits(num_partitions, new_topic_records(num_partitions, kept))

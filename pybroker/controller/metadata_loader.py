@@ -174,9 +174,10 @@ class ZkMetadataLoader:
                 assignment = self.topics.get(topic)
                 # The watch's first call, and the assignment watcher's own read, deliver nothing new:
                 # on_topic would re-apply every partition's state of the topic for nothing.
-                changed = assignment is not None and config is not None and config != self.topic_configs.get(topic)
-                if changed:
+                changed = False
+                if assignment is not None and config is not None and config != self.topic_configs.get(topic):
                     self.topic_configs[topic] = config
+                    changed = True
             if changed:
                 self._deliver(self.listener.on_topic, topic, assignment, config)
             return None

@@ -18,7 +18,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
@@ -34,6 +34,16 @@ logger = logging.getLogger(__name__)
 
 Watcher = Callable[[WatchedEvent], None]
 T = TypeVar("T")
+
+
+class ZkTransaction(Protocol):
+    """What the controller's fenced writes use of kazoo's TransactionRequest (kazoo has no type hints)."""
+
+    def check(self, path: str, version: int) -> None: ...
+    def create(self, path: str, value: bytes = b"") -> None: ...
+    def set_data(self, path: str, value: bytes, version: int = -1) -> None: ...
+    def delete(self, path: str, version: int = -1) -> None: ...
+    def commit(self) -> list[Any]: ...
 
 
 class BrokerIdInUseError(Exception):
@@ -218,9 +228,10 @@ class KafkaZkClient:
                 continue  # the epoch moved under us: read it again
             raise results[0] if isinstance(results[0], Exception) else results[1]
 
-    def _controller_transaction(self, epoch_zk_version: int, build: Callable[[object], None]) -> list[object]:
-        """Run ops in a transaction fenced by /controller_epoch's version (Kafka's checkControllerEpoch)."""
-        transaction = self.kazoo.transaction()
+    def _controller_transaction(self, epoch_zk_version: int, build: Callable[[ZkTransaction], None]) -> list[Any]:
+        """Run ops in a transaction fenced by /controller_epoch's version (Kafka's checkControllerEpoch).
+        The results are kazoo's, one per op built: a ZnodeStat for set_data, the path for create, True for delete."""
+        transaction: ZkTransaction = self.kazoo.transaction()
         transaction.check(z.CONTROLLER_EPOCH_PATH, epoch_zk_version)
         build(transaction)
         results = transaction.commit()
@@ -410,9 +421,9 @@ class KafkaZkClient:
         for topic, partition in states:
             self.kazoo.ensure_path(z.partition_path(topic, partition))
 
-        def build(transaction: object) -> None:
+        def build(transaction: ZkTransaction) -> None:
             for (topic, partition), state in states.items():
-                transaction.create(z.partition_state_path(topic, partition), state.encode())  # type: ignore[attr-defined]
+                transaction.create(z.partition_state_path(topic, partition), state.encode())
 
         self._controller_transaction(epoch_zk_version, build)
         return {tp: LeaderAndIsr(s.leader, s.leader_epoch, s.isr, s.controller_epoch, 0) for tp, s in states.items()}
@@ -425,7 +436,7 @@ class KafkaZkClient:
         path = z.partition_state_path(topic, partition)
         results = self._controller_transaction(
             epoch_zk_version,
-            lambda t: t.set_data(path, state.encode(), version=state.zk_version),  # type: ignore[attr-defined]
+            lambda t: t.set_data(path, state.encode(), version=state.zk_version),
         )
         stat = results[0]
         return LeaderAndIsr(state.leader, state.leader_epoch, state.isr, state.controller_epoch, stat.version)
@@ -433,7 +444,7 @@ class KafkaZkClient:
     def set_topic_assignment(self, epoch_zk_version: int, assignment: TopicAssignment) -> None:
         self._controller_transaction(
             epoch_zk_version,
-            lambda t: t.set_data(z.topic_path(assignment.topic), assignment.encode()),  # type: ignore[attr-defined]
+            lambda t: t.set_data(z.topic_path(assignment.topic), assignment.encode()),
         )
 
     def delete_topic_znodes(self, epoch_zk_version: int, topic: str) -> None:
@@ -446,10 +457,10 @@ class KafkaZkClient:
             paths.append(z.partitions_path(topic))
         paths.append(z.topic_path(topic))
 
-        def build(transaction: object) -> None:
+        def build(transaction: ZkTransaction) -> None:
             for path in paths:
                 if self.kazoo.exists(path) is not None:
-                    transaction.delete(path)  # type: ignore[attr-defined]
+                    transaction.delete(path)
 
         try:
             self._controller_transaction(epoch_zk_version, build)

@@ -33,6 +33,7 @@ import threading
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import IO
 
 logger = logging.getLogger(__name__)
 
@@ -167,7 +168,7 @@ class ZooKeeperServer:
         self.tick_time_ms = tick_time_ms
         self.heap = heap
         self.process: subprocess.Popen[bytes] | None = None
-        self._log_file: object | None = None
+        self._log_file: IO[bytes] | None = None
 
     @property
     def connect_string(self) -> str:
@@ -264,7 +265,7 @@ class ZooKeeperServer:
                 process.kill()
                 process.wait(timeout=timeout_s)
         if self._log_file is not None:
-            self._log_file.close()  # type: ignore[attr-defined]
+            self._log_file.close()
             self._log_file = None
 
     def __enter__(self) -> ZooKeeperServer:

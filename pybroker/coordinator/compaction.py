@@ -18,13 +18,16 @@ from pybroker import config as broker_config
 from pybroker.storage.cleaner import (
     apply_cleaning,
     clean_log,
+    cleanable_upper_bound,
     compute_cleaning,
+    last_records_of_active_producers,
     log_clean_stats,
     snapshot_segments,
 )
 
 if TYPE_CHECKING:
     from pybroker.coordinator.services import CoordinatorServices
+    from pybroker.replication.partition import Partition
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +57,7 @@ class CompactionTask:
             except Exception:
                 log.exception("log cleaner pass failed")
 
-    def _due(self) -> list[tuple[tuple[str, int], object, int]]:
+    def _due(self) -> list[tuple[tuple[str, int], Partition, int]]:
         """(key, partition, delete.retention.ms) of every compacted partition with new data."""
         due = []
         for partition in list(self.services.all_partitions()):
@@ -80,7 +83,15 @@ class CompactionTask:
             lg = partition.log
             end = lg.log_end_offset
             snapshots = snapshot_segments(lg)
-            results, stats = await loop.run_in_executor(None, compute_cleaning, snapshots, now, retention_ms)
+            results, stats = await loop.run_in_executor(
+                None,
+                compute_cleaning,
+                snapshots,
+                now,
+                retention_ms,
+                cleanable_upper_bound(lg),
+                last_records_of_active_producers(lg),
+            )
             stats.segments_rewritten, stats.segments_deleted = apply_cleaning(lg, results)
             log_clean_stats(lg, stats)
             removed += stats.records_removed

@@ -139,11 +139,11 @@ def join_error(error: ErrorCode, member_id: str = UNKNOWN_MEMBER_ID) -> dict[str
 def sync_result(
     error: ErrorCode, assignment: bytes = b"", group: ClassicGroup | None = None
 ) -> dict[str, Any]:
-    ok = error == ErrorCode.NONE and group is not None
+    named = group if error == ErrorCode.NONE else None  # the group's protocol, on success only
     return {
         "error_code": error,
-        "protocol_type": group.protocol_type if ok else None,
-        "protocol_name": group.protocol_name if ok else None,
+        "protocol_type": named.protocol_type if named is not None else None,
+        "protocol_name": named.protocol_name if named is not None else None,
         "assignment": assignment,
     }
 

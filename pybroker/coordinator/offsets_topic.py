@@ -13,6 +13,7 @@ import time
 from collections.abc import Awaitable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
+from pybroker.protocol.errors import ErrorCode
 from pybroker.records.batch import iter_batch_headers, whole_batches
 from pybroker.records.builder import SimpleRecord, build_batch
 from pybroker.records.control import COMMIT, control_type
@@ -86,8 +87,9 @@ class InternalTopic:
         *,
         producer_id: int = -1,
         producer_epoch: int = -1,
-    ) -> Awaitable[None] | None:
-        """Append ``entries`` to ``key``'s partition; a producer id makes it a transactional batch."""
+    ) -> Awaitable[ErrorCode] | None:
+        """Append ``entries`` to ``key``'s partition; a producer id makes it a transactional batch.
+        None when it is replicated already; else what the replication ends with (Partition.wait_replicated)."""
         if not entries:
             return None
         p = self.services.partition(self.name, self.partition_for(key))

@@ -271,8 +271,8 @@ class BrokerCollector:
         by_state = gauge(
             "kafka_coordinator_group_groupmetadatamanager_numgroups", "Groups by state and type."
         )
-        for (state, kind), n in sorted(Counter((g.state, g.group_type) for g in groups).items()):
-            by_state.add(labels(state=state, type=kind), n)
+        for (group_state, kind), n in sorted(Counter((g.state, g.group_type) for g in groups).items()):
+            by_state.add(labels(state=group_state, type=kind), n)
         state = gauge(
             "kafka_consumergroup_state",
             "1 for the group's current state (Empty, Stable, PreparingRebalance, ...).",

@@ -98,9 +98,12 @@ class Endpoint:
 class ClusterView(Protocol):
     """What the metrics endpoint and the console may ask of the broker."""
 
-    cluster_id: str
-    node_id: int
-    listener: str
+    @property
+    def cluster_id(self) -> str: ...
+    @property
+    def node_id(self) -> int: ...
+    @property
+    def listener(self) -> str: ...
 
     def brokers(self) -> list[Endpoint]: ...
 

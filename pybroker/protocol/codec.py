@@ -220,9 +220,11 @@ class _StructCodec:
 
 
 def _field_is_flexible(field: FieldSpec, version: int, message_flexible: bool) -> bool:
-    if field.flexible_versions == INHERIT:
+    versions = field.flexible_versions
+    if versions == INHERIT:
         return message_flexible
-    return in_range(field.flexible_versions, version)  # type: ignore[arg-type]
+    assert not isinstance(versions, str), versions  # INHERIT is the only string a field takes
+    return in_range(versions, version)
 
 
 def _check_room(mv: memoryview, pos: int, length: int, what: str) -> int:
@@ -318,7 +320,7 @@ def _array_reader(field: FieldSpec, element_reader: Reader, flexible: bool, null
             raise DecodeError(f"non-nullable field {name} was serialized as null or negative length {count}")
         if count > len(mv) - pos:
             raise DecodeError(f"{name}: array of {count} elements but only {len(mv) - pos} bytes remain")
-        items = []
+        items: list[Any] = []
         append = items.append
         for _ in range(count):
             item, pos = element_reader(mv, pos)
@@ -651,7 +653,7 @@ def _build_struct(fields: tuple[FieldSpec, ...], version: int, flexible: bool) -
     read_steps: list[tuple[str | None, Callable]] = []
     # (key, default, writer) triples; key None marks a run of fixed fields that reads the dict itself.
     write_steps: list[tuple[str | None, Any, Callable]] = []
-    tagged_fields: list[FieldSpec] = []
+    tagged_fields: list[tuple[int, FieldSpec]] = []  # (tag, field)
     absent_checks: list[FieldSpec] = []
     factories: list[tuple[str, Callable[[], Any]]] = []
 
@@ -705,7 +707,8 @@ def _build_struct(fields: tuple[FieldSpec, ...], version: int, flexible: bool) -
             continue
         factories.append((field.name, _default_factory(field, version, flexible)))
         if flexible and in_range(field.tagged_versions, version):
-            tagged_fields.append(field)
+            assert field.tag is not None  # the schema gives every field with tagged versions its tag
+            tagged_fields.append((field.tag, field))
             continue
         if not field.is_array and field.type in _FIXED_FORMATS:
             run.append(field)
@@ -717,13 +720,13 @@ def _build_struct(fields: tuple[FieldSpec, ...], version: int, flexible: bool) -
         )
     flush_run()
 
-    tagged_fields.sort(key=lambda f: f.tag)  # type: ignore[arg-type, return-value]
-    tagged_readers = {f.tag: (f.name, _field_reader(f, version, flexible, True)) for f in tagged_fields}
+    tagged_fields.sort(key=lambda tf: tf[0])
+    tagged_readers = {tag: (f.name, _field_reader(f, version, flexible, True)) for tag, f in tagged_fields}
     tagged_writers = tuple(
-        (f.tag, f.name, _field_writer(f, version, flexible, True), _encoded_default(f, version, flexible))
-        for f in tagged_fields
+        (tag, f.name, _field_writer(f, version, flexible, True), _encoded_default(f, version, flexible))
+        for tag, f in tagged_fields
     )
-    tagged_factories = tuple((f.name, _default_factory(f, version, flexible)) for f in tagged_fields)
+    tagged_factories = tuple((f.name, _default_factory(f, version, flexible)) for _, f in tagged_fields)
     read_steps_t = tuple(read_steps)
     write_steps_t = tuple(write_steps)
     absent_t = tuple(absent_checks)
@@ -825,7 +828,7 @@ def _build_struct(fields: tuple[FieldSpec, ...], version: int, flexible: bool) -
     if strict_field_names():
         unchecked, is_known = write, known.issuperset
 
-        def write(out: list, value: dict) -> None:  # type: ignore[no-redef]
+        def write(out: list, value: dict) -> None:
             if not is_known(value):
                 _refuse_unknown(known, value)
             unchecked(out, value)

@@ -6,12 +6,19 @@ directly when every partition answer has no record errors, no error message and 
 (KIP-951), and there are no node endpoints — every successful append and most refusals.  For any
 other shape it returns None and the caller uses the codec.  tests/protocol/test_produce_response.py
 checks it byte for byte against the codec at every version.
+
+Under the tests' strict codec (``codec.strict_field_names``) the response is also run through the
+codec first, which refuses a misspelt field name: this writer reads only the names it knows and
+would encode a misspelt one's field as its default.
 """
 
 from __future__ import annotations
 
+import functools
 import struct
 
+from pybroker.protocol import codec
+from pybroker.protocol.api import RESPONSES
 from pybroker.protocol.codec import encode_uvarint
 
 _INT16 = struct.Struct(">h")
@@ -23,10 +30,19 @@ FLEXIBLE_VERSION = 9  # ProduceResponse flexibleVersions 9+ (response header v1 
 TOPIC_ID_VERSION = 13  # topics named by id (KIP-516)
 _NULL_STRING = _INT16.pack(-1)
 _EMPTY_ARRAY = _INT32.pack(0)
+PRODUCE = 0
+
+
+@functools.cache
+def _strict() -> bool:
+    """Read once, when the first response is written (as the codec reads it per compiled struct)."""
+    return codec.strict_field_names()
 
 
 def encode_produce_response(version: int, correlation_id: int, response: dict) -> bytes | None:
     """The frame (int32 size, response header, body), or None when the codec must encode it."""
+    if _strict():
+        codec.encode_parts(RESPONSES[PRODUCE], version, response)  # UnknownFieldError for a misspelt name
     if response.get("node_endpoints"):
         return None
     flexible = version >= FLEXIBLE_VERSION

@@ -208,19 +208,19 @@ class StreamCompressor:
         self.parts: list[bytes] = []
         self.output_size = 0
         self._snappy_pending = bytearray()
+        # zlib's and cramjam's compressors differ (flush vs finish): one attribute each.
+        self._gzip: zlib._Compress | None = None
+        self._cramjam: cramjam.zstd.Compressor | cramjam.lz4.Compressor | None = None
         if codec == CompressionType.GZIP:
-            self._c = zlib.compressobj(6 if level is None else level, zlib.DEFLATED, 31)
+            self._gzip = zlib.compressobj(6 if level is None else level, zlib.DEFLATED, 31)
         elif codec == CompressionType.ZSTD:
-            self._c = cramjam.zstd.Compressor(level)
+            self._cramjam = cramjam.zstd.Compressor(level)
         elif codec == CompressionType.LZ4:
-            self._c = cramjam.lz4.Compressor(level)
+            self._cramjam = cramjam.lz4.Compressor(level)
         elif codec == CompressionType.SNAPPY:
             # The Java client's framing, which every client reads.
-            self._c = None
             self._emit(XERIAL_MAGIC + struct.pack(">ii", 1, 1))
-        elif codec == CompressionType.NONE:
-            self._c = None
-        else:
+        elif codec != CompressionType.NONE:
             raise UnsupportedCompressionError(f"unknown compression codec {codec}")
 
     def _emit(self, data: bytes) -> None:
@@ -236,24 +236,24 @@ class StreamCompressor:
             self._emit(_INT32.pack(len(block)) + block)
 
     def write(self, data: bytes) -> None:
-        if self.codec == CompressionType.GZIP:
-            self._emit(self._c.compress(data))
+        if self._gzip is not None:
+            self._emit(self._gzip.compress(data))
+        elif self._cramjam is not None:
+            self._cramjam.compress(data)
+            self._emit(bytes(self._cramjam.flush()))
         elif self.codec == CompressionType.SNAPPY:
             self._snappy_pending += data
             self._snappy_blocks(final=False)
-        elif self.codec == CompressionType.NONE:
+        else:  # NONE
             self._emit(bytes(data))
-        else:
-            self._c.compress(data)
-            self._emit(bytes(self._c.flush()))
 
     def finish(self) -> bytes:
-        if self.codec == CompressionType.GZIP:
-            self._emit(self._c.flush())
+        if self._gzip is not None:
+            self._emit(self._gzip.flush())
+        elif self._cramjam is not None:
+            self._emit(bytes(self._cramjam.finish()))
         elif self.codec == CompressionType.SNAPPY:
             self._snappy_blocks(final=True)
-        elif self.codec != CompressionType.NONE:
-            self._emit(bytes(self._c.finish()))
         return b"".join(self.parts)
 
 

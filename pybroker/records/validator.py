@@ -29,9 +29,11 @@ from pybroker.records.errors import (
 from pybroker.records.streams import Reader, StreamCompressor, open_reader
 
 try:  # the same walk in C (setup.py builds it; optional): ~50x faster per record
-    from pybroker.records._walk import walk_records as _native_walk
+    from pybroker.records._walk import walk_records
 except ImportError:  # pragma: no cover - no C compiler where pybroker was installed
     _native_walk = None
+else:  # (assigned here, not imported as the name: the checker then types it "walk_records or None")
+    _native_walk = walk_records
 
 NO_TIMESTAMP = -1
 LONG_MAX = (1 << 63) - 1

@@ -233,20 +233,20 @@ class ReplicaFetcher:
             return
         answers = await self.endpoint.fetch_epoch_end_offsets(with_epochs)
         for tp, answer in answers.items():
-            state = self.states.get(tp)
-            if state is None or not state.truncating or tp not in with_epochs:
+            current = self.states.get(tp)
+            if current is None or not current.truncating or tp not in with_epochs:
                 continue
-            if state.leader_epoch != with_epochs[tp][0]:
+            if current.leader_epoch != with_epochs[tp][0]:
                 continue  # the partition rejoined with a new epoch meanwhile
-            p = self._partition(tp, state)
+            p = self._partition(tp, current)
             if p is None:
                 self.states.pop(tp, None)
                 continue
             if answer.error != ErrorCode.NONE:
-                self._partition_error(tp, state, answer.error, "OffsetForLeaderEpoch")
+                self._partition_error(tp, current, answer.error, "OffsetForLeaderEpoch")
                 continue
             offset, complete = self._truncation_offset(p, answer)
-            self._truncate(p, tp, state, offset, complete)
+            self._truncate(p, tp, current, offset, complete)
 
     def _truncation_offset(self, p: Partition, leader: EpochEndOffset) -> tuple[int, bool]:
         """Where the follower's log diverges from the leader's (Kafka's getOffsetTruncationState);

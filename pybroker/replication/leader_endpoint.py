@@ -35,7 +35,7 @@ FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH, API_VERSIONS = 1, 2, 23, 18
 # carries the replica id in ReplicaState, 13+ names topics by id).
 ADD_PARTITIONS_TO_TXN, WRITE_TXN_MARKERS = 24, 27
 # The highest version this broker sends of each inter-broker request (negotiated down to the peer's).
-MAX_VERSIONS = {FETCH: 16, LIST_OFFSETS: 8, OFFSET_FOR_LEADER_EPOCH: 4, ADD_PARTITIONS_TO_TXN: 5, WRITE_TXN_MARKERS: 1}
+MAX_VERSIONS = {FETCH: 16, LIST_OFFSETS: 8, OFFSET_FOR_LEADER_EPOCH: 4, ADD_PARTITIONS_TO_TXN: 5, WRITE_TXN_MARKERS: 2}
 EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
 
 
@@ -391,6 +391,8 @@ class RemoteLeaderEndpoint:
         out: dict[TopicPartition, FetchPartitionResult] = {}
         for t in response["responses"]:
             topic = names.get(t["topic_id"]) if version >= 13 else t["topic"]
+            if topic is None:
+                continue  # a topic id this fetch did not name: nothing waits for it
             for pr in t["partitions"]:
                 records = pr["records"]
                 out[(topic, pr["partition_index"])] = FetchPartitionResult(

@@ -529,7 +529,13 @@ class Partition:
         then(error)
 
     def append_marker_as_leader(
-        self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, now_ms: int
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        now_ms: int,
+        transaction_version: int = 0,
     ):
         """Write a transaction marker (WriteTxnMarkers); readers of the LSO are woken."""
         if not self.is_leader:
@@ -541,6 +547,7 @@ class Partition:
             coordinator_epoch,
             leader_epoch=self.leader_epoch,
             now_ms=now_ms,
+            transaction_version=transaction_version,
         )
         if not self._maybe_advance_high_watermark(now_ms):
             self.notify_data()

@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from functools import partial
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pybroker.metadata.store import is_internal_topic
 from pybroker.protocol.errors import ErrorCode, KafkaError
@@ -37,7 +37,12 @@ from pybroker.storage.errors import KafkaStorageError, OffsetOutOfRangeError, St
 
 if TYPE_CHECKING:
     from pybroker.metrics.recorder import BrokerMetrics
+    from pybroker.records.validator import ValidationRules
     from pybroker.replication.partition import Partition
+
+    # A compressed partition validated off the loop: its topic's response parts and its slot in them,
+    # the partition and its index, the records, their first batch's header and the rules to apply.
+    _Deferred = tuple[list[dict | None], int, Partition, int, Any, BatchHeader, ValidationRules]
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +159,7 @@ class ReplicaManager:
         responses = []
         waits: list[tuple[dict, Partition, int]] = []
         writes: list[tuple[dict, asyncio.Future, Partition, int]] = []  # appends the writer threads do
-        deferred: list[tuple] = []
+        deferred: list[_Deferred] = []
         invalid_acks = acks not in (0, 1, -1)
         for td in topic_data:
             name = td["name"]
@@ -189,8 +194,9 @@ class ReplicaManager:
                 try:
                     buf, batches = validate(records, header, rules, now_ms)
                 except RecordFormatError as e:
-                    parts.append(error_response(index, e))
-                    self._count_failure(name, parts[-1])
+                    failed = error_response(index, e)
+                    parts.append(failed)
+                    self._count_failure(name, failed)
                     continue
                 resp, wait = self._append(p, index, buf, batches, now_ms, writes)
                 parts.append(resp)
@@ -377,7 +383,7 @@ class ReplicaManager:
     async def _validate_off_loop(
         self,
         responses: list[dict],
-        deferred: list,
+        deferred: list[_Deferred],
         waits: list,
         writes: list,
         now_ms: int,
@@ -395,8 +401,9 @@ class ReplicaManager:
             try:
                 buf, batches = await job
             except RecordFormatError as e:
-                parts[slot] = error_response(index, e)
-                self._count_failure(p.topic, parts[slot])
+                failed = error_response(index, e)
+                parts[slot] = failed
+                self._count_failure(p.topic, failed)
                 continue
             if self.partitions.get((p.topic, index)) is not p:  # deleted or recreated meanwhile
                 parts[slot] = partition_response(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)

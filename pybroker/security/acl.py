@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import TypeVar
 
 WILDCARD_RESOURCE = "*"  # a LITERAL ACL on "*" matches every resource of its type
 WILDCARD_HOST = "*"
@@ -62,7 +63,10 @@ class AclPermissionType(IntEnum):
     ALLOW = 3
 
 
-def _from_code(enum: type[IntEnum], code: int) -> IntEnum:
+_Code = TypeVar("_Code", bound=IntEnum)
+
+
+def _from_code(enum: type[_Code], code: int) -> _Code:
     """Kafka's fromCode: a code it does not know is UNKNOWN."""
     try:
         return enum(code)
@@ -71,19 +75,19 @@ def _from_code(enum: type[IntEnum], code: int) -> IntEnum:
 
 
 def resource_type(code: int) -> ResourceType:
-    return _from_code(ResourceType, code)  # type: ignore[return-value]
+    return _from_code(ResourceType, code)
 
 
 def pattern_type(code: int) -> PatternType:
-    return _from_code(PatternType, code)  # type: ignore[return-value]
+    return _from_code(PatternType, code)
 
 
 def operation(code: int) -> AclOperation:
-    return _from_code(AclOperation, code)  # type: ignore[return-value]
+    return _from_code(AclOperation, code)
 
 
 def permission_type(code: int) -> AclPermissionType:
-    return _from_code(AclPermissionType, code)  # type: ignore[return-value]
+    return _from_code(AclPermissionType, code)
 
 
 # Kafka's AclEntry.supportedOperations: the operations the authorized-operations bitfields report.

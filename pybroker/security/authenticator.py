@@ -31,6 +31,7 @@ from typing import Any
 from pybroker.protocol import codec
 from pybroker.protocol.api import REQUESTS, RESPONSES
 from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.framing import Frame
 from pybroker.security.context import ConnectionSecurity, KafkaPrincipal
 from pybroker.security.mechanisms import SaslAuthenticationError, SaslError, SaslServer
 from pybroker.security.sasl_config import SaslListenerConfig, ScramLookup
@@ -125,7 +126,7 @@ class SaslServerAuthenticator:
         return True
 
     # -- frames ------------------------------------------------------------------------------------
-    def receive(self, frame: memoryview) -> Outcome:
+    def receive(self, frame: Frame | bytes | memoryview) -> Outcome:
         state = self.state
         if state in (
             SaslState.INITIAL_REQUEST,
@@ -148,7 +149,7 @@ class SaslServerAuthenticator:
         out.close = f"SASL {self._text()} failed: {reason}"
         return out
 
-    def _kafka_request(self, frame: memoryview) -> Outcome:
+    def _kafka_request(self, frame: Frame | bytes | memoryview) -> Outcome:
         try:
             header = codec.decode_request_header(frame)
         except Exception:  # noqa: BLE001 - not a Kafka request at all
@@ -229,7 +230,7 @@ class SaslServerAuthenticator:
             self._finish()
         return Outcome(raw=challenge)
 
-    def _authenticate_request(self, frame: memoryview) -> Outcome:
+    def _authenticate_request(self, frame: Frame | bytes | memoryview) -> Outcome:
         assert self._server is not None
         try:
             header = codec.decode_request_header(frame)

@@ -13,6 +13,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cryptography.x509 import Name, NameAttribute
 
 # Kafka's RULE_PATTERN, RULE_SPLITTER and RULE_PARSER, as Python regular expressions.
 _RULE_PATTERN = r"(DEFAULT)|RULE:((\\.|[^\\/])*)/((\\.|[^\\/])*)/([LU]?).*?|(.*?)"
@@ -161,11 +165,11 @@ _STRING_ENCODINGS = {
 }
 
 
-def rfc2253_name(name: object) -> str:
+def rfc2253_name(name: Name) -> str:
     """A ``cryptography.x509.Name`` as Java's ``X500Principal.getName()`` (RFC 2253): the last RDN first,
     multi-valued RDNs joined with '+', RFC 2253 keywords by name, other attributes as OID=#hex."""
     rdns = []
-    for rdn in reversed(list(name.rdns)):  # type: ignore[attr-defined]
+    for rdn in reversed(list(name.rdns)):
         parts = []
         for attr in rdn:
             oid = attr.oid.dotted_string
@@ -179,9 +183,10 @@ def rfc2253_name(name: object) -> str:
     return ",".join(rdns)
 
 
-def _der_value(attr: object) -> bytes:
-    value = attr.value  # type: ignore[attr-defined]
-    tag = int(getattr(attr, "_type", None).value) if getattr(attr, "_type", None) is not None else 12
+def _der_value(attr: NameAttribute) -> bytes:
+    value = attr.value
+    asn1_type = getattr(attr, "_type", None)  # private in cryptography: the value's ASN.1 string type
+    tag = int(asn1_type.value) if asn1_type is not None else 12
     body = value if isinstance(value, bytes) else str(value).encode(_STRING_ENCODINGS.get(tag, "utf-8"))
     n = len(body)
     if n < 0x80:

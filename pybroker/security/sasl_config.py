@@ -92,6 +92,13 @@ def _jaas(config: BrokerConfig, listener: str, mechanism: str) -> LoginModule | 
     return modules[0]
 
 
+def _int(value: object) -> int:
+    """A numeric setting: typed by the config, or a string as a listener or mechanism override gives it."""
+    if isinstance(value, int | float | str):
+        return int(value)
+    raise TypeError(f"not a number: {value!r}")
+
+
 def _as_list(value: object) -> list[str]:
     if isinstance(value, list):
         return [str(v).strip() for v in value if str(v).strip()]
@@ -110,9 +117,9 @@ def build_listener_config(config: BrokerConfig, listener: str) -> SaslListenerCo
             f"supported: {', '.join(SUPPORTED_MECHANISMS)}"
         )
     cfg = SaslListenerConfig(listener, mechanisms)
-    cfg.max_receive_size = int(listener_config(config, "sasl.server.max.receive.size", listener))
+    cfg.max_receive_size = _int(listener_config(config, "sasl.server.max.receive.size", listener))
     for mechanism in mechanisms:
-        cfg.reauth_ms[mechanism] = int(listener_config(config, "connections.max.reauth.ms", listener, mechanism) or 0)
+        cfg.reauth_ms[mechanism] = _int(listener_config(config, "connections.max.reauth.ms", listener, mechanism) or 0)
     if PLAIN in mechanisms:
         module = _jaas(config, listener, PLAIN)
         if module is None:
@@ -140,7 +147,7 @@ def build_listener_config(config: BrokerConfig, listener: str) -> SaslListenerCo
                     _as_list(get("sasl.oauthbearer.expected.audience")),
                     str(get("sasl.oauthbearer.expected.issuer") or "") or None,
                     str(get("sasl.oauthbearer.sub.claim.name") or "sub"),
-                    int(get("sasl.oauthbearer.clock.skew.seconds") or 30),
+                    _int(get("sasl.oauthbearer.clock.skew.seconds") or 30),
                 )
             except (OSError, ValueError) as e:
                 raise SaslConfigError(f"listener {listener}: {e}") from None

@@ -68,6 +68,11 @@ class InvalidProducerEpochError(StorageError):
     """A batch from an older producer epoch than the one already seen (a fenced producer)."""
 
 
+class TransactionCoordinatorFencedError(StorageError):
+    """A marker from a coordinator epoch older than the producer's last marker's (a zombie coordinator;
+    Kafka: TRANSACTION_COORDINATOR_FENCED)."""
+
+
 class InvalidTxnStateError(StorageError):
     """A non-transactional batch from a producer with an ongoing transaction (Kafka: INVALID_TXN_STATE)."""
 

@@ -43,12 +43,12 @@ class LeaderEpochCache:
             if int(lines[0]) != VERSION:
                 raise ValueError(f"version {lines[0]}")
             count = int(lines[1])
-            entries = [tuple(int(x) for x in line.split()) for line in lines[2 : 2 + count]]
-            if len(entries) != count or any(len(e) != 2 for e in entries):
+            parsed = [tuple(int(x) for x in line.split()) for line in lines[2 : 2 + count]]
+            if len(parsed) != count or any(len(e) != 2 for e in parsed):
                 raise ValueError("entry count does not match")
         except (ValueError, IndexError) as e:
             raise StorageError(f"malformed {path}: {e}") from None
-        return cls(directory, entries)  # type: ignore[arg-type]
+        return cls(directory, [(epoch, start) for epoch, start in parsed])  # pairs: checked above
 
     @property
     def entries(self) -> list[tuple[int, int]]:

@@ -297,17 +297,18 @@ class Log:
             # batch of an epoch the checkpoint does not know.
             self.leader_epochs.assign(leader_epoch, first_offset)
             queued = on_written is not None and self._queue_write(total_size, next_offset)
-            if queued:
-                self._submit(buf, batches, infos, now_ms, first_offset, next_offset, on_written)
-            elif on_written is None:
+            if on_written is None:
                 self._write(buf, batches, infos, now_ms)
+            elif queued:
+                self._submit(buf, batches, infos, now_ms, first_offset, next_offset, on_written)
             else:  # the loop writes it itself (LogDirWriter.should_queue): a write that stalls diverts the next
                 switches = voluntary_switches()
                 started = perf_counter()
                 self._write(buf, batches, infos, now_ms)
                 elapsed = perf_counter() - started
                 if elapsed >= LogDirWriter.SLOW_WRITE_S:  # slept in the kernel, or only preempted?
-                    self.writer.inline_write_stalled(elapsed, voluntary_switches() > switches)  # type: ignore[union-attr]
+                    assert self.writer is not None  # an on_written callback comes with a writer (append_async)
+                    self.writer.inline_write_stalled(elapsed, voluntary_switches() > switches)
         except OSError as e:  # disk full, I/O error, read-only: nothing of this append was kept
             raise io_failure(self.directory.parent, f"append to {self.name}", e) from e
         self.producer_state.commit(plan)
@@ -330,7 +331,8 @@ class Log:
             return True
         if end_offset - self.recovery_point >= self.config.flush_messages:  # an fsync: never on the loop
             return True
-        return self.writer.should_queue(total_size)  # type: ignore[union-attr]
+        assert self.writer is not None  # asked only by append_async, which has a writer
+        return self.writer.should_queue(total_size)
 
     def _submit(
         self,
@@ -439,16 +441,18 @@ class Log:
         *,
         leader_epoch: int,
         now_ms: int,
+        transaction_version: int = 0,
     ) -> AppendInfo:
         """Write a COMMIT/ABORT control batch ending ``producer_id``'s transaction, as the leader
-        (Kafka's appendAsLeader with origin COORDINATOR).  An aborted transaction is recorded in the
-        transaction index of the segment that receives the marker."""
+        (Kafka's appendAsLeader with origin COORDINATOR; ``transaction_version`` decides which
+        epochs the marker may carry, see ``check_marker_epoch``).  An aborted transaction is
+        recorded in the transaction index of the segment that receives the marker."""
         self.wait_for_writes()
         buf = bytearray(build_marker_batch(producer_id, producer_epoch, commit, coordinator_epoch, now_ms))
         batches = list(iter_batch_headers(buf))
         offset = self.log_end_offset
         plan = self.producer_state.prepare_marker(
-            producer_id, producer_epoch, offset, 1 if commit else 0, coordinator_epoch
+            producer_id, producer_epoch, offset, 1 if commit else 0, coordinator_epoch, transaction_version
         )
         stamp_base_offset(buf, 0, offset)
         stamp_partition_leader_epoch(buf, 0, leader_epoch)
@@ -459,7 +463,8 @@ class Log:
             raise io_failure(self.directory.parent, f"transaction marker to {self.name}", e) from e
         self.producer_state.commit_marker(plan)
         try:
-            self._record_completed(plan.completed)
+            if plan.completed is not None:
+                self._record_completed(plan.completed)
         except OSError as e:  # the entry is kept in memory; a recovery from before it rebuilds it
             io_failure(self.directory.parent, f"transaction index of {self.name}", e)
         try:

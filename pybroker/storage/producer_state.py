@@ -22,12 +22,18 @@ from crc32c import crc32c
 from pybroker.records.batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
 from pybroker.records.control import ABORT
 from pybroker.storage.checkpoint import read_if_exists
-from pybroker.storage.errors import InvalidProducerEpochError, InvalidTxnStateError, OutOfOrderSequenceError
+from pybroker.storage.errors import (
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
+)
 from pybroker.storage.txn_index import AbortedTxn
 
 logger = logging.getLogger(__name__)
 
 MAX_CACHED_BATCHES = 5
+MAX_PRODUCER_EPOCH = 32767  # Short.MAX_VALUE
 SNAPSHOT_SUFFIX = ".snapshot"
 # Version 2 adds each producer's ongoing transaction's first offset; version 1 is still read.
 _SNAPSHOT_VERSION = 2
@@ -83,6 +89,37 @@ class ProducerEntry:
         self.last_timestamp = metadata.timestamp
 
 
+def check_marker_epoch(entry: ProducerEntry, epoch: int, transaction_version: int) -> None:
+    """Kafka's ProducerAppendInfo.checkProducerEpoch for a marker written by the coordinator.
+
+    Transaction version 2 (KIP-890 part 2): the coordinator bumps the epoch at every transaction end
+    and writes the markers with the bumped epoch, so a marker must carry an epoch newer than the
+    producer's; one of the producer's current epoch is a late retry of an earlier transaction's
+    marker and must not end the transaction now open with that epoch.  The exception, as in Kafka,
+    is a retry while no transaction is open (the marker was written, its answer lost) or at the
+    last epoch (32767, where no bump is possible): written again, harmlessly.  Versions 0 and 1:
+    a marker of the producer's epoch or a newer one is accepted."""
+    current = entry.epoch
+    if transaction_version >= 2:
+        if epoch > current:
+            return
+        if epoch == current and (entry.current_txn_first_offset < 0 or epoch == MAX_PRODUCER_EPOCH):
+            logger.info(
+                "idempotent transaction marker retry for producer %d epoch %d: its transaction is"
+                " already completed, the marker is written again",
+                entry.producer_id,
+                epoch,
+            )
+            return
+    elif epoch >= current:
+        return
+    comparison = "<=" if transaction_version >= 2 else "<"
+    raise InvalidProducerEpochError(
+        f"marker for producer {entry.producer_id} has epoch {epoch}, which is {comparison} the last seen"
+        f" epoch {current} (TV{transaction_version})"
+    )
+
+
 def _in_sequence(last_sequence: int, next_sequence: int) -> bool:
     return next_sequence == last_sequence + 1 or (next_sequence == 0 and last_sequence == 2**31 - 1)
 
@@ -112,7 +149,7 @@ class CompletedTxn:
 @dataclass
 class MarkerPlan:
     entry: ProducerEntry
-    completed: CompletedTxn
+    completed: CompletedTxn | None  # None: no transaction was open (Kafka completes none either)
 
 
 class ProducerStateManager:
@@ -211,24 +248,39 @@ class ProducerStateManager:
     # ---- transaction markers -------------------------------------------------------------------
 
     def prepare_marker(
-        self, producer_id: int, epoch: int, marker_offset: int, kind: int, coordinator_epoch: int = -1
+        self,
+        producer_id: int,
+        epoch: int,
+        marker_offset: int,
+        kind: int,
+        coordinator_epoch: int = -1,
+        transaction_version: int = 0,
+        *,
+        replication: bool = False,
     ) -> MarkerPlan:
         """Validate an end-of-transaction marker (Kafka's appendEndTxnMarker); raises
-        InvalidProducerEpochError for a marker of an older epoch than the producer's."""
+        InvalidProducerEpochError for a marker whose epoch ``check_marker_epoch`` refuses, and
+        TransactionCoordinatorFencedError for one from an older coordinator epoch than the
+        producer's last marker's (``replication``: a marker already in the log, replayed, is not
+        refused for that, as Kafka's REPLICATION origin only logs it)."""
         known = self.producers.get(producer_id)
         entry = known.copy() if known else ProducerEntry(producer_id)
-        if epoch < entry.epoch:
-            raise InvalidProducerEpochError(
-                f"marker for producer {producer_id} has epoch {epoch}, older than {entry.epoch}"
+        check_marker_epoch(entry, epoch, transaction_version)
+        if entry.coordinator_epoch > coordinator_epoch and not replication:
+            raise TransactionCoordinatorFencedError(
+                f"marker for producer {producer_id} has coordinator epoch {coordinator_epoch}, older than"
+                f" {entry.coordinator_epoch} of its last marker"
             )
         if epoch != entry.epoch:
             entry.epoch = epoch
             entry.batches = []
-        first = entry.current_txn_first_offset if entry.current_txn_first_offset >= 0 else marker_offset
+        first = entry.current_txn_first_offset
         entry.current_txn_first_offset = -1
         entry.coordinator_epoch = coordinator_epoch
         others = [o for pid, o in self.ongoing.items() if pid != producer_id]
         lso = min(others) if others else marker_offset + 1
+        if first < 0:  # e.g. a retried marker: nothing to complete, no aborted transaction to index
+            return MarkerPlan(entry, None)
         return MarkerPlan(entry, CompletedTxn(producer_id, first, marker_offset, kind == ABORT, lso))
 
     def commit_marker(self, plan: MarkerPlan) -> None:
@@ -267,15 +319,23 @@ class ProducerStateManager:
             if batch.is_control:
                 marker = read_marker(batch) if read_marker is not None else None
                 if marker is None:
+                    # A marker the cleaner emptied (KIP-534): the producer stays known, as in
+                    # Kafka's rebuild, but nothing of a marker is applied.
+                    self.producers.setdefault(batch.producer_id, ProducerEntry(batch.producer_id))
                     continue
                 try:
                     plan = self.prepare_marker(
-                        batch.producer_id, batch.producer_epoch, batch.base_offset, marker[0], marker[1]
+                        batch.producer_id,
+                        batch.producer_epoch,
+                        batch.base_offset,
+                        marker[0],
+                        marker[1],
+                        replication=True,
                     )
                 except InvalidProducerEpochError:
                     continue
                 self.commit_marker(plan)
-                if on_completed is not None:
+                if on_completed is not None and plan.completed is not None:
                     on_completed(plan.completed)
                 continue
             entry = self.producers.get(batch.producer_id)

@@ -72,6 +72,11 @@ class TransactionIndex:
             self.entries = kept
             self._rewrite()
 
+    def replace(self, entries: list[AbortedTxn]) -> None:
+        """All entries at once (the log cleaner's rewritten segment)."""
+        self.entries = list(entries)
+        self._rewrite()
+
     def _rewrite(self) -> None:
         if not self.entries:
             self.path.unlink(missing_ok=True)

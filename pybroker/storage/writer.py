@@ -33,10 +33,12 @@ from typing import Any
 
 try:  # the thread in C, which never takes the GIL (setup.py builds it; optional)
     from pybroker.storage._logwriter import SKIPPED as _SKIPPED
-    from pybroker.storage._logwriter import Writer as _NativeWriter
+    from pybroker.storage._logwriter import Writer
 except ImportError:  # pragma: no cover - no C compiler where pybroker was installed
     _NativeWriter = None
     _SKIPPED = -1
+else:  # (assigned here, not imported as the name: the checker then types it "Writer or None")
+    _NativeWriter = Writer
 
 logger = logging.getLogger(__name__)
 _GROUPS = itertools.count(1)
@@ -162,8 +164,8 @@ class LogDirWriter:
 
     def __init__(self, name: str, threads: int = 1) -> None:
         self.name = name
-        use_native = _NativeWriter is not None and os.environ.get("PYBROKER_LOG_WRITER") != "python"
-        self._natives = [_NativeWriter() for _ in range(max(1, threads))] if use_native else []
+        native = _NativeWriter if os.environ.get("PYBROKER_LOG_WRITER") != "python" else None
+        self._natives = [native() for _ in range(max(1, threads))] if native is not None else []
         self._native = self._natives[0] if self._natives else None  # the Python fallback's switch
         self._slots = itertools.count()
         self._queue: SimpleQueue[WriteJob | None] = SimpleQueue()

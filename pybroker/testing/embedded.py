@@ -14,14 +14,15 @@ import os
 import socket
 import tempfile
 import threading
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from concurrent.futures import Future
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from pybroker.broker import Broker
+    from pybroker.config import BrokerConfig
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -104,7 +105,7 @@ class EmbeddedBroker:
             raise
         return self.bootstrap
 
-    def _run(self, config: object, started: Future[None]) -> None:
+    def _run(self, config: BrokerConfig, started: Future[None]) -> None:
         import uvloop
 
         from pybroker.broker import Broker
@@ -113,7 +114,7 @@ class EmbeddedBroker:
         self._loop = loop
         asyncio.set_event_loop(loop)
         try:
-            self.broker = Broker(config)  # type: ignore[arg-type]
+            self.broker = Broker(config)
             try:
                 loop.run_until_complete(self.broker.start())
             except BaseException as e:
@@ -141,7 +142,7 @@ class EmbeddedBroker:
                 if not self._stopped.done():
                     self._stopped.set_result(None)
 
-    def call(self, coro_fn: Callable[[Broker], Awaitable[T]], timeout_s: float = START_TIMEOUT_S) -> T:
+    def call(self, coro_fn: Callable[[Broker], Coroutine[Any, Any, T]], timeout_s: float = START_TIMEOUT_S) -> T:
         """Run `coro_fn(broker)` on the broker's loop (which owns all broker state) and return its result."""
         if self._loop is None or self.broker is None or self._thread is None:
             raise RuntimeError("broker is not running")

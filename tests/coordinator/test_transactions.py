@@ -27,6 +27,7 @@ class Harness:
     def __init__(self, **config):
         self.store = MemoryTransactionStore()
         self.markers = []
+        self.marker_versions = []
         self.clock = FakeClock()
         self.next_pid = 1000
         self.c = self.make(**config)
@@ -36,8 +37,9 @@ class Harness:
             self.next_pid += 1
             return self.next_pid
 
-        def write(pid, epoch, commit, coordinator_epoch, partitions):
+        def write(pid, epoch, commit, coordinator_epoch, partitions, transaction_version):
             self.markers.append((pid, epoch, commit, sorted(partitions)))
+            self.marker_versions.append(transaction_version)
             return {tp: ErrorCode.NONE for tp in partitions}
 
         return TransactionCoordinator(
@@ -100,6 +102,7 @@ def test_commit_flow_and_epoch_bump_on_reinit():
         }
         assert await h.c.end_transaction("tx", pid, 0, True) == ErrorCode.NONE
         assert h.markers == [(pid, 0, True, [("t", 0), ("t", 1)])]
+        assert h.marker_versions == [0]
         # a retried EndTxn(commit) is answered NONE; an abort after a commit is INVALID_TXN_STATE
         assert await h.c.end_transaction("tx", pid, 0, True) == ErrorCode.NONE
         assert await h.c.end_transaction("tx", pid, 0, False) == ErrorCode.INVALID_TXN_STATE
@@ -200,7 +203,7 @@ def test_a_failed_marker_is_retried_and_the_commit_still_answered():
     h = Harness()
     failing = {("t", 1)}
 
-    def flaky(pid, epoch, commit, coordinator_epoch, partitions):
+    def flaky(pid, epoch, commit, coordinator_epoch, partitions, transaction_version):
         h.markers.append((pid, epoch, commit, sorted(partitions)))
         return {tp: ErrorCode.KAFKA_STORAGE_ERROR if tp in failing else ErrorCode.NONE for tp in partitions}
 
@@ -237,6 +240,7 @@ def test_tv2_end_txn_bumps_the_epoch_and_overflows_to_a_new_producer_id():
         await h.c.add_partitions("tx", pid, 0, [("t", 0)])
         assert await h.c.end_transaction_v2("tx", pid, 0, True) == (ErrorCode.NONE, pid, 1)
         assert h.markers[-1] == (pid, 1, True, [("t", 0)])
+        assert h.marker_versions[-1] == 2  # the leader checks a TV2 marker's epoch (KIP-1228)
         assert await h.c.end_transaction_v2("tx", pid, 0, True) == (ErrorCode.NONE, pid, 1)  # a retry
         assert (await h.c.end_transaction_v2("tx", pid, 1, True))[0] == ErrorCode.INVALID_TXN_STATE
         assert await h.c.end_transaction_v2("tx", pid, 1, False) == (ErrorCode.NONE, pid, 2)  # empty abort

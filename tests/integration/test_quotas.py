@@ -2,9 +2,22 @@
 kafka-configs, described back, surviving a restart; a producer limited to 1 MB/s and a consumer to
 2 MB/s measured within 10 % while unlimited clients are not slowed; throttle_time_ms seen by librdkafka's throttle callback.
 
-INTEGRATION_BROKER=kafka runs the same tests against Apache Kafka 4.3.1.  The measurement uses a shortened quota window (quota.window.num=3, 1 s samples) over 12 s;
-``QUOTA_MEASURE_S=30`` with ``QUOTA_WINDOW_NUM=11`` runs the issue's 30 s version with Kafka's defaults:
-    QUOTA_MEASURE_S=30 QUOTA_WINDOW_NUM=11 python -m pytest -p no:cacheprovider tests/integration/test_quotas.py
+INTEGRATION_BROKER=kafka runs the same tests against Apache Kafka 4.3.1.
+
+Both brokers measure a quota with the same windowed rate (Kafka's Rate over SampledStat; pybroker's port is
+checked event for event against kafka-clients' own classes in tests/security/test_quota_rate.py), so a
+throttled client moves in bursts: a burst when old samples expire, then throttles of up to a window.  A
+measurement is only as good as the number of those cycles it spans:
+
+- the producer is measured over 12 s with a shortened window (quota.window.num=3, 1 s samples; cycles of
+  about 3 s).  With Kafka's default of 11 samples the first 10 windows' burst credit is still being paid
+  back after 30 s: 1.24 MB/s on Apache Kafka and 1.29 on pybroker for a 1 MiB/s quota;
+- the consumer is measured over 30 s with Kafka's default quota.window.num=11: 2.197 MB/s of record values
+  on pybroker for a 2 MiB/s quota, 1.97-2.20 on Apache Kafka.  With 3 samples over 12 s both brokers
+  measure 1.7-1.9 (a 262 KB fetch is the grain of the consumer's cycle).
+
+``QUOTA_MEASURE_S`` and ``QUOTA_WINDOW_NUM`` override the producer's; ``QUOTA_CONSUMER_MEASURE_S`` and
+``QUOTA_CONSUMER_WINDOW_NUM`` the consumer's.
 """
 
 from __future__ import annotations
@@ -67,14 +80,27 @@ def _produce_for(
     return counted / elapsed
 
 
-@pytest.fixture
-def quota_broker(tmp_path):
-    broker = launch(tmp_path, {"quota.window.num": WINDOW_NUM, "quota.window.size.seconds": "1"})
+def _quota_broker(tmp_path, window_num: str):
+    broker = launch(tmp_path, {"quota.window.num": window_num, "quota.window.size.seconds": "1"})
     broker.start()
     try:
         yield broker
     finally:
         broker.stop()
+
+
+@pytest.fixture
+def quota_broker(tmp_path):
+    yield from _quota_broker(tmp_path, WINDOW_NUM)
+
+
+CONSUMER_MEASURE_S = float(os.environ.get("QUOTA_CONSUMER_MEASURE_S", "30"))
+CONSUMER_WINDOW_NUM = os.environ.get("QUOTA_CONSUMER_WINDOW_NUM", "11")
+
+
+@pytest.fixture
+def consumer_quota_broker(tmp_path):
+    yield from _quota_broker(tmp_path, CONSUMER_WINDOW_NUM)
 
 
 def test_producer_byte_rate_set_with_kafka_configs_enforced_and_kept(quota_broker) -> None:
@@ -146,20 +172,15 @@ def _consume_for(bootstrap: str, client_id: str, seconds: float, warm_up: float 
     return (received - base) / (time.monotonic() - start), max(throttles, default=0)
 
 
-@pytest.mark.xfail(
-    reason="open: pybroker's limited consumer measures 1.87-1.88 MB/s for a 2 MiB/s quota (about -10.5 %), "
-    "Apache Kafka passes this test (INTEGRATION_BROKER=kafka); the throttled-empty-fetch dynamics differ",
-    strict=False,
-)
-def test_consumer_byte_rate_enforced_while_another_consumer_is_not(quota_broker) -> None:
-    bootstrap = quota_broker.bootstrap
-    warm_up = int(WINDOW_NUM) + 1
+def test_consumer_byte_rate_enforced_while_another_consumer_is_not(consumer_quota_broker) -> None:
+    bootstrap = consumer_quota_broker.bootstrap
+    warm_up = int(CONSUMER_WINDOW_NUM) + 1
     # Enough data for the limited consumer's whole run, written by an unlimited producer.
     # 64 KiB batches: a fetch returns whole batches, and a throttled fetch is answered empty (its bytes
     # still counted in the throttle), so the batch size is the grain of the measured rate.
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "acks": 1, "batch.size": 65536})
     value = b"c" * 10240
-    for _ in range(int(CONSUME_LIMIT * (MEASURE_S + warm_up + int(WINDOW_NUM) + 4) / len(value))):
+    for _ in range(int(CONSUME_LIMIT * (CONSUMER_MEASURE_S + warm_up + int(CONSUMER_WINDOW_NUM) + 4) / len(value))):
         while True:
             try:
                 producer.produce("quota-topic", value=value, partition=0)
@@ -184,7 +205,7 @@ def test_consumer_byte_rate_enforced_while_another_consumer_is_not(quota_broker)
         )
         assert response["entries"][0]["error_code"] == 0
 
-    rate, throttled = _consume_for(bootstrap, "limited-consumer", MEASURE_S, warm_up=warm_up)
+    rate, throttled = _consume_for(bootstrap, "limited-consumer", CONSUMER_MEASURE_S, warm_up=warm_up)
     assert abs(rate - CONSUME_LIMIT) <= 0.1 * CONSUME_LIMIT, f"limited consumer: {rate / 1e6:.3f} MB/s"
     assert throttled > 0, "the consumer never saw throttle_time_ms"
     free, free_throttled = _consume_for(bootstrap, "free-consumer", 3)

@@ -85,3 +85,19 @@ def _response_partition() -> dict:
         "record_errors": [],
         "error_message": None,
     }
+
+
+@pytest.mark.parametrize("version", [3, 8, 9, 13])
+def test_a_misspelt_name_is_refused_as_by_the_codec(version: int) -> None:
+    """The one-pass writer reads the names it knows (a missing log_append_time_ms is -1): under the
+    tests' strict codec (PYBROKER_STRICT_CODEC=1) a misspelt one fails here as it would in the codec,
+    instead of being encoded as the default."""
+    assert codec.strict_field_names(), "the test suites run the codec strictly (tests/conftest.py)"
+    topic = {"name": "t", "topic_id": uuid.uuid4()}
+    good = {"index": 0, "error_code": 0, "base_offset": 5, "log_append_time_ms": 7, "log_start_offset": 0}
+    assert encode_produce_response(version, 1, {"responses": [{**topic, "partition_responses": [good]}]})
+    misspelt = {**good, "log_apend_time_ms": good.pop("log_append_time_ms")}
+    with pytest.raises(codec.UnknownFieldError, match="log_apend_time_ms"):
+        encode_produce_response(version, 1, {"responses": [{**topic, "partition_responses": [misspelt]}]})
+    with pytest.raises(codec.UnknownFieldError, match="throttle_time"):
+        encode_produce_response(version, 1, {"responses": [], "throttle_time": 100})

@@ -48,40 +48,61 @@ def test_latest_value_per_key_survives_with_its_offset(tmp_path: Path, compressi
 
     stats = clean_log(log, NOW, delete_retention_ms=HOUR)
 
-    expected = [
+    # As Kafka: the active segment is not part of the round, so k1@10 does not supersede k1@6 yet;
+    # both tombstones are kept by the first clean, which stamps their delete horizon (NOW + 1 h),
+    # however old their own timestamps.
+    assert all_records(log) == [
         (5, b"k0", b"v2-0"),
+        (6, b"k1", b"v2-1"),
         (7, b"k2", b"v2-2"),
-        (9, b"k4", None),  # still younger than delete.retention.ms
+        (8, b"k3", None),
+        (9, b"k4", None),
         (10, b"k1", b"v3-1"),
     ]
-    assert all_records(log) == expected
-    assert stats.records_removed == 7
+    assert stats.records_removed == 5
     assert log.segments[0].size < size_before
+    # Before the horizon nothing changes; at it the tombstones go.
+    assert clean_log(log, NOW + HOUR - 1, delete_retention_ms=HOUR).records_removed == 0
+    assert clean_log(log, NOW + HOUR, delete_retention_ms=HOUR).records_removed == 2
+    expected = [(5, b"k0", b"v2-0"), (6, b"k1", b"v2-1"), (7, b"k2", b"v2-2"), (10, b"k1", b"v3-1")]
+    assert all_records(log) == expected
     assert log.log_end_offset == 11
     # Offsets inside the compacted range still find the next surviving record.
     assert read_records(log.read(1, 1 << 20).read())[0].offset >= 1
-    # A second pass has nothing left to do; appends continue at the same offsets.
-    assert clean_log(log, NOW, delete_retention_ms=HOUR).records_removed == 0
+    # A further pass has nothing left to do; appends continue at the same offsets.
+    assert clean_log(log, NOW + HOUR, delete_retention_ms=HOUR).records_removed == 0
     put(log, [(b"k9", b"x")], NOW)
     assert all_records(log)[-1] == (11, b"k9", b"x")
     # The cleaned segment and its rebuilt indexes survive a restart.
     log.close()
     reopened = Log.open(tmp_path / "t-0", "t", 0, config, NOW, clean_shutdown=True)
     assert all_records(reopened) == [*expected, (11, b"k9", b"x")]
-    assert reopened.offset_for_timestamp(NOW - 1500) == (9, NOW - 1000)
+    # The round's last batch (the tombstone at 9) is kept, emptied: no record of it is found by time.
+    assert [h.records_count for h in iter_batch_headers(reopened.read(9, 1 << 20).read())][0] == 0
+    assert reopened.offset_for_timestamp(NOW - 1500) == (10, NOW)
 
 
-def test_tombstones_expire_after_delete_retention(tmp_path: Path) -> None:
+def test_tombstones_expire_at_the_delete_horizon_stamped_by_the_first_clean(tmp_path: Path) -> None:
+    """KIP-534: a tombstone's age is not its timestamp's but the time since the first clean kept
+    it; that clean stamps ``now + delete.retention.ms`` into the batch (base timestamp and the
+    deleteHorizonMs attribute bit), a clean at or past it removes the tombstone."""
     config = LogConfig(cleanup_policy="compact")
     log = Log.create(tmp_path / "t-0", "t", 0, config, 0)
     put(log, [(b"a", b"1"), (b"b", b"1")], NOW - 10 * HOUR)
-    put(log, [(b"a", None)], NOW - 2 * HOUR)
+    put(log, [(b"a", None)], NOW - 10 * HOUR)
+    put(log, [(b"z", b"1")], NOW - 10 * HOUR)
     log.roll(NOW)
     put(log, [(b"c", b"1")], NOW)
-    clean_log(log, NOW, delete_retention_ms=24 * HOUR)
-    assert [(o, k, v) for o, k, v in all_records(log)] == [(1, b"b", b"1"), (2, b"a", None), (3, b"c", b"1")]
     clean_log(log, NOW, delete_retention_ms=HOUR)
-    assert all_records(log) == [(1, b"b", b"1"), (3, b"c", b"1")]
+    assert all_records(log) == [(1, b"b", b"1"), (2, b"a", None), (3, b"z", b"1"), (4, b"c", b"1")]
+    stamped = [h for h in iter_batch_headers(log.read(2, 1 << 20).read()) if h.base_offset == 2][0]
+    assert stamped.attributes & 0x40 and stamped.base_timestamp == NOW + HOUR
+    assert read_records(log.read(2, 1 << 20).read())[0].timestamp == NOW - 10 * HOUR  # kept
+    # The horizon stays what the first clean stamped, whatever the retention later.
+    clean_log(log, NOW + HOUR // 2, delete_retention_ms=0)
+    assert (2, b"a", None) in all_records(log)
+    clean_log(log, NOW + HOUR, delete_retention_ms=24 * HOUR)
+    assert all_records(log) == [(1, b"b", b"1"), (3, b"z", b"1"), (4, b"c", b"1")]
 
 
 def test_emptied_middle_segment_is_deleted_first_is_kept(tmp_path: Path) -> None:
@@ -121,8 +142,8 @@ def test_threaded_pass_keeps_appends_made_while_it_ran(tmp_path: Path) -> None:
     config = LogConfig(cleanup_policy="compact")
     log = Log.create(tmp_path / "t-0", "t", 0, config, 0)
     put(log, [(b"a", b"1"), (b"b", b"1")], NOW)
-    log.roll(NOW)
     put(log, [(b"a", b"2")], NOW)
+    log.roll(NOW)
     snapshots = snapshot_segments(log)
     results, stats = compute_cleaning(snapshots, NOW, HOUR)  # what the worker thread does
     # Meanwhile on the loop: more appends, a roll, more appends.

@@ -11,7 +11,7 @@ from conftest import append, make_request
 from pybroker.records import iter_batch_headers, read_records
 from pybroker.records.control import ABORT, COMMIT, control_type
 from pybroker.storage import InvalidProducerEpochError, Log, LogConfig
-from pybroker.storage.errors import InvalidTxnStateError
+from pybroker.storage.errors import InvalidTxnStateError, TransactionCoordinatorFencedError
 from pybroker.storage.txn_index import ENTRY_SIZE, AbortedTxn, TransactionIndex
 
 
@@ -21,8 +21,10 @@ def txn(pid, seq, epoch=0, count=2):
     )
 
 
-def marker(log, pid, commit, epoch=0):
-    return log.append_marker(pid, epoch, commit, 0, leader_epoch=0, now_ms=10_000)
+def marker(log, pid, commit, epoch=0, transaction_version=0):
+    return log.append_marker(
+        pid, epoch, commit, 0, leader_epoch=0, now_ms=10_000, transaction_version=transaction_version
+    )
 
 
 def test_index_entry_is_kafkas_34_byte_layout(tmp_path):
@@ -74,6 +76,65 @@ def test_marker_of_an_older_epoch_is_refused_and_plain_write_in_txn_is_invalid(l
         append(log, make_request(1, producer_id=1, producer_epoch=3, base_sequence=2))
     marker(log, 1, commit=False, epoch=4)  # a fencing coordinator's bumped epoch
     assert log.first_unstable_offset() is None
+
+
+def test_tv2_marker_must_carry_a_bumped_epoch(log_dir):
+    """KIP-890 part 2 (Kafka's checkProducerEpoch with transaction version 2): the coordinator bumps
+    the epoch at every transaction end, so a TV2 marker of the producer's current epoch is refused
+    while a transaction of that epoch is open (a late retry of the previous transaction's marker
+    must not end the next one), and written again when none is (an idempotent retry)."""
+    log = Log.create(log_dir, "topic", 0, LogConfig(), 0)
+    append(log, txn(1, 0, epoch=3))  # 0-1: transaction of epoch 3
+    with pytest.raises(InvalidProducerEpochError):
+        marker(log, 1, commit=True, epoch=3, transaction_version=2)
+    with pytest.raises(InvalidProducerEpochError):
+        marker(log, 1, commit=True, epoch=2, transaction_version=2)
+    assert log.first_unstable_offset() == 0  # still open
+    assert marker(log, 1, commit=True, epoch=4, transaction_version=2).first_offset == 2
+    assert log.first_unstable_offset() is None
+    # The same marker again (its answer was lost): nothing open, so it is written again.
+    assert marker(log, 1, commit=True, epoch=4, transaction_version=2).first_offset == 3
+    # The next transaction runs with epoch 4; a late copy of the epoch-4 marker must not end it.
+    append(log, txn(1, 0, epoch=4))  # 4-5
+    with pytest.raises(InvalidProducerEpochError):
+        marker(log, 1, commit=False, epoch=4, transaction_version=2)
+    assert log.first_unstable_offset() == 4
+    # Transaction version 0/1: the marker of the producer's own epoch ends it.
+    marker(log, 1, commit=False, epoch=4, transaction_version=0)
+    assert log.first_unstable_offset() is None
+    # At the last epoch no bump is possible: a marker of that epoch is accepted while open.
+    append(log, txn(2, 0, epoch=32767))
+    marker(log, 2, commit=True, epoch=32767, transaction_version=2)
+    assert log.first_unstable_offset() is None
+
+
+def test_a_marker_from_an_older_coordinator_epoch_is_fenced(log_dir):
+    """Kafka's checkCoordinatorEpoch: a marker whose coordinator epoch is older than the one of the
+    producer's last marker comes from a zombie coordinator (TRANSACTION_COORDINATOR_FENCED); replayed
+    from the log it is applied (Kafka's REPLICATION origin only logs it)."""
+    log = Log.create(log_dir, "topic", 0, LogConfig(), 0)
+    append(log, txn(1, 0))  # 0-1
+    log.append_marker(1, 0, True, 5, leader_epoch=0, now_ms=10_000)  # 2
+    append(log, txn(1, 2))  # 3-4
+    with pytest.raises(TransactionCoordinatorFencedError):
+        log.append_marker(1, 0, False, 4, leader_epoch=0, now_ms=10_000)
+    assert log.first_unstable_offset() == 3
+    log.append_marker(1, 0, False, 5, leader_epoch=0, now_ms=10_000)  # 5: the same epoch is fine
+    assert log.first_unstable_offset() is None
+    plan = log.producer_state.prepare_marker(1, 0, 6, ABORT, 4, replication=True)
+    assert plan.entry.coordinator_epoch == 4
+
+
+def test_a_marker_with_no_open_transaction_indexes_nothing(log_dir):
+    """Kafka's appendEndTxnMarker completes a transaction only when one is open: an ABORT marker of a
+    producer with nothing open (an empty transaction, a retried marker) adds no aborted transaction."""
+    log = Log.create(log_dir, "topic", 0, LogConfig(), 0)
+    marker(log, 5, commit=False)  # 0: nothing of pid 5 in this partition
+    append(log, txn(6, 0))  # 1-2
+    marker(log, 6, commit=False)  # 3
+    marker(log, 6, commit=False)  # 4: the same marker again
+    assert log.active_segment.txn_index.entries == [AbortedTxn(6, 1, 3, 4)]
+    assert log.collect_aborted_transactions(0, 5) == [AbortedTxn(6, 1, 3, 4)]
 
 
 @pytest.mark.parametrize("clean", [True, False])

@@ -18,12 +18,13 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from pybroker.coordinator.clock import Clock, LoopClock
 from pybroker.coordinator.share.share_coordinator import TOPIC, TOPIC_CONFIGS, ShareCoordinator
 from pybroker.coordinator.share.share_group import ShareGroup, ShareMember
-from pybroker.coordinator.share.share_partition import SharePartition
+from pybroker.coordinator.share.share_partition import SharePartition, SharePartitionOptions
 from pybroker.coordinator.share.state_records import SharePartitionKey, ShareSnapshot
 
 if TYPE_CHECKING:
@@ -125,13 +126,13 @@ class ShareGroupService:
         p = self.services.partition(topic, index)
         if p is None:
             return None
-        kwargs: dict[str, Any] = {
+        kwargs: SharePartitionOptions = {
             "delivery_count_limit": int(self._group_config(group_id, "share.delivery.count.limit", self.delivery_count_limit)),
             "record_lock_duration_ms": int(
                 self._group_config(group_id, "share.record.lock.duration.ms", self.record_lock_duration_ms)
             ),
             "max_in_flight_records": self.max_record_locks,
-            "on_state_change": lambda s, k=key: self._persist(k, s),
+            "on_state_change": partial(self._persist, key),
         }
         snap = self.coordinator.read_state(key)
         if snap is not None:

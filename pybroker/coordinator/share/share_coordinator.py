@@ -37,7 +37,7 @@ class StateLog(Protocol):
 
     def ensure_topic(self) -> None: ...
 
-    def append(self, key: str, entries: list[tuple[bytes, bytes | None]]) -> Awaitable[None] | None: ...
+    def append(self, key: str, entries: list[tuple[bytes, bytes | None]]) -> Awaitable[object] | None: ...
 
     def replay(self) -> Iterator[tuple[bytes, bytes | None]]: ...
 
@@ -74,7 +74,7 @@ class ShareCoordinator:
     def keys_of_group(self, group_id: str) -> list[SharePartitionKey]:
         return [k for k in self._state if k.group_id == group_id]
 
-    def write_state(self, key: SharePartitionKey, snapshot: ShareSnapshot) -> Awaitable[None] | None:
+    def write_state(self, key: SharePartitionKey, snapshot: ShareSnapshot) -> Awaitable[object] | None:
         """Record ``snapshot`` as the share partition's state; the returned awaitable completes once
         the write is replicated (None when it already is, e.g. on a single replica)."""
         prev = self._state.get(key)
@@ -89,7 +89,7 @@ class ShareCoordinator:
         self._state[key] = snapshot
         return self.state_log.append(key.coordinator_key, [(snapshot_key(key), snapshot_value(snapshot))])
 
-    def delete_state(self, key: SharePartitionKey) -> Awaitable[None] | None:
+    def delete_state(self, key: SharePartitionKey) -> Awaitable[object] | None:
         if self._state.pop(key, None) is None:
             return None
         return self.state_log.append(key.coordinator_key, [(snapshot_key(key), None)])

@@ -18,6 +18,7 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import TypedDict, Unpack
 
 from pybroker.coordinator.clock import Clock, TimerHandle
 from pybroker.protocol.errors import ErrorCode
@@ -91,6 +92,15 @@ class _InFlightRecord:
             self.lock = None
 
 
+class SharePartitionOptions(TypedDict, total=False):
+    """SharePartition's keyword settings (the group's configs), passed on by ``from_state``."""
+
+    delivery_count_limit: int
+    record_lock_duration_ms: int
+    max_in_flight_records: int
+    on_state_change: Callable[[SharePartition], None] | None
+
+
 class SharePartition:
     """The in-flight state machine of one share partition; the event loop owns it (no locking)."""
 
@@ -133,11 +143,11 @@ class SharePartition:
         start_offset: int,
         state_batches: Iterable[StateBatch],
         clock: Clock,
-        **kwargs: object,
+        **kwargs: Unpack[SharePartitionOptions],
     ) -> SharePartition:
         """Rebuild from persisted state: records ACQUIRED when the state was written are AVAILABLE again
         (their locks died with the broker), as Kafka's ``maybeInitialize`` does."""
-        sp = cls(group_id, topic, partition, start_offset, clock, **kwargs)  # type: ignore[arg-type]
+        sp = cls(group_id, topic, partition, start_offset, clock, **kwargs)
         for batch in state_batches:
             state = batch.delivery_state
             if state == RecordState.ACQUIRED:

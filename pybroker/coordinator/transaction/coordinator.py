@@ -43,7 +43,7 @@ TopicPartition = tuple[str, int]
 
 
 class TransactionStore(Protocol):
-    def append(self, key: str, entries: list[tuple[bytes, bytes | None]]) -> Awaitable[None] | None: ...
+    def append(self, key: str, entries: list[tuple[bytes, bytes | None]]) -> Awaitable[object] | None: ...
 
 
 class MemoryTransactionStore:
@@ -54,10 +54,10 @@ class MemoryTransactionStore:
         self.entries.extend(entries)
 
 
-# (producer id, epoch, commit, coordinator epoch, partitions) -> per-partition error (or an awaitable of
-# it: in a cluster the markers of partitions led elsewhere travel to their leaders)
+# (producer id, epoch, commit, coordinator epoch, partitions, transaction version) -> per-partition error
+# (or an awaitable of it: in a cluster the markers of partitions led elsewhere travel to their leaders)
 MarkerWriter = Callable[
-    [int, int, bool, int, Iterable[TopicPartition]],
+    [int, int, bool, int, Iterable[TopicPartition], int],
     dict[TopicPartition, ErrorCode] | Awaitable[dict[TopicPartition, ErrorCode]],
 ]
 
@@ -470,13 +470,24 @@ class TransactionCoordinator:
         whether the transaction is complete."""
         remaining = set(md.partitions if partitions is None else partitions)
         written = self.write_markers(
-            md.producer_id, md.producer_epoch, commit, self._coordinator_epoch(md.transactional_id), remaining
+            md.producer_id,
+            md.producer_epoch,
+            commit,
+            self._coordinator_epoch(md.transactional_id),
+            remaining,
+            md.client_transaction_version,  # TV2: the partition leader checks the marker's epoch is bumped
         )
         errors = await written if inspect.isawaitable(written) else written
         if self.transactions.get(md.transactional_id) is not md:
             return False  # this broker stopped coordinating it meanwhile: the new coordinator finishes it
-        # Gone, or fenced by a newer epoch there: not retried (as Kafka's marker handler).
-        done = (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_PRODUCER_EPOCH)
+        # Gone, or fenced by a newer producer or coordinator epoch there: not retried (as Kafka's
+        # marker handler).
+        done = (
+            ErrorCode.NONE,
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            ErrorCode.INVALID_PRODUCER_EPOCH,
+            ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+        )
         failed = {tp for tp, code in errors.items() if code not in done}
         for tp in sorted(failed):
             log.error("transaction marker for %s-%d failed (%s): retrying", tp[0], tp[1], errors[tp].name)

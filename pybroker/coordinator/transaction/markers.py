@@ -14,7 +14,7 @@ from typing import Any
 
 from pybroker.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
 from pybroker.protocol.errors import ErrorCode
-from pybroker.storage.errors import InvalidProducerEpochError, StorageError
+from pybroker.storage.errors import InvalidProducerEpochError, StorageError, TransactionCoordinatorFencedError
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +35,7 @@ class LocalMarkerWriter:
         commit: bool,
         coordinator_epoch: int,
         partitions: Iterable[tuple[str, int]],
+        transaction_version: int = 0,
     ) -> dict[tuple[str, int], ErrorCode]:
         now_ms = int(time.time() * 1000)
         errors: dict[tuple[str, int], ErrorCode] = {}
@@ -47,10 +48,16 @@ class LocalMarkerWriter:
                 errors[(topic, index)] = ErrorCode.NOT_LEADER_OR_FOLLOWER
                 continue
             try:
-                p.append_marker_as_leader(producer_id, producer_epoch, commit, coordinator_epoch, now_ms)
+                p.append_marker_as_leader(
+                    producer_id, producer_epoch, commit, coordinator_epoch, now_ms, transaction_version
+                )
             except InvalidProducerEpochError as e:
                 log.warning("marker for %s-%d refused: %s", topic, index, e)
                 errors[(topic, index)] = ErrorCode.INVALID_PRODUCER_EPOCH
+                continue
+            except TransactionCoordinatorFencedError as e:
+                log.warning("marker for %s-%d refused: %s", topic, index, e)
+                errors[(topic, index)] = ErrorCode.TRANSACTION_COORDINATOR_FENCED
                 continue
             except StorageError as e:
                 log.error("marker for %s-%d failed: %s", topic, index, e)

@@ -52,11 +52,18 @@ def marker_writer(
     log.warning("test hook %s=%s: markers to that topic fail", FAIL_MARKERS_ENV, failing_topic)
 
     def write(
-        producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, partitions: Iterable[Any]
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        partitions: Iterable[Any],
+        transaction_version: int = 0,
     ) -> dict[tuple[str, int], ErrorCode]:
         wanted = set(partitions)
         failed = {tp: ErrorCode.KAFKA_STORAGE_ERROR for tp in wanted if tp[0] == failing_topic}
-        rest = writer(producer_id, producer_epoch, commit, coordinator_epoch, wanted - set(failed))
+        rest = writer(
+            producer_id, producer_epoch, commit, coordinator_epoch, wanted - set(failed), transaction_version
+        )
         return {**rest, **failed}
 
     return write  # type: ignore[return-value]

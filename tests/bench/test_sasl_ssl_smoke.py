@@ -1,0 +1,29 @@
+"""CI smoke run of bench.sasl_ssl at a toy size: it must run to the end on pybroker over a SASL_SSL
+listener (SCRAM-SHA-256 over TLS) and print its table.  Only the exit code and the table's shape are
+checked — never a time or a rate."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.timeout(200)
+def test_sasl_ssl_bench_runs_at_a_toy_size() -> None:
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
+    )
+    argv = [sys.executable, "-m", "bench.sasl_ssl", "--systems", "pybroker", "--runs", "1"]
+    argv += ["--mib", "4", "--warmup-mib", "1"]
+    result = subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    rows = [line for line in result.stdout.splitlines() if line.startswith("| pybroker |")]
+    assert len(rows) == 1, result.stdout
+    cells = [cell.strip() for cell in rows[0].strip("|").split("|")]
+    assert len(cells) == 5 and all(float(cell) > 0 for cell in cells[1:]), rows[0]
