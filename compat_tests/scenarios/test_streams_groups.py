@@ -23,6 +23,7 @@ LEDGER_COLUMN = "raw-socket"
 
 STREAMS_GROUP_HEARTBEAT, STREAMS_GROUP_DESCRIBE = 88, 89
 LIST_GROUPS, DESCRIBE_CONFIGS, DELETE_GROUPS, DESCRIBE_GROUPS, OFFSET_COMMIT = 16, 32, 42, 15, 8
+INCREMENTAL_ALTER_CONFIGS, GROUP_RESOURCE, INVALID_CONFIG = 44, 32, 40
 CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE, JOIN_GROUP = 68, 69, 11
 INCONSISTENT_GROUP_PROTOCOL = 23
 NON_EMPTY_GROUP = 68
@@ -614,142 +615,97 @@ def test_standby_tasks_with_group_streams_num_standby_replicas(
     launcher.start()
     try:
         bootstrap = launcher.bootstrap
-        group, source = f"streams-{uuid.uuid4().hex[:8]}", f"in-{uuid.uuid4().hex[:8]}"
-        admin.create_topic(bootstrap, source, partitions=2, replication_factor=1)
+        group = f"streams-{uuid.uuid4().hex[:8]}"
         coordinator_ready(bootstrap, group)
-        topology = word_count_topology(group, source)
-        a, b = str(uuid.uuid4()), str(uuid.uuid4())
-        joined_a = join_once_source_is_seen(bootstrap, group, a, topology)
-        joined_b = heartbeat(bootstrap, group, b, 0, topology=topology)
-        assert joined_a["error_code"] == joined_b["error_code"] == NONE
-        epochs = {a: joined_a["member_epoch"], b: joined_b["member_epoch"]}
-        owned: dict[str, tuple[set, set]] = {a: (set(), set()), b: (set(), set())}
-        every = {(s, p) for s in ("0", "1") for p in range(2)}
-        deadline = time.monotonic() + 60
-        while True:
-            for m in (a, b):
-                active, standby = owned[m]
-                answer = heartbeat(
-                    bootstrap, group, m, epochs[m], active_tasks=wire(active), standby_tasks=wire(standby),
-                    warmup_tasks=[],
-                )  # fmt: skip
-                assert answer["error_code"] == NONE, answer
-                epochs[m] = answer["member_epoch"]
-                if answer["active_tasks"] is not None:
-                    owned[m] = (tasks(answer["active_tasks"]), tasks(answer["standby_tasks"]))
-            described = describe(bootstrap, group)
-            if (
-                described["group_state"] == "Stable"
-                and owned[a][0] | owned[b][0] == every
-                and owned[a][1] | owned[b][1]
-            ):
-                break
-            assert time.monotonic() < deadline, f"no standbys: {described}"
-            time.sleep(0.5)
-        # One standby per stateful task, never where it runs actively; none for the stateless subtopology.
-        assert sorted([*owned[a][1], *owned[b][1]]) == [("1", 0), ("1", 1)]
-        assert not owned[a][0] & owned[a][1] and not owned[b][0] & owned[b][1]
-        assert not owned[a][0] & owned[b][0]
-
-        # A member asks for the application to shut down: every member hears of it.
-        asked = heartbeat(
-            bootstrap, group, a, epochs[a], active_tasks=wire(owned[a][0]), standby_tasks=wire(owned[a][1]),
-            warmup_tasks=[], shutdown_application=True,
-        )  # fmt: skip
-        assert asked["error_code"] == NONE, asked
-        other = heartbeat(
-            bootstrap, group, b, epochs[b], active_tasks=wire(owned[b][0]), standby_tasks=wire(owned[b][1]),
-            warmup_tasks=[],
-        )  # fmt: skip
-        shutdown = [s for s in other["status"] if s["status_code"] == SHUTDOWN_APPLICATION]
-        assert [s["status_detail"] for s in shutdown] == [
-            f"Streams group member {a} encountered a fatal error and requested a shutdown for the entire application."
-        ]
+        _standby_case(bootstrap, admin, group)
     finally:
         launcher.stop()
 
 
-def test_other_group_apis_on_a_streams_group(bootstrap: str, make_topic, group: str) -> None:
-    """A streams group is not a classic or a consumer group: DescribeGroups, ConsumerGroupDescribe and
-    ConsumerGroupHeartbeat say so, JoinGroup is refused, and OffsetCommit outside the group is refused
-    while it has members."""
-    source = make_topic("-in")
-    member = str(uuid.uuid4())
-    joined = join_once_source_is_seen(bootstrap, group, member, word_count_topology(group, source))
-    assert joined["error_code"] == NONE, joined
-    (classic,) = call(
-        bootstrap, DESCRIBE_GROUPS, 6, {"groups": [group], "include_authorized_operations": False}
-    )["groups"]
-    assert (classic["error_code"], classic["error_message"]) == (
-        GROUP_ID_NOT_FOUND,
-        f"Group {group} is not a classic group.",
+def test_standby_tasks_with_the_group_config(bootstrap: str, admin: Any, group: str) -> None:
+    """The same with the group config streams.num.standby.replicas=1 (IncrementalAlterConfigs on the
+    group), which Kafka checks against group.streams.max.standby.replicas; the group config
+    streams.heartbeat.interval.ms is the interval the members are given."""
+    too_many = alter_group_configs(bootstrap, group, {"streams.num.standby.replicas": "3"})
+    assert too_many["error_code"] == INVALID_CONFIG, too_many
+    bad_interval = alter_group_configs(bootstrap, group, {"streams.heartbeat.interval.ms": "1"})
+    assert bad_interval["error_code"] == INVALID_CONFIG, bad_interval
+    altered = alter_group_configs(
+        bootstrap, group, {"streams.num.standby.replicas": "1", "streams.heartbeat.interval.ms": "6000"}
     )
-    (consumer,) = call(
-        bootstrap, CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": [group], "include_authorized_operations": False}
-    )["groups"]
-    assert (consumer["error_code"], consumer["error_message"]) == (
-        GROUP_ID_NOT_FOUND,
-        f"Group {group} is not a consumer group.",
-    )
-    joining = call(
+    assert altered["error_code"] == NONE, altered
+    _standby_case(bootstrap, admin, group, heartbeat_interval_ms=6000)
+
+
+def alter_group_configs(bootstrap: str, group: str, configs: dict[str, str]) -> dict[str, Any]:
+    answer = call(
         bootstrap,
-        CONSUMER_GROUP_HEARTBEAT,
+        INCREMENTAL_ALTER_CONFIGS,
         1,
         {
-            "group_id": group,
-            "member_id": str(uuid.uuid4()),
-            "member_epoch": 0,
-            "instance_id": None,
-            "rack_id": None,
-            "rebalance_timeout_ms": 30000,
-            "subscribed_topic_names": [source],
-            "subscribed_topic_regex": None,
-            "server_assignor": None,
-            "topic_partitions": [],
-        },
-    )
-    assert (joining["error_code"], joining["error_message"]) == (
-        GROUP_ID_NOT_FOUND,
-        f"Group {group} is not a consumer group.",
-    )
-    commit = call(
-        bootstrap,
-        OFFSET_COMMIT,
-        9,
-        {
-            "group_id": group,
-            "generation_id_or_member_epoch": -1,
-            "member_id": "",
-            "group_instance_id": None,
-            "topics": [
+            "resources": [
                 {
-                    "name": source,
-                    "partitions": [
-                        {
-                            "partition_index": 0,
-                            "committed_offset": 1,
-                            "committed_leader_epoch": -1,
-                            "committed_metadata": "",
-                        }
-                    ],
+                    "resource_type": GROUP_RESOURCE,
+                    "resource_name": group,
+                    "configs": [{"name": k, "config_operation": 0, "value": v} for k, v in configs.items()],
                 }
             ],
+            "validate_only": False,
         },
     )
-    assert commit["topics"][0]["partitions"][0]["error_code"] == UNKNOWN_MEMBER_ID
-    joined_classic = call(
-        bootstrap,
-        JOIN_GROUP,
-        9,
-        {
-            "group_id": group,
-            "session_timeout_ms": 10000,
-            "rebalance_timeout_ms": 10000,
-            "member_id": "",
-            "group_instance_id": None,
-            "protocol_type": "consumer",
-            "protocols": [{"name": "range", "metadata": b""}],
-            "reason": None,
-        },
-    )
-    assert joined_classic["error_code"] == INCONSISTENT_GROUP_PROTOCOL, joined_classic
+    (result,) = answer["responses"]
+    return result
+
+
+def _standby_case(bootstrap: str, admin: Any, group: str, heartbeat_interval_ms: int = 5000) -> None:
+    source = f"in-{uuid.uuid4().hex[:8]}"
+    admin.create_topic(bootstrap, source, partitions=2, replication_factor=1)
+    topology = word_count_topology(group, source)
+    a, b = str(uuid.uuid4()), str(uuid.uuid4())
+    joined_a = join_once_source_is_seen(bootstrap, group, a, topology)
+    joined_b = heartbeat(bootstrap, group, b, 0, topology=topology)
+    assert joined_a["error_code"] == joined_b["error_code"] == NONE
+    epochs = {a: joined_a["member_epoch"], b: joined_b["member_epoch"]}
+    owned: dict[str, tuple[set, set]] = {a: (set(), set()), b: (set(), set())}
+    every = {(s, p) for s in ("0", "1") for p in range(2)}
+    deadline = time.monotonic() + 60
+    while True:
+        for m in (a, b):
+            active, standby = owned[m]
+            answer = heartbeat(
+                bootstrap, group, m, epochs[m], active_tasks=wire(active), standby_tasks=wire(standby),
+                warmup_tasks=[],
+            )  # fmt: skip
+            assert answer["error_code"] == NONE, answer
+            assert answer["heartbeat_interval_ms"] == heartbeat_interval_ms
+            epochs[m] = answer["member_epoch"]
+            if answer["active_tasks"] is not None:
+                owned[m] = (tasks(answer["active_tasks"]), tasks(answer["standby_tasks"]))
+        described = describe(bootstrap, group)
+        if (
+            described["group_state"] == "Stable"
+            and owned[a][0] | owned[b][0] == every
+            and owned[a][1] | owned[b][1]
+        ):
+            break
+        assert time.monotonic() < deadline, f"no standbys: {described}"
+        time.sleep(0.5)
+    # One standby per stateful task, never where it runs actively; none for the stateless subtopology.
+    assert sorted([*owned[a][1], *owned[b][1]]) == [("1", 0), ("1", 1)]
+    assert not owned[a][0] & owned[a][1] and not owned[b][0] & owned[b][1]
+    assert not owned[a][0] & owned[b][0]
+
+    # A member asks for the application to shut down: every member hears of it.
+    asked = heartbeat(
+        bootstrap, group, a, epochs[a], active_tasks=wire(owned[a][0]), standby_tasks=wire(owned[a][1]),
+        warmup_tasks=[], shutdown_application=True,
+    )  # fmt: skip
+    assert asked["error_code"] == NONE, asked
+    other = heartbeat(
+        bootstrap, group, b, epochs[b], active_tasks=wire(owned[b][0]), standby_tasks=wire(owned[b][1]),
+        warmup_tasks=[],
+    )  # fmt: skip
+    shutdown = [s for s in other["status"] if s["status_code"] == SHUTDOWN_APPLICATION]
+    assert [s["status_detail"] for s in shutdown] == [
+        f"Streams group member {a} encountered a fatal error and requested a shutdown for the entire application."
+    ]

@@ -46,7 +46,11 @@ def handle_streams_group_heartbeat(ctx: RequestContext, request: dict):  # noqa:
     coordinator = _coordinator(ctx, group_id)
     if coordinator is None:
         return error_response(_coordinator_error(ctx, group_id), None)
-    response, to_create, wait = coordinator.streams.heartbeat(request, _client_id(ctx), _client_host(ctx))
+    share_groups = ctx.services.share_groups  # keeps every group's configs (IncrementalAlterConfigs)
+    configs = share_groups.group_configs.get(group_id) if share_groups is not None else None
+    response, to_create, wait = coordinator.streams.heartbeat(
+        request, _client_id(ctx), _client_host(ctx), configs
+    )
     if to_create:
         _create_internal_topics(ctx, response, to_create)
     # Answered once the records the heartbeat wrote are durable in __consumer_offsets.

@@ -70,6 +70,17 @@ class StreamsGroupError(Exception):
         self.message = message
 
 
+# The group configs (IncrementalAlterConfigs on a GROUP resource) that override the broker's
+# group.streams.* settings for one streams group (Kafka's GroupConfig).
+SESSION_TIMEOUT = "streams.session.timeout.ms"
+HEARTBEAT_INTERVAL = "streams.heartbeat.interval.ms"
+NUM_STANDBY_REPLICAS = "streams.num.standby.replicas"
+INITIAL_REBALANCE_DELAY = "streams.initial.rebalance.delay.ms"
+ASSIGNMENT_INTERVAL = "streams.assignment.interval.ms"
+STREAMS_GROUP_CONFIG_KEYS = (SESSION_TIMEOUT, HEARTBEAT_INTERVAL, NUM_STANDBY_REPLICAS, INITIAL_REBALANCE_DELAY,
+                             ASSIGNMENT_INTERVAL)  # fmt: skip
+
+
 @dataclass(slots=True)
 class StreamsGroupConfig:
     heartbeat_interval_ms: int = 5000  # group.streams.heartbeat.interval.ms
@@ -165,6 +176,7 @@ class StreamsGroupManager:
         self.groups: dict[str, StreamsGroup] = {}
         # The records of the operation under way (every operation runs to its end on the event loop).
         self._pending: Entries = []
+        self._configs: dict[str, str] = {}  # the group configs of the heartbeat under way
 
     @property
     def clock(self):  # noqa: ANN201 - the coordinator's Clock
@@ -191,7 +203,7 @@ class StreamsGroupManager:
 
     def _write_metadata(self, group: StreamsGroup) -> None:
         validated = group.validated_topology_epoch
-        configs = [{"key": "num.standby.replicas", "value": str(self.config.num_standby_replicas)}]
+        configs = [{"key": "num.standby.replicas", "value": str(self._standbys(group))}]
         value = {"epoch": group.group_epoch, "metadata_hash": 0, "validated_topology_epoch": validated,
                  "last_assignment_configs": configs}  # fmt: skip
         self._record(sr.METADATA, group, value)
@@ -260,11 +272,12 @@ class StreamsGroupManager:
 
     # -- StreamsGroupHeartbeat ---------------------------------------------------------------------
     def heartbeat(
-        self, req: dict[str, Any], client_id: str, client_host: str
+        self, req: dict[str, Any], client_id: str, client_host: str, configs: dict[str, str] | None = None
     ) -> tuple[dict[str, Any], list[InternalTopic], Awaitable[None] | None]:
         """The answer, the internal topics the broker must create for the group, and the append of the
-        records the heartbeat wrote (to await before answering)."""
+        records the heartbeat wrote (to await before answering).  ``configs``: the group's configs."""
         self._pending = []
+        self._configs = configs or {}
         to_create: list[InternalTopic] = []
         try:
             validate_request(req)
@@ -310,6 +323,7 @@ class StreamsGroupManager:
         joining = req["member_epoch"] == 0
         existed = req["group_id"] in self.groups
         group = self._group(req["group_id"], create=joining)
+        group.configs = dict(self._configs)
         member_id = req["member_id"]
         owned = owned_tasks(req)
         instance_id = req.get("instance_id")
@@ -364,6 +378,10 @@ class StreamsGroupManager:
             # Kafka configures the topology when its topics change: a group reloaded from its records
             # describes the topology as sent until then.
             group.configured = fresh
+        # A change of the assignment configs (streams.num.standby.replicas) calls for a new assignment.
+        if self._standbys(group) != group.last_standby_replicas:
+            dirty = group.last_standby_replicas is not None or dirty
+            group.last_standby_replicas = self._standbys(group)
         validated = fresh.epoch if fresh is not None and fresh.ready else -1
         if validated != group.validated_topology_epoch:
             group.validated_topology_epoch = validated
@@ -499,6 +517,9 @@ class StreamsGroupManager:
         except InvalidTopology:
             return None
 
+    def _standbys(self, group: StreamsGroup) -> int:
+        return int(group.configs.get(NUM_STANDBY_REPLICAS, self.config.num_standby_replicas))
+
     def _signature(self, group: StreamsGroup) -> dict[str, int | None]:
         if group.topology is None:
             return {}
@@ -539,7 +560,7 @@ class StreamsGroupManager:
     def _schedule_initial_delay(self, group: StreamsGroup) -> None:
         """Kafka: a member joining an empty group starts the initial rebalance delay; until it ends the
         members reconcile towards an empty target."""
-        delay = self.config.initial_rebalance_delay_ms
+        delay = int(group.configs.get(INITIAL_REBALANCE_DELAY, self.config.initial_rebalance_delay_ms))
         if delay <= 0 or group.initial_delay_timer is not None:
             return
 
@@ -562,7 +583,8 @@ class StreamsGroupManager:
             return None
         now = self.clock.now_ms()
         last = group.assignment_timestamp_ms
-        if last is not None and now - last < self.config.assignment_interval_ms:
+        interval = int(group.configs.get(ASSIGNMENT_INTERVAL, self.config.assignment_interval_ms))
+        if last is not None and now - last < interval:
             return ASSIGNMENT_INTERVAL_DETAIL
         self._compute_target(group)
         return None
@@ -580,7 +602,7 @@ class StreamsGroupManager:
                 ),
                 {sid: s.number_of_tasks for sid, s in configured.subtopologies.items()},
                 {sid for sid, s in configured.subtopologies.items() if s.stateful},
-                self.config.num_standby_replicas,
+                self._standbys(group),
             )
             group.target = {
                 member_id: TasksTuple(frozenset(a.active), frozenset(a.standby))
@@ -669,7 +691,9 @@ class StreamsGroupManager:
             "error_message": None,
             "member_id": member.member_id,
             "member_epoch": member.member_epoch,
-            "heartbeat_interval_ms": self.config.heartbeat_interval_ms,
+            "heartbeat_interval_ms": int(
+                group.configs.get(HEARTBEAT_INTERVAL, self.config.heartbeat_interval_ms)
+            ),
             "acceptable_recovery_lag": 0,
             "task_offset_interval_ms": 0,
             "status": [{"status_code": c, "status_detail": d} for c, d in status],
@@ -776,7 +800,7 @@ class StreamsGroupManager:
         member = group.members[member_id]
         if member.session_timer is not None:
             member.session_timer.cancel()
-        timeout = self.config.session_timeout_ms
+        timeout = int(group.configs.get(SESSION_TIMEOUT, self.config.session_timeout_ms))
 
         def expired() -> None:
             current = group.members.get(member_id)
@@ -869,6 +893,9 @@ class StreamsGroupManager:
             # The topology is configured again against the topics as they are now (Kafka keeps a hash
             # of their metadata; a change there bumps the epoch on the next heartbeat either way).
             group.validated_topology_epoch = metadata.get("validated_topology_epoch", -1)
+            last = {kv["key"]: kv["value"] for kv in metadata.get("last_assignment_configs") or ()}
+            if "num.standby.replicas" in last:
+                group.last_standby_replicas = int(last["num.standby.replicas"])
             group.metadata_signature = self._signature(group)
             group.configured = None  # configured again when its topics change, as Kafka does
             group.loaded = True

@@ -150,6 +150,8 @@ class StreamsGroup:
         # group's metadata record, so a reloaded group has its state before it is configured again.
         self.validated_topology_epoch = -1
         self.loaded = False  # rebuilt from __consumer_offsets (not configured since)
+        self.configs: dict[str, str] = {}  # group configs (streams.*), as of the last heartbeat
+        self.last_standby_replicas: int | None = None  # the num.standby.replicas of the last assignment
         # The partition counts of the topology's topics the group epoch was computed with (Kafka keeps
         # a hash of them): a change re-configures the topology and bumps the group epoch.
         self.metadata_signature: dict[str, int | None] = {}
