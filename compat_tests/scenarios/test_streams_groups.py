@@ -709,3 +709,89 @@ def _standby_case(bootstrap: str, admin: Any, group: str, heartbeat_interval_ms:
     assert [s["status_detail"] for s in shutdown] == [
         f"Streams group member {a} encountered a fatal error and requested a shutdown for the entire application."
     ]
+
+
+def test_other_group_apis_on_a_streams_group(bootstrap: str, make_topic, group: str) -> None:
+    """A streams group is not a classic or a consumer group: DescribeGroups, ConsumerGroupDescribe and
+    ConsumerGroupHeartbeat say so, JoinGroup is refused, and OffsetCommit outside the group is refused
+    while it has members."""
+    source = make_topic("-in")
+    member = str(uuid.uuid4())
+    joined = join_once_source_is_seen(bootstrap, group, member, word_count_topology(group, source))
+    assert joined["error_code"] == NONE, joined
+    (classic,) = call(
+        bootstrap, DESCRIBE_GROUPS, 6, {"groups": [group], "include_authorized_operations": False}
+    )["groups"]
+    assert (classic["error_code"], classic["error_message"]) == (
+        GROUP_ID_NOT_FOUND,
+        f"Group {group} is not a classic group.",
+    )
+    (consumer,) = call(
+        bootstrap, CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": [group], "include_authorized_operations": False}
+    )["groups"]
+    assert (consumer["error_code"], consumer["error_message"]) == (
+        GROUP_ID_NOT_FOUND,
+        f"Group {group} is not a consumer group.",
+    )
+    joining = call(
+        bootstrap,
+        CONSUMER_GROUP_HEARTBEAT,
+        1,
+        {
+            "group_id": group,
+            "member_id": str(uuid.uuid4()),
+            "member_epoch": 0,
+            "instance_id": None,
+            "rack_id": None,
+            "rebalance_timeout_ms": 30000,
+            "subscribed_topic_names": [source],
+            "subscribed_topic_regex": None,
+            "server_assignor": None,
+            "topic_partitions": [],
+        },
+    )
+    assert (joining["error_code"], joining["error_message"]) == (
+        GROUP_ID_NOT_FOUND,
+        f"Group {group} is not a consumer group.",
+    )
+    commit = call(
+        bootstrap,
+        OFFSET_COMMIT,
+        9,
+        {
+            "group_id": group,
+            "generation_id_or_member_epoch": -1,
+            "member_id": "",
+            "group_instance_id": None,
+            "topics": [
+                {
+                    "name": source,
+                    "partitions": [
+                        {
+                            "partition_index": 0,
+                            "committed_offset": 1,
+                            "committed_leader_epoch": -1,
+                            "committed_metadata": "",
+                        }
+                    ],
+                }
+            ],
+        },
+    )
+    assert commit["topics"][0]["partitions"][0]["error_code"] == UNKNOWN_MEMBER_ID
+    joined_classic = call(
+        bootstrap,
+        JOIN_GROUP,
+        9,
+        {
+            "group_id": group,
+            "session_timeout_ms": 10000,
+            "rebalance_timeout_ms": 10000,
+            "member_id": "",
+            "group_instance_id": None,
+            "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b""}],
+            "reason": None,
+        },
+    )
+    assert joined_classic["error_code"] == INCONSISTENT_GROUP_PROTOCOL, joined_classic
