@@ -14,11 +14,12 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from compat_tests.kafka_tools import parse_table, run_tool
-from compat_tests.scenarios.test_newest_versions import call, coordinator_ready
 from compat_tests.scenarios.test_streams_groups import (
+    group_call,
     heartbeat,
     heartbeat_until,
     join_once_source_is_seen,
+    streams_coordinator_ready,
     word_count_topology,
 )
 
@@ -350,7 +351,7 @@ def test_kafka_streams_groups_list_describe_and_delete(bootstrap, make_topic, un
     """kafka-streams-groups (KIP-1071) on a streams group made with raw StreamsGroupHeartbeats."""
     source = make_topic(partitions=2)
     group = f"{unique_topic}-streams"
-    coordinator_ready(bootstrap, group)
+    streams_coordinator_ready(bootstrap, group)
     member = str(uuid.uuid4())
     joined = join_once_source_is_seen(bootstrap, group, member, word_count_topology(group, source))
     every = {(s, p) for s in ("0", "1") for p in range(2)}
@@ -358,8 +359,9 @@ def test_kafka_streams_groups_list_describe_and_delete(bootstrap, make_topic, un
         bootstrap, group, member, joined["member_epoch"], set(), lambda o: o == every
     )
     # The member commits (OffsetCommit v9 with its member id and epoch, as Kafka Streams does).
-    committed = call(
+    committed = group_call(
         bootstrap,
+        group,
         8,
         9,
         {

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from compat_tests.brokers import PyBroker
-from compat_tests.scenarios.test_newest_versions import call, coordinator_ready
+from compat_tests.scenarios.test_newest_versions import FIND_COORDINATOR, call
 from compat_tests.streams.wordcount import read_topic
 from pybroker.coordinator.streams import records as sr
 
@@ -102,7 +102,7 @@ def heartbeat(bootstrap: str, group: str, member: str, epoch: int, **fields: Any
             process_id=str(uuid.uuid4()),
         )
     body.update(fields)
-    return call(bootstrap, STREAMS_GROUP_HEARTBEAT, 0, body)
+    return group_call(bootstrap, group, STREAMS_GROUP_HEARTBEAT, 0, body)
 
 
 def join_once_source_is_seen(
@@ -119,9 +119,40 @@ def join_once_source_is_seen(
         time.sleep(0.2)
 
 
+def coordinator_of(bootstrap: str, group: str) -> str:
+    """The group's coordinator (host:port): in a cluster, not necessarily the first bootstrap broker."""
+    (found,) = call(bootstrap, FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": [group]})[
+        "coordinators"
+    ]
+    return bootstrap if found["error_code"] != NONE else f"{found['host']}:{found['port']}"
+
+
+def group_call(
+    bootstrap: str, group: str, api_key: int, version: int, body: dict[str, Any]
+) -> dict[str, Any]:
+    """A group request, sent to the group's coordinator."""
+    return call(coordinator_of(bootstrap, group), api_key, version, body)
+
+
+def streams_coordinator_ready(bootstrap: str, group: str, deadline_s: float = 60) -> None:
+    """Until the group's coordinator answers for it (Kafka creates __consumer_offsets on the first
+    FindCoordinator, then loads it)."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        (described,) = group_call(bootstrap, group, DESCRIBE_GROUPS, 5, {"groups": [group]})["groups"]
+        if described["error_code"] not in (14, 15, 16):
+            return
+        assert time.monotonic() < deadline, f"no coordinator for {group}: {described}"
+        time.sleep(0.2)
+
+
 def describe(bootstrap: str, group: str) -> dict[str, Any]:
-    (described,) = call(
-        bootstrap, STREAMS_GROUP_DESCRIBE, 0, {"group_ids": [group], "include_authorized_operations": False}
+    (described,) = group_call(
+        bootstrap,
+        group,
+        STREAMS_GROUP_DESCRIBE,
+        0,
+        {"group_ids": [group], "include_authorized_operations": False},
     )["groups"]
     return described
 
@@ -160,7 +191,7 @@ def tasks(entries: list[dict[str, Any]] | None) -> set[tuple[str, int]]:
 @pytest.fixture
 def group(bootstrap: str) -> str:
     name = f"streams-{uuid.uuid4().hex[:8]}"
-    coordinator_ready(bootstrap, name)
+    streams_coordinator_ready(bootstrap, name)
     return name
 
 
@@ -239,14 +270,16 @@ def test_join_creates_internal_topics_and_assigns_every_task(bootstrap: str, mak
         (f"{group}-counts-changelog", 3)
     ]
 
-    listed = call(bootstrap, LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["streams"]})
+    listed = group_call(bootstrap, group, LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["streams"]})
     entry = next(g for g in listed["groups"] if g["group_id"] == group)
     assert (entry["protocol_type"], entry["group_state"], entry["group_type"]) == (
         "streams",
         "Stable",
         "streams",
     )
-    classic_only = call(bootstrap, LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["classic"]})
+    classic_only = group_call(
+        bootstrap, group, LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["classic"]}
+    )
     assert group not in {g["group_id"] for g in classic_only["groups"]}
 
     # The group's records in __consumer_offsets, in Kafka's layout (decoded by pybroker's schemas).
@@ -265,7 +298,7 @@ def test_join_creates_internal_topics_and_assigns_every_task(bootstrap: str, mak
     assert records[(sr.TARGET_ASSIGNMENT_METADATA, None)]["assignment_epoch"] == epoch
 
     # A group with a member cannot be deleted.
-    (refused,) = call(bootstrap, DELETE_GROUPS, 2, {"groups_names": [group]})["results"]
+    (refused,) = group_call(bootstrap, group, DELETE_GROUPS, 2, {"groups_names": [group]})["results"]
     assert refused["error_code"] == NON_EMPTY_GROUP
 
     # Leaving (-1) removes the member; the group stays, empty.
@@ -276,7 +309,7 @@ def test_join_creates_internal_topics_and_assigns_every_task(bootstrap: str, mak
     assert (sr.CURRENT_MEMBER_ASSIGNMENT, member) not in group_records(bootstrap, group)
 
     # An empty streams group is deleted, its records tombstoned.
-    (deleted,) = call(bootstrap, DELETE_GROUPS, 2, {"groups_names": [group]})["results"]
+    (deleted,) = group_call(bootstrap, group, DELETE_GROUPS, 2, {"groups_names": [group]})["results"]
     assert deleted["error_code"] == NONE
     described = describe(bootstrap, group)
     assert described["error_code"] == GROUP_ID_NOT_FOUND
@@ -565,7 +598,7 @@ def test_a_streams_group_survives_a_broker_restart(
         bootstrap = launcher.bootstrap
         group, source = f"streams-{uuid.uuid4().hex[:8]}", f"in-{uuid.uuid4().hex[:8]}"
         admin.create_topic(bootstrap, source, partitions=2, replication_factor=1)
-        coordinator_ready(bootstrap, group)
+        streams_coordinator_ready(bootstrap, group)
         member = str(uuid.uuid4())
         joined = join_once_source_is_seen(bootstrap, group, member, word_count_topology(group, source))
         assert joined["error_code"] == NONE, joined
@@ -579,7 +612,7 @@ def test_a_streams_group_survives_a_broker_restart(
         launcher.stop()
         launcher.start()
         bootstrap = launcher.bootstrap
-        coordinator_ready(bootstrap, group)
+        streams_coordinator_ready(bootstrap, group)
         after = describe(bootstrap, group)
         # Until a heartbeat configures it again, the topology is described as the member sent it.
         changelogs = [
@@ -616,7 +649,7 @@ def test_standby_tasks_with_group_streams_num_standby_replicas(
     try:
         bootstrap = launcher.bootstrap
         group = f"streams-{uuid.uuid4().hex[:8]}"
-        coordinator_ready(bootstrap, group)
+        streams_coordinator_ready(bootstrap, group)
         _standby_case(bootstrap, admin, group)
     finally:
         launcher.stop()
@@ -638,8 +671,9 @@ def test_standby_tasks_with_the_group_config(bootstrap: str, admin: Any, group: 
 
 
 def alter_group_configs(bootstrap: str, group: str, configs: dict[str, str]) -> dict[str, Any]:
-    answer = call(
+    answer = group_call(
         bootstrap,
+        group,
         INCREMENTAL_ALTER_CONFIGS,
         1,
         {
@@ -719,22 +753,27 @@ def test_other_group_apis_on_a_streams_group(bootstrap: str, make_topic, group: 
     member = str(uuid.uuid4())
     joined = join_once_source_is_seen(bootstrap, group, member, word_count_topology(group, source))
     assert joined["error_code"] == NONE, joined
-    (classic,) = call(
-        bootstrap, DESCRIBE_GROUPS, 6, {"groups": [group], "include_authorized_operations": False}
+    (classic,) = group_call(
+        bootstrap, group, DESCRIBE_GROUPS, 6, {"groups": [group], "include_authorized_operations": False}
     )["groups"]
     assert (classic["error_code"], classic["error_message"]) == (
         GROUP_ID_NOT_FOUND,
         f"Group {group} is not a classic group.",
     )
-    (consumer,) = call(
-        bootstrap, CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": [group], "include_authorized_operations": False}
+    (consumer,) = group_call(
+        bootstrap,
+        group,
+        CONSUMER_GROUP_DESCRIBE,
+        1,
+        {"group_ids": [group], "include_authorized_operations": False},
     )["groups"]
     assert (consumer["error_code"], consumer["error_message"]) == (
         GROUP_ID_NOT_FOUND,
         f"Group {group} is not a consumer group.",
     )
-    joining = call(
+    joining = group_call(
         bootstrap,
+        group,
         CONSUMER_GROUP_HEARTBEAT,
         1,
         {
@@ -754,8 +793,9 @@ def test_other_group_apis_on_a_streams_group(bootstrap: str, make_topic, group: 
         GROUP_ID_NOT_FOUND,
         f"Group {group} is not a consumer group.",
     )
-    commit = call(
+    commit = group_call(
         bootstrap,
+        group,
         OFFSET_COMMIT,
         9,
         {
@@ -779,8 +819,9 @@ def test_other_group_apis_on_a_streams_group(bootstrap: str, make_topic, group: 
         },
     )
     assert commit["topics"][0]["partitions"][0]["error_code"] == UNKNOWN_MEMBER_ID
-    joined_classic = call(
+    joined_classic = group_call(
         bootstrap,
+        group,
         JOIN_GROUP,
         9,
         {
