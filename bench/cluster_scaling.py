@@ -18,97 +18,47 @@ setup reaches per core it is given.
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import statistics
 import tempfile
-import time
-import uuid
 from pathlib import Path
-from typing import Any
 
-from confluent_kafka.admin import AdminClient, NewTopic
-
-from bench.confluent_load import produce
-from bench.sysstat import cpu_seconds, machine_description
+from bench.cluster_load import Running, add_arguments, interleaved, measure
+from bench.sysstat import machine_description
 from bench.systems import make_broker
 from compat_tests.pybroker_cluster import PyBrokerCluster
 
 SETUPS = ("pybroker-1", "pybroker-2", "kafka-1")
-RECORD = 1024
 
 
-def _produce_worker(bootstrap: str, topic: str, records: int, out: Any) -> None:
-    result = produce(bootstrap, topic, records, RECORD, "1")
-    out.put(result.records)
-
-
-def start(setup: str, workdir: Path) -> tuple[Any, str, list[int], int | None]:
-    """(handle, bootstrap, broker pids, ZooKeeper pid)."""
+def start(setup: str, workdir: Path) -> Running:
     if setup == "pybroker-2":
         cluster = PyBrokerCluster(workdir, nodes=2, overrides={"default.replication.factor": "1",
                                                                 "offsets.topic.replication.factor": "1"})
         bootstrap = cluster.start()
-        return cluster, bootstrap, [cluster.pid(n) for n in cluster.node_ids()], cluster.zookeeper.pid
+        return Running(bootstrap, [cluster.pid(n) for n in cluster.node_ids()], cluster.zookeeper.pid, cluster.stop)
     broker = make_broker("kafka" if setup == "kafka-1" else "pybroker", workdir)
     bootstrap = broker.start()
     assert broker.pid is not None
-    return broker, bootstrap, [broker.pid], None
-
-
-def _load(bootstrap: str, partitions: int, producers: int, gib: float) -> tuple[int, float]:
-    """(records written, wall seconds) of ``producers`` processes writing ``gib`` to a new topic."""
-    topic = f"scaling-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(timeout=60)
-    time.sleep(2)  # leaders elected and known to every broker
-    records = int(gib * 2**30 / RECORD) // producers
-    ctx = multiprocessing.get_context("spawn")
-    out = ctx.Queue()
-    workers = [ctx.Process(target=_produce_worker, args=(bootstrap, topic, records, out)) for _ in range(producers)]
-    started = time.perf_counter()
-    for w in workers:
-        w.start()
-    done = sum(out.get(timeout=1800) for _ in workers)
-    elapsed = time.perf_counter() - started
-    for w in workers:
-        w.join(60)
-    return done, elapsed
+    return Running(bootstrap, [broker.pid], None, broker.stop)
 
 
 def run_one(setup: str, gib: float, partitions: int, producers: int, warmup_gib: float) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix=f"scaling-{setup}-") as tmp:
-        handle, bootstrap, pids, zk_pid = start(setup, Path(tmp))
+        running = start(setup, Path(tmp))
         try:
-            if warmup_gib > 0:  # untimed: Kafka's JIT compiles its hot paths, page cache and sockets warm
-                _load(bootstrap, partitions, producers, warmup_gib)
-            cpu0 = [cpu_seconds(p) for p in pids]
-            zk0 = cpu_seconds(zk_pid) if zk_pid else 0.0
-            done, elapsed = _load(bootstrap, partitions, producers, gib)
-            cpu = sum(cpu_seconds(p) for p in pids) - sum(cpu0)
-            zk_cpu = (cpu_seconds(zk_pid) - zk0) if zk_pid else 0.0
+            return measure(
+                running, partitions=partitions, replication_factor=1, producers=producers, gib=gib,
+                warmup_gib=warmup_gib, acks="1",
+            )  # fmt: skip
         finally:
-            handle.stop()
-    gb = done * RECORD / 1e9
-    return {"mb_s": gb * 1000 / elapsed, "cpu_s_per_gb": cpu / gb, "zk_cpu_s": zk_cpu}
+            running.stop()
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.cluster_scaling", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--gib", type=float, default=1.0)
-    parser.add_argument("--partitions", type=int, default=8)
-    parser.add_argument("--producers", type=int, default=2)
-    parser.add_argument("--warmup-gib", type=float, default=0.25, help="untimed load first (default 0.25 GiB)")
-    parser.add_argument("--setups", default=",".join(SETUPS))
+    add_arguments(parser, SETUPS)
     args = parser.parse_args(argv)
-    setups = [s for s in args.setups.split(",") if s]
-    results: dict[str, list[dict[str, float]]] = {s: [] for s in setups}
-    for run in range(1, args.runs + 1):
-        for setup in setups:  # interleaved: drift hits every setup alike
-            r = run_one(setup, args.gib, args.partitions, args.producers, args.warmup_gib)
-            results[setup].append(r)
-            print(f"run {run}: {setup:10} {r['mb_s']:8.1f} MB/s  {r['cpu_s_per_gb']:5.2f} CPU s/GB"
-                  f"  (ZooKeeper {r['zk_cpu_s']:.1f} CPU s)", flush=True)  # fmt: skip
+    results = interleaved(args, SETUPS, run_one)
     print(f"\n{machine_description()}; {args.gib:g} GiB of 1 KiB records per run, {args.partitions} partitions, "
           f"{args.producers} confluent-kafka producer processes, acks=1; medians of {args.runs} interleaved runs\n")  # fmt: skip
     print("| setup | MB/s | broker CPU s/GB | GB/s per broker core (1 / CPU s/GB) |")

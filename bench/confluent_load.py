@@ -50,6 +50,14 @@ def _latency_summary(latencies_ms: array) -> tuple[float, float, float]:
 
 
 def produce(bootstrap: str, topic: str, records: int, record_size: int, acks: str) -> LoadResult:
+    elapsed, latencies_ms = produce_timed(bootstrap, topic, records, record_size, acks)
+    p50, p99, p999 = _latency_summary(latencies_ms)
+    return LoadResult(records, records / elapsed, record_size, p50, p99, p999)
+
+
+def produce_timed(bootstrap: str, topic: str, records: int, record_size: int, acks: str) -> tuple[float, array]:
+    """(seconds, every record's produce-to-acknowledgement latency in ms): for callers that merge the
+    latencies of several producer processes before taking percentiles."""
     producer = _producer(bootstrap, acks, linger_ms=5)
     latencies_ms = array("d")
     errors: list[object] = []
@@ -76,8 +84,7 @@ def produce(bootstrap: str, topic: str, records: int, record_size: int, acks: st
     elapsed = time.perf_counter() - started
     if errors or remaining:
         raise processes.ToolError(f"confluent produce failed: {errors[:3]} (unsent {remaining})")
-    p50, p99, p999 = _latency_summary(latencies_ms)
-    return LoadResult(records, records / elapsed, record_size, p50, p99, p999)
+    return elapsed, latencies_ms
 
 
 def _consumer(bootstrap: str) -> Consumer:
