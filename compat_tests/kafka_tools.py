@@ -1,7 +1,7 @@
 """Apache Kafka 4.3.1's own command-line tools, run from the Maven Central jars against any broker.
 
 Where each tool's main class lives in 4.3.1:
-- org.apache.kafka:kafka-tools — TopicCommand, ConsumerGroupCommand, ConsoleProducer, ConsoleConsumer,
+- org.apache.kafka:kafka-tools — TopicCommand, ConsumerGroupCommand, StreamsGroupCommand, ConsoleProducer, ConsoleConsumer,
   GetOffsetShell, DeleteRecordsCommand, LogDirsCommand, DumpLogSegments, AclCommand (resolved by
   bench/java/pom.xml);
 - org.apache.kafka:kafka_2.13 (the broker's core jar) — kafka.admin.ConfigCommand (resolved with the
@@ -18,6 +18,7 @@ TOOLS: dict[str, tuple[str, str]] = {
     # script name: (classpath, main class)
     "kafka-topics": ("tools", "org.apache.kafka.tools.TopicCommand"),
     "kafka-consumer-groups": ("tools", "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"),
+    "kafka-streams-groups": ("tools", "org.apache.kafka.tools.streams.StreamsGroupCommand"),
     "kafka-console-producer": ("tools", "org.apache.kafka.tools.ConsoleProducer"),
     "kafka-console-consumer": ("tools", "org.apache.kafka.tools.consumer.ConsoleConsumer"),
     "kafka-get-offsets": ("tools", "org.apache.kafka.tools.GetOffsetShell"),

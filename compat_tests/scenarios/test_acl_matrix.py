@@ -108,7 +108,12 @@ def variants(operation: int, unrelated: int, implying: tuple[int, ...]) -> list[
     for op in implying:
         out.append((f"ALLOW implying operation {op}", (Acl(ALICE, op),)))
         out.append((f"ALLOW implying operation {op} + DENY it", (Acl(ALICE, op), Acl(ALICE, op, DENY))))
-        out.append((f"ALLOW implying operation {op} + DENY the operation", (Acl(ALICE, op), Acl(ALICE, operation, DENY))))
+        out.append(
+            (
+                f"ALLOW implying operation {op} + DENY the operation",
+                (Acl(ALICE, op), Acl(ALICE, operation, DENY)),
+            )
+        )
     return out
 
 
@@ -380,7 +385,9 @@ def create_topics(admin: WireClient, names: list[str]) -> None:
         {"name": n, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []} for n in names]})  # fmt: skip
     assert not [t for t in r["topics"] if t["error_code"]], r
     for n in names:
-        wait_for(lambda n=n: probe_topic(admin, Cell(TOPIC, DESCRIBE, "", (), n)) == 0, what=f"topic {n} ready")
+        wait_for(
+            lambda n=n: probe_topic(admin, Cell(TOPIC, DESCRIBE, "", (), n)) == 0, what=f"topic {n} ready"
+        )
 
 
 def test_acl_decision_matrix_topics(wires: tuple[WireClient, WireClient]) -> None:
@@ -452,4 +459,3 @@ def test_the_model_is_not_trivial() -> None:
         for cell in make_cells(rtype, "x"):
             by_op.setdefault(cell.operation, set()).add(expected(cell))
         assert all(v == {True, False} for v in by_op.values()), (rtype, by_op)
-

@@ -145,18 +145,32 @@ def test_acls_created_described_and_deleted_with_confluent_admin(admin: AdminCli
         return {str(b) for b in admin.describe_acls(f).result(timeout=30)}
 
     # LITERAL: exactly the literal name; MATCH: every ACL that applies to a topic of that name.
-    wait_for(lambda: described(ResourcePatternType.MATCH) == {str(literal), str(prefixed), str(deny)}, what="MATCH")
+    wait_for(
+        lambda: described(ResourcePatternType.MATCH) == {str(literal), str(prefixed), str(deny)}, what="MATCH"
+    )
     assert described(ResourcePatternType.LITERAL) == {str(literal), str(deny)}
     assert described(ResourcePatternType.PREFIXED) == set()
 
     only_alice = AclBindingFilter(
-        ResourceType.TOPIC, None, ResourcePatternType.ANY, ALICE, None, AclOperation.ANY, AclPermissionType.ANY
+        ResourceType.TOPIC,
+        None,
+        ResourcePatternType.ANY,
+        ALICE,
+        None,
+        AclOperation.ANY,
+        AclPermissionType.ANY,
     )
     got = {str(b) for b in admin.describe_acls(only_alice).result(timeout=30)}
     assert {str(literal), str(prefixed)} <= got and str(deny) not in got
 
     everything_here = AclBindingFilter(
-        ResourceType.TOPIC, name, ResourcePatternType.MATCH, None, None, AclOperation.ANY, AclPermissionType.ANY
+        ResourceType.TOPIC,
+        name,
+        ResourcePatternType.MATCH,
+        None,
+        None,
+        AclOperation.ANY,
+        AclPermissionType.ANY,
     )
     (deleted,) = admin.delete_acls([everything_here]).values()
     assert {str(b) for b in deleted.result(timeout=30)} == {str(literal), str(prefixed), str(deny)}
@@ -272,14 +286,18 @@ def test_producer_refused_then_allowed(acl_bootstrap: str, admin: AdminClient, n
     # retries NOT_LEADER_OR_FOLLOWER and UNKNOWN_TOPIC_OR_PARTITION), then no ACL applies:
     # allow.everyone.if.no.acl.found.
     codes: list[int] = []
-    wait_for(lambda: codes.append(produce_code(acl_bootstrap, name)) or codes[-1] not in RETRIABLE, what="a leader")
+    wait_for(
+        lambda: codes.append(produce_code(acl_bootstrap, name)) or codes[-1] not in RETRIABLE, what="a leader"
+    )
     assert codes[-1] == NONE
     create_acls(admin, topic_acl(name, ALICE, AclOperation.WRITE))
     wait_for(lambda: produce_code(acl_bootstrap, name) == TOPIC_AUTHZ, what="Produce refused")
 
     # A stock producer: the delivery report carries TOPIC_AUTHORIZATION_FAILED.
     errors: list[KafkaError] = []
-    producer = Producer({"bootstrap.servers": acl_bootstrap, "message.timeout.ms": 10000, "enable.idempotence": False})
+    producer = Producer(
+        {"bootstrap.servers": acl_bootstrap, "message.timeout.ms": 10000, "enable.idempotence": False}
+    )
     producer.produce(name, b"refused", on_delivery=lambda err, msg: errors.append(err))
     producer.flush(20)
     assert errors and errors[0] is not None and errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
@@ -299,13 +317,26 @@ def test_consumer_needs_read_on_its_group(acl_bootstrap: str, admin: AdminClient
     create_acls(
         admin,
         topic_acl(name, ANONYMOUS, AclOperation.ALL),
-        AclBinding(ResourceType.GROUP, group, ResourcePatternType.LITERAL, ALICE, "*", AclOperation.READ, AclPermissionType.ALLOW),
+        AclBinding(
+            ResourceType.GROUP,
+            group,
+            ResourcePatternType.LITERAL,
+            ALICE,
+            "*",
+            AclOperation.READ,
+            AclPermissionType.ALLOW,
+        ),
     )
     wait_for(lambda: produce_code(acl_bootstrap, name) == NONE, what="Produce allowed")
 
     def first_poll() -> Any:
         consumer = Consumer(
-            {"bootstrap.servers": acl_bootstrap, "group.id": group, "auto.offset.reset": "earliest", "session.timeout.ms": 6000}
+            {
+                "bootstrap.servers": acl_bootstrap,
+                "group.id": group,
+                "auto.offset.reset": "earliest",
+                "session.timeout.ms": 6000,
+            }
         )
         try:
             consumer.subscribe([name])
@@ -323,9 +354,19 @@ def test_consumer_needs_read_on_its_group(acl_bootstrap: str, admin: AdminClient
 
     create_acls(
         admin,
-        AclBinding(ResourceType.GROUP, group, ResourcePatternType.LITERAL, ANONYMOUS, "*", AclOperation.READ, AclPermissionType.ALLOW),
+        AclBinding(
+            ResourceType.GROUP,
+            group,
+            ResourcePatternType.LITERAL,
+            ANONYMOUS,
+            "*",
+            AclOperation.READ,
+            AclPermissionType.ALLOW,
+        ),
     )
-    message = wait_for(lambda: (m := first_poll()) is not None and m.error() is None and m, what="a record consumed")
+    message = wait_for(
+        lambda: (m := first_poll()) is not None and m.error() is None and m, what="a record consumed"
+    )
     assert message.value() == b"v"
 
 
@@ -347,7 +388,10 @@ def test_metadata_hides_topics_the_principal_may_not_describe(
     # A topic that does not exist but that the principal may describe: UNKNOWN_TOPIC_OR_PARTITION;
     # one it may not describe is refused whether it exists or not (nothing is disclosed).
     create_acls(admin, topic_acl(f"{name}-ghost", ALICE, AclOperation.READ))
-    wait_for(lambda: metadata_topic(acl_bootstrap, f"{name}-ghost")["error_code"] == TOPIC_AUTHZ, what="ghost refused")
+    wait_for(
+        lambda: metadata_topic(acl_bootstrap, f"{name}-ghost")["error_code"] == TOPIC_AUTHZ,
+        what="ghost refused",
+    )
     assert metadata_topic(acl_bootstrap, f"{name}-nothing")["error_code"] == 3
 
 
@@ -364,7 +408,9 @@ def test_deny_beats_allow_and_implied_describe(acl_bootstrap: str, admin: AdminC
     entry = metadata_topic(acl_bootstrap, name, operations=True)
     assert entry["error_code"] == NONE
     # Topic operations bitfield: everything ALL allows (bit = Kafka's operation code) but Read and Write.
-    expected = sum(1 << op for op in (5, 6, 7, 8, 10, 11))  # CREATE DELETE ALTER DESCRIBE DESCRIBE_CONFIGS ALTER_CONFIGS
+    expected = sum(
+        1 << op for op in (5, 6, 7, 8, 10, 11)
+    )  # CREATE DELETE ALTER DESCRIBE DESCRIBE_CONFIGS ALTER_CONFIGS
     assert entry["topic_authorized_operations"] == expected
 
 
@@ -372,16 +418,22 @@ def test_prefixed_acls(acl_bootstrap: str, admin: AdminClient, name: str) -> Non
     inside, outside = f"{name}-in-a", f"{name}-out"
     create_topic(admin, inside)
     create_topic(admin, outside)
-    create_acls(admin, topic_acl(f"{name}-in-", ALICE, AclOperation.WRITE, pattern=ResourcePatternType.PREFIXED))
+    create_acls(
+        admin, topic_acl(f"{name}-in-", ALICE, AclOperation.WRITE, pattern=ResourcePatternType.PREFIXED)
+    )
     wait_for(lambda: produce_code(acl_bootstrap, inside) == TOPIC_AUTHZ, what="the prefix applies")
     assert produce_code(acl_bootstrap, outside) == NONE
-    create_acls(admin, topic_acl(f"{name}-in", ANONYMOUS, AclOperation.WRITE, pattern=ResourcePatternType.PREFIXED))
+    create_acls(
+        admin, topic_acl(f"{name}-in", ANONYMOUS, AclOperation.WRITE, pattern=ResourcePatternType.PREFIXED)
+    )
     wait_for(lambda: produce_code(acl_bootstrap, inside) == NONE, what="a shorter ALLOW prefix applies too")
 
 
 def test_cluster_acls(acl_bootstrap: str, admin: AdminClient) -> None:
     cluster = [
-        AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, ANONYMOUS, "*", op, perm)
+        AclBinding(
+            ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, ANONYMOUS, "*", op, perm
+        )
         for op, perm in (
             (AclOperation.ALTER, AclPermissionType.ALLOW),  # keeps ACL management open to ANONYMOUS
             (AclOperation.DESCRIBE, AclPermissionType.ALLOW),
@@ -401,7 +453,9 @@ def test_cluster_acls(acl_bootstrap: str, admin: AdminClient) -> None:
                             {
                                 "resource_type": 4,
                                 "resource_name": "",
-                                "configs": [{"name": "log.retention.ms", "config_operation": 0, "value": "604800000"}],
+                                "configs": [
+                                    {"name": "log.retention.ms", "config_operation": 0, "value": "604800000"}
+                                ],
                             }
                         ],
                         "validate_only": True,
@@ -410,7 +464,9 @@ def test_cluster_acls(acl_bootstrap: str, admin: AdminClient) -> None:
                 return response["responses"][0]["error_code"]
 
             wait_for(lambda: alter_code() == CLUSTER_AUTHZ, what="AlterConfigs on the broker refused")
-            described = wire.request(60, 1, {"include_cluster_authorized_operations": True, "endpoint_type": 1})
+            described = wire.request(
+                60, 1, {"include_cluster_authorized_operations": True, "endpoint_type": 1}
+            )
             # ALTER (7) and DESCRIBE (8) allowed; the rest has ACLs on the cluster, none for ANONYMOUS.
             assert described["error_code"] == NONE
             assert described["cluster_authorized_operations"] == (1 << 7) | (1 << 8)
@@ -422,7 +478,9 @@ def test_cluster_acls(acl_bootstrap: str, admin: AdminClient) -> None:
 
 def test_describe_acls_without_describe_on_the_cluster(acl_bootstrap: str, admin: AdminClient) -> None:
     cluster = [
-        AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, ANONYMOUS, "*", op, perm)
+        AclBinding(
+            ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, ANONYMOUS, "*", op, perm
+        )
         for op, perm in (
             (AclOperation.ALTER, AclPermissionType.ALLOW),  # to delete these ACLs again
             (AclOperation.DESCRIBE, AclPermissionType.DENY),
@@ -454,7 +512,13 @@ def test_describe_acls_without_describe_on_the_cluster(acl_bootstrap: str, admin
 
 def delete_cluster_acls(admin: AdminClient) -> None:
     everything = AclBindingFilter(
-        ResourceType.BROKER, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY
+        ResourceType.BROKER,
+        None,
+        ResourcePatternType.ANY,
+        None,
+        None,
+        AclOperation.ANY,
+        AclPermissionType.ANY,
     )
     for future in admin.delete_acls([everything]).values():
         future.result(timeout=30)
@@ -462,7 +526,16 @@ def delete_cluster_acls(admin: AdminClient) -> None:
 
 def test_unknown_acl_elements_close_the_connection(acl_bootstrap: str) -> None:
     with WireClient(acl_bootstrap) as wire:
-        wire.send(29, 3, {"resource_type_filter": 0, "pattern_type_filter": P_ANY, "operation": O_ANY, "permission_type": A_ANY})
+        wire.send(
+            29,
+            3,
+            {
+                "resource_type_filter": 0,
+                "pattern_type_filter": P_ANY,
+                "operation": O_ANY,
+                "permission_type": A_ANY,
+            },
+        )
         with pytest.raises((ConnectionError, OSError)):
             wire.sock.settimeout(15)
             data = wire.sock.recv(4)
@@ -470,8 +543,10 @@ def test_unknown_acl_elements_close_the_connection(acl_bootstrap: str) -> None:
                 raise ConnectionError("closed")
     # The broker goes on serving others.
     with WireClient(acl_bootstrap) as wire:
-        assert wire.request(18, 3, {"client_software_name": "t", "client_software_version": "1"})["error_code"] == 0
-
+        assert (
+            wire.request(18, 3, {"client_software_name": "t", "client_software_version": "1"})["error_code"]
+            == 0
+        )
 
 
 def group_acl(group: str, principal: str, op: AclOperation, permission=AclPermissionType.ALLOW) -> AclBinding:
@@ -506,7 +581,13 @@ def _refused_topic_administration(acl_bootstrap: str, name: str, denied_new: str
                 7,
                 {
                     "topics": [
-                        {"name": denied_new, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
+                        {
+                            "name": denied_new,
+                            "num_partitions": 1,
+                            "replication_factor": 1,
+                            "assignments": [],
+                            "configs": [],
+                        }
                     ],
                     "timeout_ms": 10000,
                     "validate_only": True,
@@ -519,11 +600,22 @@ def _refused_topic_administration(acl_bootstrap: str, name: str, denied_new: str
         deleted = wire.request(20, 6, {"topics": [{"name": name}], "timeout_ms": 10000})
         assert [(t["name"], t["error_code"]) for t in deleted["responses"]] == [(name, TOPIC_AUTHZ)]
         grown = wire.request(
-            37, 3, {"topics": [{"name": name, "count": 2, "assignments": None}], "timeout_ms": 10000, "validate_only": True}
+            37,
+            3,
+            {
+                "topics": [{"name": name, "count": 2, "assignments": None}],
+                "timeout_ms": 10000,
+                "validate_only": True,
+            },
         )
         assert [(r["name"], r["error_code"]) for r in grown["results"]] == [(name, TOPIC_AUTHZ)]
         purged = wire.request(
-            21, 2, {"topics": [{"name": name, "partitions": [{"partition_index": 0, "offset": -1}]}], "timeout_ms": 10000}
+            21,
+            2,
+            {
+                "topics": [{"name": name, "partitions": [{"partition_index": 0, "offset": -1}]}],
+                "timeout_ms": 10000,
+            },
         )
         assert purged["topics"][0]["partitions"][0]["error_code"] == TOPIC_AUTHZ
         described = wire.request(
@@ -558,16 +650,33 @@ def test_transactional_id_acls(acl_bootstrap: str, admin: AdminClient, name: str
     txn = f"{name}-txn"
     create_acls(
         admin,
-        AclBinding(ResourceType.TRANSACTIONAL_ID, txn, ResourcePatternType.LITERAL, ALICE, "*", AclOperation.WRITE, AclPermissionType.ALLOW),
+        AclBinding(
+            ResourceType.TRANSACTIONAL_ID,
+            txn,
+            ResourcePatternType.LITERAL,
+            ALICE,
+            "*",
+            AclOperation.WRITE,
+            AclPermissionType.ALLOW,
+        ),
     )
     with WireClient(acl_bootstrap) as wire:
 
         def init_code() -> int:
             return wire.request(
-                22, 5, {"transactional_id": txn, "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1}
+                22,
+                5,
+                {
+                    "transactional_id": txn,
+                    "transaction_timeout_ms": 60000,
+                    "producer_id": -1,
+                    "producer_epoch": -1,
+                },
             )["error_code"]
 
-        wait_for(lambda: init_code() == 53, what="InitProducerId refused (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)")
+        wait_for(
+            lambda: init_code() == 53, what="InitProducerId refused (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)"
+        )
         found = wire.request(10, 4, {"key_type": 1, "coordinator_keys": [txn]})
         assert [(c["key"], c["error_code"], c["node_id"]) for c in found["coordinators"]] == [(txn, 53, -1)]
         ended = wire.request(
@@ -593,7 +702,17 @@ def test_group_offsets_need_group_and_topic_rights(acl_bootstrap: str, admin: Ad
         "member_id": "",
         "group_instance_id": None,
         "topics": [
-            {"name": t, "partitions": [{"partition_index": 0, "committed_offset": 0, "committed_leader_epoch": -1, "committed_metadata": ""}]}
+            {
+                "name": t,
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "committed_offset": 0,
+                        "committed_leader_epoch": -1,
+                        "committed_metadata": "",
+                    }
+                ],
+            }
             for t in (readable, secret)
         ],
     }
@@ -603,35 +722,51 @@ def test_group_offsets_need_group_and_topic_rights(acl_bootstrap: str, admin: Ad
             response = wire.request(8, 9, commit_body)
             return {t["name"]: t["partitions"][0]["error_code"] for t in response["topics"]}
 
-        wait_for(lambda: commit_codes() == {readable: NONE, secret: TOPIC_AUTHZ}, what="per-topic commit rights")
+        wait_for(
+            lambda: commit_codes() == {readable: NONE, secret: TOPIC_AUTHZ}, what="per-topic commit rights"
+        )
         fetched = wire.request(
             9,
             8,
             {
                 "groups": [
-                    {"group_id": group, "topics": [{"name": t, "partition_indexes": [0]} for t in (readable, secret)]}
+                    {
+                        "group_id": group,
+                        "topics": [{"name": t, "partition_indexes": [0]} for t in (readable, secret)],
+                    }
                 ],
                 "require_stable": False,
             },
         )
         (g,) = fetched["groups"]
         assert g["error_code"] == NONE
-        assert {t["name"]: t["partitions"][0]["error_code"] for t in g["topics"]} == {readable: NONE, secret: TOPIC_AUTHZ}
-        everything = wire.request(9, 8, {"groups": [{"group_id": group, "topics": None}], "require_stable": False})
+        assert {t["name"]: t["partitions"][0]["error_code"] for t in g["topics"]} == {
+            readable: NONE,
+            secret: TOPIC_AUTHZ,
+        }
+        everything = wire.request(
+            9, 8, {"groups": [{"group_id": group, "topics": None}], "require_stable": False}
+        )
         # All of the group's offsets: the topic the principal may not describe is left out.
         assert [t["name"] for t in everything["groups"][0]["topics"]] == [readable]
         # Describe on the group is implied by Read: DescribeGroups answers, with the operations allowed.
         described = wire.request(15, 5, {"groups": [group], "include_authorized_operations": True})
         (d,) = described["groups"]
         assert d["error_code"] == NONE and d["authorized_operations"] == (1 << 3) | (1 << 8)  # READ, DESCRIBE
-        other = wire.request(15, 5, {"groups": [f"{name}-other-group"], "include_authorized_operations": True})
-        assert other["groups"][0]["error_code"] == NONE  # no ACL on that group: allow.everyone.if.no.acl.found
+        other = wire.request(
+            15, 5, {"groups": [f"{name}-other-group"], "include_authorized_operations": True}
+        )
+        assert (
+            other["groups"][0]["error_code"] == NONE
+        )  # no ACL on that group: allow.everyone.if.no.acl.found
         create_acls(admin, group_acl(f"{name}-hidden-group", ALICE, AclOperation.READ))
         wait_for(
-            lambda: wire.request(15, 5, {"groups": [f"{name}-hidden-group"], "include_authorized_operations": False})[
-                "groups"
-            ][0]["error_code"]
-            == GROUP_AUTHZ,
+            lambda: (
+                wire.request(
+                    15, 5, {"groups": [f"{name}-hidden-group"], "include_authorized_operations": False}
+                )["groups"][0]["error_code"]
+                == GROUP_AUTHZ
+            ),
             what="DescribeGroups refused",
         )
         found = wire.request(10, 4, {"key_type": 0, "coordinator_keys": [f"{name}-hidden-group"]})
@@ -648,7 +783,9 @@ SASL_JAAS = (
 
 
 @pytest.fixture(scope="module")
-def sasl_acl_broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+def sasl_acl_broker(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict]:
     """A broker with PLAINTEXT (User:ANONYMOUS) and SASL_PLAINTEXT/PLAIN (User:admin, User:alice)
     listeners, the authorizer on, User:admin a super user and nothing allowed without an ACL."""
     if request.config.getoption("--bootstrap"):
@@ -723,7 +860,9 @@ def test_super_user_and_sasl_principals(sasl_acl_broker: dict, name: str) -> Non
     assert delivery_error(anonymous, name) == KafkaError.TOPIC_AUTHORIZATION_FAILED
     # A DENY for everyone, the super user included: super users are not subject to ACLs.
     create_acls(admin, topic_acl(name, "User:*", AclOperation.WRITE, AclPermissionType.DENY))
-    wait_for(lambda: delivery_error(alice, name) == KafkaError.TOPIC_AUTHORIZATION_FAILED, what="DENY for User:*")
+    wait_for(
+        lambda: delivery_error(alice, name) == KafkaError.TOPIC_AUTHORIZATION_FAILED, what="DENY for User:*"
+    )
     assert delivery_error(sasl_config(sasl_acl_broker, "admin"), name) is None
 
 
@@ -732,15 +871,32 @@ def test_leadership_apis_need_the_cluster(sasl_acl_broker: dict, name: str) -> N
     Describe: refused to User:ANONYMOUS, which has no ACL (the super user may)."""
     create_topic(AdminClient(sasl_config(sasl_acl_broker, "admin")), name)
     with WireClient(sasl_acl_broker["plaintext"]) as wire:
-        elected = wire.request(43, 2, {"election_type": 0, "timeout_ms": 30000,
-                                       "topic_partitions": [{"topic": name, "partitions": [0]}]})
+        elected = wire.request(
+            43,
+            2,
+            {
+                "election_type": 0,
+                "timeout_ms": 30000,
+                "topic_partitions": [{"topic": name, "partitions": [0]}],
+            },
+        )
         assert elected["error_code"] == CLUSTER_AUTHZ
-        assert [(r["topic"], [(p["partition_id"], p["error_code"]) for p in r["partition_result"]])
-                for r in elected["replica_election_results"]] == [(name, [(0, CLUSTER_AUTHZ)])]
-        altered = wire.request(45, 0, {"timeout_ms": 30000, "topics": [
-            {"name": name, "partitions": [{"partition_index": 0, "replicas": None}]}]})
+        assert [
+            (r["topic"], [(p["partition_id"], p["error_code"]) for p in r["partition_result"]])
+            for r in elected["replica_election_results"]
+        ] == [(name, [(0, CLUSTER_AUTHZ)])]
+        altered = wire.request(
+            45,
+            0,
+            {
+                "timeout_ms": 30000,
+                "topics": [{"name": name, "partitions": [{"partition_index": 0, "replicas": None}]}],
+            },
+        )
         assert altered["error_code"] == CLUSTER_AUTHZ
-        assert [(t["name"], [(p["partition_index"], p["error_code"]) for p in t["partitions"]])
-                for t in altered["responses"]] == [(name, [(0, CLUSTER_AUTHZ)])]
+        assert [
+            (t["name"], [(p["partition_index"], p["error_code"]) for p in t["partitions"]])
+            for t in altered["responses"]
+        ] == [(name, [(0, CLUSTER_AUTHZ)])]
         listed = wire.request(46, 0, {"timeout_ms": 30000, "topics": None})
         assert (listed["error_code"], listed["topics"]) == (CLUSTER_AUTHZ, [])

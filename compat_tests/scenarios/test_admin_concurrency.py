@@ -56,7 +56,13 @@ def _all_at_once(bootstrap: str, api_key: int, version: int, body: dict) -> list
 def _create_topics_body(topic: str, partitions: int) -> dict:
     return {
         "topics": [
-            {"name": topic, "num_partitions": partitions, "replication_factor": 1, "assignments": [], "configs": []}
+            {
+                "name": topic,
+                "num_partitions": partitions,
+                "replication_factor": 1,
+                "assignments": [],
+                "configs": [],
+            }
         ],
         "timeout_ms": 30000,
         "validate_only": False,

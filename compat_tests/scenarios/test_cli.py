@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -387,3 +388,35 @@ def test_cli_errors_are_one_line_with_a_non_zero_exit(bootstrap) -> None:
         missing = cli(bootstrap, *args, check=False)
         assert missing.returncode == 1, args
         assert "UNKNOWN_TOPIC_OR_PARTITION" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_cli_group_describe_and_list_a_streams_group(bootstrap, make_topic) -> None:
+    """A streams group (KIP-1071, made with raw StreamsGroupHeartbeats): `pybroker group describe` shows
+    its type, state and the partitions the member's active tasks read; `group list` lists it."""
+    from compat_tests.scenarios.test_streams_groups import (
+        heartbeat_until,
+        join_once_source_is_seen,
+        streams_coordinator_ready,
+        word_count_topology,
+    )
+
+    topic = make_topic(partitions=2)
+    group = f"{topic}-streams"
+    streams_coordinator_ready(bootstrap, group)
+    member = str(uuid.uuid4())
+    joined = join_once_source_is_seen(bootstrap, group, member, word_count_topology(group, topic))
+    every = {(s, p) for s in ("0", "1") for p in range(2)}
+    heartbeat_until(bootstrap, group, member, joined["member_epoch"], set(), lambda owned: owned == every)
+    described = cli_json(bootstrap, "group", "describe", group)
+    assert (described["type"], described["state"]) == ("streams", "Stable")
+    (m,) = described["members"]
+    assert m["member_id"] == member
+    repartition = f"{group}-words-repartition"
+    assigned = sorted((a["topic"], a["partition"]) for a in m["assignment"])
+    assert assigned == sorted([(repartition, 0), (repartition, 1), (topic, 0), (topic, 1)])
+    listed = {g["group"]: g for g in cli_json(bootstrap, "group", "list")}
+    assert (listed[group]["type"], listed[group]["protocol_type"], listed[group]["state"]) == (
+        "streams",
+        "streams",
+        "Stable",
+    )

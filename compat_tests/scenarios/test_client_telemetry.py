@@ -18,7 +18,13 @@ from compat_tests.scenarios.test_newest_versions import call
 
 LEDGER_COLUMN = "raw-socket"
 
-DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, GET_SUBSCRIPTIONS, PUSH, LIST_CONFIG_RESOURCES = 32, 44, 71, 72, 74
+DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, GET_SUBSCRIPTIONS, PUSH, LIST_CONFIG_RESOURCES = (
+    32,
+    44,
+    71,
+    72,
+    74,
+)
 NONE, INVALID_REQUEST, UNKNOWN_SUBSCRIPTION_ID = 0, 42, 117
 CLIENT_METRICS = 16
 SET, DELETE = 0, 1
@@ -35,7 +41,9 @@ def alter(bootstrap: str, name: str, configs: dict[str, str | None]) -> int:
 
 
 def described(bootstrap: str, name: str) -> dict[str, str]:
-    body = {"resources": [{"resource_type": CLIENT_METRICS, "resource_name": name, "configuration_keys": None}]}
+    body = {
+        "resources": [{"resource_type": CLIENT_METRICS, "resource_name": name, "configuration_keys": None}]
+    }
     (result,) = call(bootstrap, DESCRIBE_CONFIGS, 4, body)["results"]
     assert result["error_code"] == NONE
     return {c["name"]: c["value"] for c in result["configs"]}
@@ -137,4 +145,6 @@ def test_push_without_a_subscription_fetch(bootstrap: str) -> None:
         "metrics": b"",
     }
     assert call(bootstrap, PUSH, 0, push)["error_code"] == UNKNOWN_SUBSCRIPTION_ID
-    assert call(bootstrap, PUSH, 0, {**push, "client_instance_id": ZERO_UUID})["error_code"] == INVALID_REQUEST
+    assert (
+        call(bootstrap, PUSH, 0, {**push, "client_instance_id": ZERO_UUID})["error_code"] == INVALID_REQUEST
+    )

@@ -57,7 +57,9 @@ def test_standalone_commit_is_gone_after_topic_delete_and_recreate(bootstrap, ad
     group = f"{topic}-group"
     consumer = _consumer(bootstrap, group)
     try:
-        consumer.commit(offsets=[TopicPartition(topic, 0, 10), TopicPartition(topic, 1, 7)], asynchronous=False)
+        consumer.commit(
+            offsets=[TopicPartition(topic, 0, 10), TopicPartition(topic, 1, 7)], asynchronous=False
+        )
     finally:
         consumer.close()
     assert _committed(bootstrap, group, topic, 2) == [10, 7]
@@ -72,7 +74,9 @@ def test_standalone_commit_is_gone_after_topic_delete_and_recreate(bootstrap, ad
     assert _committed(bootstrap, group, topic, 2) == [3, OFFSET_INVALID]
 
 
-def test_consumer_group_offsets_are_gone_after_topic_delete_and_recreate(bootstrap, admin, make_topic) -> None:
+def test_consumer_group_offsets_are_gone_after_topic_delete_and_recreate(
+    bootstrap, admin, make_topic
+) -> None:
     topic = make_topic()
     group = f"{topic}-kip848"
     admin.produce(bootstrap, topic, [Record(f"k{i}".encode(), f"v{i}".encode()) for i in range(10)])
@@ -111,7 +115,9 @@ def test_live_consumer_group_member_loses_a_deleted_topics_partitions(bootstrap,
     try:
         consumer.subscribe([doomed, kept])
         wait_for(lambda: assignment() == {(doomed, 0), (doomed, 1), (kept, 0)}, 60, "both topics assigned")
-        consumer.commit(offsets=[TopicPartition(doomed, 0, 4), TopicPartition(kept, 0, 2)], asynchronous=False)
+        consumer.commit(
+            offsets=[TopicPartition(doomed, 0, 4), TopicPartition(kept, 0, 2)], asynchronous=False
+        )
         admin.delete_topic(bootstrap, doomed)
         wait_for(lambda: assignment() == {(kept, 0)}, 60, "the deleted topic's partitions to be revoked")
         assert _committed(bootstrap, group, kept, 1) == [2]

@@ -22,7 +22,9 @@ NONE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION, INVALID_REQUEST = 0, 
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def describe(bootstrap: str, names: list[str], limit: int = 2000, cursor: tuple[str, int] | None = None) -> dict:
+def describe(
+    bootstrap: str, names: list[str], limit: int = 2000, cursor: tuple[str, int] | None = None
+) -> dict:
     body = {
         "topics": [{"name": n} for n in names],
         "response_partition_limit": limit,

@@ -67,7 +67,11 @@ def describe(wire: WireClient, rtype: int, name: str, keys: list[str] | None) ->
 
 
 def alter(
-    wire: WireClient, rtype: int, name: str, ops: list[tuple[str, str | None, int]], validate_only: bool = False
+    wire: WireClient,
+    rtype: int,
+    name: str,
+    ops: list[tuple[str, str | None, int]],
+    validate_only: bool = False,
 ) -> tuple[int, str | None]:
     response = wire.request(
         44,
@@ -87,7 +91,9 @@ def alter(
     return result["error_code"], result["error_message"]
 
 
-def confluent_alter(bootstrap: str, node: str, entries: list[tuple[str, str | None, AlterConfigOpType]]) -> None:
+def confluent_alter(
+    bootstrap: str, node: str, entries: list[tuple[str, str | None, AlterConfigOpType]]
+) -> None:
     resource = ConfigResource(
         ResourceType.BROKER,
         node,
@@ -98,7 +104,9 @@ def confluent_alter(bootstrap: str, node: str, entries: list[tuple[str, str | No
         future.result(timeout=30)
 
 
-def confluent_describe(bootstrap: str, rtype: ResourceType, name: str) -> dict[str, tuple[str | None, int, bool]]:
+def confluent_describe(
+    bootstrap: str, rtype: ResourceType, name: str
+) -> dict[str, tuple[str | None, int, bool]]:
     resource = ConfigResource(rtype, name)
     client = AdminClient({"bootstrap.servers": bootstrap})
     (future,) = client.describe_configs([resource]).values()
@@ -115,8 +123,11 @@ def test_per_broker_message_max_bytes_applies_to_topics_without_an_override(
     try:
         # Apache Kafka applies a change once its metadata log has it: wait for it, then compare exactly.
         described = wait_for(
-            lambda: (d := confluent_describe(bootstrap, ResourceType.BROKER, node))["message.max.bytes"][0] == "4000"
-            and d,
+            lambda: (
+                (d := confluent_describe(bootstrap, ResourceType.BROKER, node))["message.max.bytes"][0]
+                == "4000"
+                and d
+            ),
             what="the per-broker value",
         )
         assert described["message.max.bytes"] == ("4000", DYNAMIC_BROKER, False)
@@ -146,7 +157,9 @@ def test_per_broker_message_max_bytes_applies_to_topics_without_an_override(
         return got == ("1048588", DEFAULT, False)
 
     wait_for(back_to_default, what="message.max.bytes to return to its default")
-    deliveries = wait_for(lambda: _try_produce(admin, bootstrap, inherits, big), what="the default limit again")
+    deliveries = wait_for(
+        lambda: _try_produce(admin, bootstrap, inherits, big), what="the default limit again"
+    )
     assert deliveries[0].offset == 0
 
 
@@ -166,7 +179,14 @@ def test_cluster_default_and_per_broker_sources_and_synonyms(wire: WireClient, n
         code, _, default = describe(wire, BROKER, "", ["log.retention.ms"])
         assert (code, default) == (
             0,
-            {"log.retention.ms": ("3600000", DYNAMIC_DEFAULT, False, [("log.retention.ms", "3600000", DYNAMIC_DEFAULT)])},
+            {
+                "log.retention.ms": (
+                    "3600000",
+                    DYNAMIC_DEFAULT,
+                    False,
+                    [("log.retention.ms", "3600000", DYNAMIC_DEFAULT)],
+                )
+            },
         )
 
         def topic_retention() -> tuple:
@@ -190,18 +210,27 @@ def test_cluster_default_and_per_broker_sources_and_synonyms(wire: WireClient, n
         assert topic_retention() == ("7200000", DYNAMIC_BROKER, False, retention_synonyms)
         broker = describe(wire, BROKER, node, ["log.retention.ms", "log.retention.hours"])[2]
         assert broker["log.retention.ms"] == ("7200000", DYNAMIC_BROKER, False, retention_synonyms)
-        assert broker["log.retention.hours"] == ("168", DEFAULT, True, [("log.retention.hours", "168", DEFAULT)])
+        assert broker["log.retention.hours"] == (
+            "168",
+            DEFAULT,
+            True,
+            [("log.retention.hours", "168", DEFAULT)],
+        )
 
         # A list config APPENDs to its effective value; the result is the cluster-wide default.
         assert alter(wire, BROKER, "", [("log.cleanup.policy", "compact", APPEND)]) == (0, None)
         wait_for(
-            lambda: describe(wire, TOPIC, topic, ["cleanup.policy"])[2]["cleanup.policy"][:2]
-            == ("delete,compact", DYNAMIC_DEFAULT),
+            lambda: (
+                describe(wire, TOPIC, topic, ["cleanup.policy"])[2]["cleanup.policy"][:2]
+                == ("delete,compact", DYNAMIC_DEFAULT)
+            ),
             what="the appended cleanup policy",
         )
     finally:
         assert alter(wire, BROKER, node, [("log.retention.ms", None, DELETE)]) == (0, None)
-        assert alter(wire, BROKER, "", [("log.retention.ms", None, DELETE), ("log.cleanup.policy", None, DELETE)]) == (
+        assert alter(
+            wire, BROKER, "", [("log.retention.ms", None, DELETE), ("log.cleanup.policy", None, DELETE)]
+        ) == (
             0,
             None,
         )
@@ -209,7 +238,9 @@ def test_cluster_default_and_per_broker_sources_and_synonyms(wire: WireClient, n
     # synonyms for the topic's retention.ms (before, it listed log.retention.hours' default); pybroker
     # lists log.retention.hours' default both times.
     wait_for(
-        lambda: describe(wire, TOPIC, topic, ["retention.ms"])[2]["retention.ms"][:2] == ("604800000", DEFAULT),
+        lambda: (
+            describe(wire, TOPIC, topic, ["retention.ms"])[2]["retention.ms"][:2] == ("604800000", DEFAULT)
+        ),
         what="retention.ms to return to the default",
     )
     assert wait_for(
@@ -226,8 +257,10 @@ def test_cluster_default_timestamp_type_changes_what_consumers_see(
     assert alter(wire, BROKER, "", [("log.message.timestamp.type", "LogAppendTime", SET)]) == (0, None)
     try:
         wait_for(
-            lambda: describe(wire, TOPIC, topic, ["message.timestamp.type"])[2]["message.timestamp.type"][:2]
-            == ("LogAppendTime", DYNAMIC_DEFAULT),
+            lambda: (
+                describe(wire, TOPIC, topic, ["message.timestamp.type"])[2]["message.timestamp.type"][:2]
+                == ("LogAppendTime", DYNAMIC_DEFAULT)
+            ),
             what="the topic to inherit LogAppendTime",
         )
         (delivery,) = admin.produce(bootstrap, topic, [Record(b"k", b"v", timestamp_ms=old)])
@@ -269,7 +302,10 @@ def test_read_only_key_through_confluent_admin(bootstrap: str, node: str) -> Non
     with pytest.raises(KafkaException) as raised:
         confluent_alter(bootstrap, node, [("num.partitions", "3", AlterConfigOpType.SET)])
     error = raised.value.args[0]
-    assert (error.name(), error.str()) == ("INVALID_REQUEST", "Cannot update these configs dynamically: [num.partitions]")
+    assert (error.name(), error.str()) == (
+        "INVALID_REQUEST",
+        "Cannot update these configs dynamically: [num.partitions]",
+    )
 
 
 def test_broker_resource_names(wire: WireClient, node: str) -> None:
@@ -278,7 +314,10 @@ def test_broker_resource_names(wire: WireClient, node: str) -> None:
         INVALID_REQUEST,
         f"Unexpected broker id, expected {node} or empty string, but received {other}",
     )
-    assert describe(wire, BROKER, "abc", None)[:2] == (INVALID_REQUEST, "Broker id must be an integer, but it is: abc")
+    assert describe(wire, BROKER, "abc", None)[:2] == (
+        INVALID_REQUEST,
+        "Broker id must be an integer, but it is: abc",
+    )
     assert alter(wire, BROKER, other, [("log.retention.ms", "5", SET)]) == (
         INVALID_REQUEST,
         f"Unexpected broker id, expected {node}, but received {other}",
@@ -336,15 +375,22 @@ def test_legacy_alter_configs_replaces_a_brokers_whole_set(wire: WireClient, nod
     def node_sources() -> dict[str, tuple]:
         return {k: v[:2] for k, v in describe(wire, BROKER, node, keys)[2].items()}
 
-    assert alter(wire, BROKER, node, [("log.retention.ms", "7200000", SET), ("message.max.bytes", "2000000", SET)]) == (
+    assert alter(
+        wire, BROKER, node, [("log.retention.ms", "7200000", SET), ("message.max.bytes", "2000000", SET)]
+    ) == (
         0,
         None,
     )
     try:
-        wait_for(lambda: node_sources()["message.max.bytes"] == ("2000000", DYNAMIC_BROKER), what="the node values")
+        wait_for(
+            lambda: node_sources()["message.max.bytes"] == ("2000000", DYNAMIC_BROKER), what="the node values"
+        )
         # AlterConfigs (not incremental) sets exactly what it is given: message.max.bytes goes back.
         assert legacy_alter(wire, node, {"log.retention.ms": "1000000"}) == (0, None)
-        expected = {"log.retention.ms": ("1000000", DYNAMIC_BROKER), "message.max.bytes": ("1048588", DEFAULT)}
+        expected = {
+            "log.retention.ms": ("1000000", DYNAMIC_BROKER),
+            "message.max.bytes": ("1048588", DEFAULT),
+        }
         wait_for(lambda: node_sources() == expected, what=f"only the legacy set to remain: {expected}")
         assert legacy_alter(wire, node, {"num.partitions": "4"}) == (
             INVALID_REQUEST,
@@ -375,8 +421,10 @@ def test_cluster_default_through_kafka_configs(bootstrap: str, wire: WireClient,
     assert "Completed updating default config for brokers in the cluster." in out
     try:
         wait_for(
-            lambda: describe(wire, TOPIC, topic, ["retention.bytes"])[2]["retention.bytes"][:2]
-            == ("123456789", DYNAMIC_DEFAULT),
+            lambda: (
+                describe(wire, TOPIC, topic, ["retention.bytes"])[2]["retention.bytes"][:2]
+                == ("123456789", DYNAMIC_DEFAULT)
+            ),
             what="the topic to inherit the cluster default",
         )
         # (Apache Kafka also lists the min.insync.replicas default its storage format sets for KIP-966.)
@@ -389,7 +437,9 @@ def test_cluster_default_through_kafka_configs(bootstrap: str, wire: WireClient,
     finally:
         kafka_configs(bootstrap, *default, "--alter", "--delete-config", "log.retention.bytes")
     wait_for(
-        lambda: describe(wire, TOPIC, topic, ["retention.bytes"])[2]["retention.bytes"][:2] == ("-1", DEFAULT),
+        lambda: (
+            describe(wire, TOPIC, topic, ["retention.bytes"])[2]["retention.bytes"][:2] == ("-1", DEFAULT)
+        ),
         what="retention.bytes to return to its default",
     )
 
@@ -401,7 +451,10 @@ def test_malformed_incremental_requests(wire: WireClient, node: str, make_topic)
             INVALID_REQUEST,
             "Error due to duplicate config keys",
         )
-        assert alter(wire, rtype, name, [(key, None, SET)]) == (INVALID_REQUEST, f"Null value not supported for : {key}")
+        assert alter(wire, rtype, name, [(key, None, SET)]) == (
+            INVALID_REQUEST,
+            f"Null value not supported for : {key}",
+        )
     assert alter(wire, BROKER_LOGGER, node, [("root", "DEBUG", APPEND)]) == (
         INVALID_REQUEST,
         "APPEND operation is not allowed for the BROKER_LOGGER resource",
@@ -419,7 +472,11 @@ def test_malformed_incremental_requests(wire: WireClient, node: str, make_topic)
         2,
         {
             "resources": [
-                {"resource_type": BROKER_LOGGER, "resource_name": node, "configs": [{"name": "root", "value": "DEBUG"}]}
+                {
+                    "resource_type": BROKER_LOGGER,
+                    "resource_name": node,
+                    "configs": [{"name": "root", "value": "DEBUG"}],
+                }
             ],
             "validate_only": False,
         },

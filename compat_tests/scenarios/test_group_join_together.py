@@ -38,7 +38,9 @@ HEARTBEAT_S = 3.0  # librdkafka's heartbeat.interval.ms default
 
 
 @pytest.fixture(scope="module", params=[0, 2000], ids=lambda d: f"delay-{d}ms")
-def delayed_bootstrap(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def delayed_bootstrap(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Any]:
     if request.config.getoption("--bootstrap"):
         pytest.skip("needs a broker started with a given group.initial.rebalance.delay.ms")
     delay_ms = request.param

@@ -69,7 +69,9 @@ def test_produce_to_consumer_offsets_is_refused(bootstrap, admin, make_topic) ->
     partitions = _ensure_offsets_topic(bootstrap, admin, topic)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-watermarks"})
     try:
-        before = {p: consumer.get_watermark_offsets(TopicPartition(OFFSETS_TOPIC, p), TIMEOUT_S) for p in partitions}
+        before = {
+            p: consumer.get_watermark_offsets(TopicPartition(OFFSETS_TOPIC, p), TIMEOUT_S) for p in partitions
+        }
     finally:
         consumer.close()
     errors: dict[int, KafkaError | None] = {}
@@ -79,14 +81,18 @@ def test_produce_to_consumer_offsets_is_refused(bootstrap, admin, make_topic) ->
         def delivered(err: KafkaError | None, _msg: Any, p: int = p) -> None:
             errors[p] = err
 
-        producer.produce(OFFSETS_TOPIC, key=b"not-a-group-record", value=b"junk", partition=p, on_delivery=delivered)
+        producer.produce(
+            OFFSETS_TOPIC, key=b"not-a-group-record", value=b"junk", partition=p, on_delivery=delivered
+        )
     assert producer.flush(TIMEOUT_S) == 0
     assert set(errors) == set(partitions)
     codes = {p: (err.code() if err is not None else None) for p, err in errors.items()}
     assert codes == {p: INVALID_TOPIC_EXCEPTION for p in partitions}
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-watermarks"})
     try:
-        after = {p: consumer.get_watermark_offsets(TopicPartition(OFFSETS_TOPIC, p), TIMEOUT_S) for p in partitions}
+        after = {
+            p: consumer.get_watermark_offsets(TopicPartition(OFFSETS_TOPIC, p), TIMEOUT_S) for p in partitions
+        }
     finally:
         consumer.close()
     # Nothing was appended: only the coordinator's own records could have moved a high watermark,

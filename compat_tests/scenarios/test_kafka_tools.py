@@ -1,18 +1,27 @@
 """Apache Kafka's own command-line tools (the 4.3.1 jars from Maven Central) against the broker under
 test: kafka-topics, kafka-consumer-groups, kafka-configs, kafka-console-producer/-consumer,
-kafka-get-offsets, kafka-delete-records, kafka-log-dirs and kafka-dump-log over the broker's own
+kafka-streams-groups, kafka-get-offsets, kafka-delete-records, kafka-log-dirs and kafka-dump-log over the broker's own
 segment, index and time-index files. Each scenario passes on pybroker and on Apache Kafka."""
 
 from __future__ import annotations
 
 import json
 import re
+import uuid
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from compat_tests.kafka_tools import parse_table, run_tool
+from compat_tests.scenarios.test_streams_groups import (
+    group_call,
+    heartbeat,
+    heartbeat_until,
+    join_once_source_is_seen,
+    streams_coordinator_ready,
+    word_count_topology,
+)
 
 from .support import wait_for
 
@@ -336,3 +345,70 @@ def test_kafka_dump_log_reads_segment_index_and_timeindex(bootstrap, broker, mak
     time_entries = re.findall(r"^timestamp: (\d+) offset: (\d+)$", text, re.MULTILINE)
     assert time_entries, "the time index has entries"
     assert int(time_entries[-1][1]) <= len(records) - 1
+
+
+def test_kafka_streams_groups_list_describe_and_delete(bootstrap, make_topic, unique_topic) -> None:
+    """kafka-streams-groups (KIP-1071) on a streams group made with raw StreamsGroupHeartbeats."""
+    source = make_topic(partitions=2)
+    group = f"{unique_topic}-streams"
+    streams_coordinator_ready(bootstrap, group)
+    member = str(uuid.uuid4())
+    joined = join_once_source_is_seen(bootstrap, group, member, word_count_topology(group, source))
+    every = {(s, p) for s in ("0", "1") for p in range(2)}
+    epoch, owned = heartbeat_until(
+        bootstrap, group, member, joined["member_epoch"], set(), lambda o: o == every
+    )
+    # The member commits (OffsetCommit v9 with its member id and epoch, as Kafka Streams does).
+    committed = group_call(
+        bootstrap,
+        group,
+        8,
+        9,
+        {
+            "group_id": group,
+            "generation_id_or_member_epoch": epoch,
+            "member_id": member,
+            "group_instance_id": None,
+            "topics": [
+                {
+                    "name": source,
+                    "partitions": [
+                        {
+                            "partition_index": 0,
+                            "committed_offset": 0,
+                            "committed_leader_epoch": -1,
+                            "committed_metadata": "",
+                        }
+                    ],
+                }
+            ],
+        },
+    )
+    assert committed["topics"][0]["partitions"][0]["error_code"] == 0, committed
+    common = ["--bootstrap-server", bootstrap, "--group", group]
+
+    listed = run_tool("kafka-streams-groups", "--bootstrap-server", bootstrap, "--list").check().stdout
+    assert group in listed.split()
+    # --describe: the offsets and lag of every partition the topology reads (source and repartition).
+    rows = parse_table(run_tool("kafka-streams-groups", *common, "--describe").check().stdout, "GROUP")
+    repartition = f"{group}-words-repartition"
+    assert {(r["TOPIC"], r["PARTITION"], r["OFFSET-LAG"]) for r in rows} == {
+        (t, str(p), "0") for t in (source, repartition) for p in (0, 1)
+    }
+    state = parse_table(
+        run_tool("kafka-streams-groups", *common, "--describe", "--state").check().stdout, "GROUP"
+    )
+    assert [(r["STATE"], r["#MEMBERS"]) for r in state] == [("Stable", "1")]
+    members = run_tool("kafka-streams-groups", *common, "--describe", "--members").check().stdout
+    (line,) = [row for row in members.splitlines() if member in row]
+    assert line.split()[1:4] == [member, line.split()[2], "compat"]
+    assert line.split("ACTIVE:")[1].split() == ["0:[0,1];", "1:[0,1];"]
+
+    # Not while it has a member; once the member left, the group goes.
+    refused = run_tool("kafka-streams-groups", *common, "--delete")
+    assert "was successful" not in refused.stdout
+    assert heartbeat(bootstrap, group, member, -1)["error_code"] == 0
+    deleted = run_tool("kafka-streams-groups", *common, "--delete").check()
+    assert f"Deletion of requested streams groups ('{group}') was successful." in deleted.stdout
+    listed = run_tool("kafka-streams-groups", "--bootstrap-server", bootstrap, "--list").check().stdout
+    assert group not in listed.split()

@@ -23,8 +23,12 @@ NO_REASSIGNMENT_IN_PROGRESS, ELECTION_NOT_NEEDED = 85, 84
 
 
 def node_id(bootstrap: str) -> int:
-    answer = call(bootstrap, METADATA, 12, {"topics": [], "allow_auto_topic_creation": False,
-                                            "include_topic_authorized_operations": False})
+    answer = call(
+        bootstrap,
+        METADATA,
+        12,
+        {"topics": [], "allow_auto_topic_creation": False, "include_topic_authorized_operations": False},
+    )
     [broker] = answer["brokers"]
     return broker["node_id"]
 
@@ -37,20 +41,31 @@ def elect(bootstrap: str, version: int, election_type: int, topic_partitions: li
 def results(answer: dict) -> list[tuple[str, int, int]]:
     return sorted(
         (r["topic"], p["partition_id"], p["error_code"])
-        for r in answer["replica_election_results"] for p in r["partition_result"]
+        for r in answer["replica_election_results"]
+        for p in r["partition_result"]
     )
 
 
 @pytest.mark.parametrize("version", [0, 1, 2])
 def test_preferred_election_is_not_needed(bootstrap: str, make_topic, version: int) -> None:
     topic = make_topic(partitions=2)
-    answer = elect(bootstrap, version, 0, [{"topic": topic, "partitions": [0, 1]},
-                                           {"topic": topic + "-missing", "partitions": [0]}])
+    answer = elect(
+        bootstrap,
+        version,
+        0,
+        [{"topic": topic, "partitions": [0, 1]}, {"topic": topic + "-missing", "partitions": [0]}],
+    )
     assert answer.get("error_code", 0) == NONE
-    assert results(answer) == [(topic, 0, ELECTION_NOT_NEEDED), (topic, 1, ELECTION_NOT_NEEDED),
-                               (topic + "-missing", 0, UNKNOWN_TOPIC_OR_PARTITION)]
-    messages = {(r["topic"], p["partition_id"]): p["error_message"]
-                for r in answer["replica_election_results"] for p in r["partition_result"]}
+    assert results(answer) == [
+        (topic, 0, ELECTION_NOT_NEEDED),
+        (topic, 1, ELECTION_NOT_NEEDED),
+        (topic + "-missing", 0, UNKNOWN_TOPIC_OR_PARTITION),
+    ]
+    messages = {
+        (r["topic"], p["partition_id"]): p["error_message"]
+        for r in answer["replica_election_results"]
+        for p in r["partition_result"]
+    }
     assert messages[(topic + "-missing", 0)] == f"No such topic as {topic}-missing"
 
 
@@ -80,9 +95,14 @@ def test_unknown_election_type(bootstrap: str, make_topic) -> None:
     assert results(answer) == [(topic, 0, INVALID_REQUEST)]
 
 
-def reassign(bootstrap: str, version: int, topic: str, partition: int, replicas: list[int] | None) -> tuple[int, int]:
-    body = {"timeout_ms": 30000, "allow_replication_factor_change": True,
-            "topics": [{"name": topic, "partitions": [{"partition_index": partition, "replicas": replicas}]}]}
+def reassign(
+    bootstrap: str, version: int, topic: str, partition: int, replicas: list[int] | None
+) -> tuple[int, int]:
+    body = {
+        "timeout_ms": 30000,
+        "allow_replication_factor_change": True,
+        "topics": [{"name": topic, "partitions": [{"partition_index": partition, "replicas": replicas}]}],
+    }
     answer = call(bootstrap, ALTER_REASSIGNMENTS, version, body)
     return answer["error_code"], answer["responses"][0]["partitions"][0]["error_code"]
 
@@ -99,8 +119,18 @@ def test_reassignments_on_one_broker(bootstrap: str, make_topic, version: int) -
     assert reassign(bootstrap, version, topic + "-missing", 0, [me]) == (NONE, UNKNOWN_TOPIC_OR_PARTITION)
     listed = call(bootstrap, LIST_REASSIGNMENTS, 0, {"timeout_ms": 30000, "topics": None})
     assert (listed["error_code"], listed["topics"]) == (NONE, [])
-    listed = call(bootstrap, LIST_REASSIGNMENTS, 0, {"timeout_ms": 30000, "topics": [
-        {"name": topic, "partition_indexes": [0]}, {"name": topic + "-missing", "partition_indexes": [0]}]})
+    listed = call(
+        bootstrap,
+        LIST_REASSIGNMENTS,
+        0,
+        {
+            "timeout_ms": 30000,
+            "topics": [
+                {"name": topic, "partition_indexes": [0]},
+                {"name": topic + "-missing", "partition_indexes": [0]},
+            ],
+        },
+    )
     assert (listed["error_code"], listed["topics"]) == (NONE, [])
 
 
@@ -109,8 +139,11 @@ def test_kafka_python_admin(bootstrap: str, make_topic) -> None:
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
         response = admin.elect_leaders(0, {topic: [0]}, timeout_ms=30000)  # ELECTION_NOT_NEEDED: not raised
-        assert [(r.topic, p.partition_id, p.error_code) for r in response.replica_election_results
-                for p in r.partition_result] == [(topic, 0, ELECTION_NOT_NEEDED)]
+        assert [
+            (r.topic, p.partition_id, p.error_code)
+            for r in response.replica_election_results
+            for p in r.partition_result
+        ] == [(topic, 0, ELECTION_NOT_NEEDED)]
         tp = TopicPartition(topic, 0)
         errors = admin.alter_partition_reassignments({tp: None}, timeout_ms=30000)
         assert errors[tp].errno == NO_REASSIGNMENT_IN_PROGRESS

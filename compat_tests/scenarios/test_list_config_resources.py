@@ -18,7 +18,9 @@ TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 def listed(bootstrap: str, version: int, types: list[int] | None = None) -> tuple[int, set[tuple[str, int]]]:
     body = {} if version == 0 else {"resource_types": types or []}
     answer = call(bootstrap, LIST_CONFIG_RESOURCES, version, body)
-    return answer["error_code"], {(r["resource_name"], r["resource_type"]) for r in answer["config_resources"]}
+    return answer["error_code"], {
+        (r["resource_name"], r["resource_type"]) for r in answer["config_resources"]
+    }
 
 
 def test_topics_by_type(bootstrap: str, make_topic) -> None:

@@ -23,7 +23,9 @@ PREFERRED, UNCLEAN = 0, 1
 
 
 def node_id(bootstrap: str) -> int:
-    return call(bootstrap, METADATA, 12, {"topics": [], "allow_auto_topic_creation": False})["brokers"][0]["node_id"]
+    return call(bootstrap, METADATA, 12, {"topics": [], "allow_auto_topic_creation": False})["brokers"][0][
+        "node_id"
+    ]
 
 
 def elect(bootstrap: str, election_type: int, partitions: dict[str, list[int]] | None) -> dict:
@@ -49,7 +51,9 @@ def reassign(bootstrap: str, topic: str, targets: dict[int, list[int] | None]) -
     body = {
         "timeout_ms": 10000,
         "allow_replication_factor_change": True,
-        "topics": [{"name": topic, "partitions": [{"partition_index": p, "replicas": r} for p, r in targets.items()]}],
+        "topics": [
+            {"name": topic, "partitions": [{"partition_index": p, "replicas": r} for p, r in targets.items()]}
+        ],
     }
     return call(bootstrap, ALTER_REASSIGNMENTS, 1, body)
 
@@ -63,8 +67,10 @@ def topic(make_topic, bootstrap: str) -> str:
     name = make_topic("-elect", partitions=2)
     # Apache Kafka creates a topic before its partitions reach the broker's metadata.
     wait_for(
-        lambda: election_codes(elect(bootstrap, PREFERRED, {name: [0, 1]}))
-        == {(name, 0): ELECTION_NOT_NEEDED, (name, 1): ELECTION_NOT_NEEDED},
+        lambda: (
+            election_codes(elect(bootstrap, PREFERRED, {name: [0, 1]}))
+            == {(name, 0): ELECTION_NOT_NEEDED, (name, 1): ELECTION_NOT_NEEDED}
+        ),
         what="partitions known to the controller",
     )
     return name

@@ -41,7 +41,8 @@ def _alter(wire: WireClient, entries: list[tuple[dict, dict]], validate_only: bo
                 {
                     "entity": [{"entity_type": t, "entity_name": n} for t, n in entity.items()],
                     "ops": [
-                        {"key": k, "value": 0.0 if v is None else v, "remove": v is None} for k, v in ops.items()
+                        {"key": k, "value": 0.0 if v is None else v, "remove": v is None}
+                        for k, v in ops.items()
                     ],
                 }
                 for entity, ops in entries
@@ -75,15 +76,51 @@ def _describe(wire: WireClient, components: list[tuple[str, int, str | None]], s
 def test_kafka_configs_round_trip_user_client_and_both(bootstrap: str, wire: WireClient) -> None:
     user, client = f"u-{uuid.uuid4().hex[:8]}", f"c-{uuid.uuid4().hex[:8]}"
     _configs(
-        bootstrap, "--alter", "--entity-type", "users", "--entity-name", user, "--entity-type", "clients",
-        "--entity-name", client, "--add-config", "producer_byte_rate=1024,request_percentage=50.5",
+        bootstrap,
+        "--alter",
+        "--entity-type",
+        "users",
+        "--entity-name",
+        user,
+        "--entity-type",
+        "clients",
+        "--entity-name",
+        client,
+        "--add-config",
+        "producer_byte_rate=1024,request_percentage=50.5",
     )
-    _configs(bootstrap, "--alter", "--entity-type", "users", "--entity-name", user,
-             "--add-config", "consumer_byte_rate=4096")
-    _configs(bootstrap, "--alter", "--entity-type", "clients", "--entity-name", client,
-             "--add-config", "controller_mutation_rate=10")
-    both = _configs(bootstrap, "--describe", "--entity-type", "users", "--entity-name", user,
-                    "--entity-type", "clients", "--entity-name", client)
+    _configs(
+        bootstrap,
+        "--alter",
+        "--entity-type",
+        "users",
+        "--entity-name",
+        user,
+        "--add-config",
+        "consumer_byte_rate=4096",
+    )
+    _configs(
+        bootstrap,
+        "--alter",
+        "--entity-type",
+        "clients",
+        "--entity-name",
+        client,
+        "--add-config",
+        "controller_mutation_rate=10",
+    )
+    both = _configs(
+        bootstrap,
+        "--describe",
+        "--entity-type",
+        "users",
+        "--entity-name",
+        user,
+        "--entity-type",
+        "clients",
+        "--entity-name",
+        client,
+    )
     assert "producer_byte_rate=1024.0" in both and "request_percentage=50.5" in both, both
     # (kafka-configs --describe of a user alone also asks for SCRAM credentials: raw requests below.)
 
@@ -102,12 +139,40 @@ def test_kafka_configs_round_trip_user_client_and_both(bootstrap: str, wire: Wir
     error, found = _describe(wire, [("client-id", EXACT, client)], strict=True)
     assert found == {(("client-id", client),): {"controller_mutation_rate": 10.0}}
 
-    _configs(bootstrap, "--alter", "--entity-type", "users", "--entity-name", user, "--entity-type", "clients",
-             "--entity-name", client, "--delete-config", "producer_byte_rate,request_percentage")
-    _configs(bootstrap, "--alter", "--entity-type", "users", "--entity-name", user,
-             "--delete-config", "consumer_byte_rate")
-    _configs(bootstrap, "--alter", "--entity-type", "clients", "--entity-name", client,
-             "--delete-config", "controller_mutation_rate")
+    _configs(
+        bootstrap,
+        "--alter",
+        "--entity-type",
+        "users",
+        "--entity-name",
+        user,
+        "--entity-type",
+        "clients",
+        "--entity-name",
+        client,
+        "--delete-config",
+        "producer_byte_rate,request_percentage",
+    )
+    _configs(
+        bootstrap,
+        "--alter",
+        "--entity-type",
+        "users",
+        "--entity-name",
+        user,
+        "--delete-config",
+        "consumer_byte_rate",
+    )
+    _configs(
+        bootstrap,
+        "--alter",
+        "--entity-type",
+        "clients",
+        "--entity-name",
+        client,
+        "--delete-config",
+        "controller_mutation_rate",
+    )
     assert _describe(wire, [("user", EXACT, user)]) == (NONE, {})
     assert _describe(wire, [("client-id", EXACT, client)]) == (NONE, {})
 
@@ -130,9 +195,14 @@ def test_default_entities_and_validate_only(wire: WireClient) -> None:
         error, found = _describe(wire, [("user", EXACT, "nobody-" + user)])
         assert found == {}
     finally:
-        assert _alter(wire, [({"user": None, "client-id": None}, {"controller_mutation_rate": None})]) == [NONE]
+        assert _alter(wire, [({"user": None, "client-id": None}, {"controller_mutation_rate": None})]) == [
+            NONE
+        ]
     wait_for(
-        lambda: _describe(wire, [("user", DEFAULT, None), ("client-id", DEFAULT, None)], strict=True) == (NONE, {}),
+        lambda: (
+            _describe(wire, [("user", DEFAULT, None), ("client-id", DEFAULT, None)], strict=True)
+            == (NONE, {})
+        ),
         what="the default entity's quota to be removed",
     )
 
@@ -162,8 +232,16 @@ def test_invalid_alterations_and_filters(wire: WireClient) -> None:
 def test_producer_over_its_quota_is_told_throttle_time(bootstrap: str, make_topic) -> None:
     topic = make_topic()
     client = f"slow-{uuid.uuid4().hex[:8]}"
-    _configs(bootstrap, "--alter", "--entity-type", "clients", "--entity-name", client,
-             "--add-config", "producer_byte_rate=102400")
+    _configs(
+        bootstrap,
+        "--alter",
+        "--entity-type",
+        "clients",
+        "--entity-name",
+        client,
+        "--add-config",
+        "producer_byte_rate=102400",
+    )
     throttles: list[int] = []
     try:
         producer = Producer(
@@ -190,11 +268,21 @@ def test_producer_over_its_quota_is_told_throttle_time(bootstrap: str, make_topi
         )
         assert time.monotonic() - started > 2.0
     finally:
-        _configs(bootstrap, "--alter", "--entity-type", "clients", "--entity-name", client,
-                 "--delete-config", "producer_byte_rate")
+        _configs(
+            bootstrap,
+            "--alter",
+            "--entity-type",
+            "clients",
+            "--entity-name",
+            client,
+            "--delete-config",
+            "producer_byte_rate",
+        )
 
 
-def test_controller_mutation_rate_refuses_strict_creations_over_the_quota(bootstrap: str, wire: WireClient) -> None:
+def test_controller_mutation_rate_refuses_strict_creations_over_the_quota(
+    bootstrap: str, wire: WireClient
+) -> None:
     client = f"mut-{uuid.uuid4().hex[:8]}"
     topic = f"compat-mutation-{uuid.uuid4().hex[:8]}"
     assert _alter(wire, [({"client-id": client}, {"controller_mutation_rate": 1.0})]) == [NONE]
@@ -207,8 +295,13 @@ def test_controller_mutation_rate_refuses_strict_creations_over_the_quota(bootst
                 7,
                 {
                     "topics": [
-                        {"name": name, "num_partitions": partitions, "replication_factor": 1,
-                         "assignments": [], "configs": []}
+                        {
+                            "name": name,
+                            "num_partitions": partitions,
+                            "replication_factor": 1,
+                            "assignments": [],
+                            "configs": [],
+                        }
                     ],
                     "timeout_ms": 30000,
                     "validate_only": False,
@@ -277,8 +370,15 @@ def test_request_percentage_throttles_a_busy_client(bootstrap: str, wire: WireCl
         throttled = 0
         with WireClient(bootstrap, client_id=client.encode()) as own:
             for _ in range(2000):
-                response = own.request(3, 12, {"topics": None, "allow_auto_topic_creation": False,
-                                                "include_topic_authorized_operations": False})
+                response = own.request(
+                    3,
+                    12,
+                    {
+                        "topics": None,
+                        "allow_auto_topic_creation": False,
+                        "include_topic_authorized_operations": False,
+                    },
+                )
                 throttled = response["throttle_time_ms"]
                 if throttled:
                     break  # the channel is muted after this response: stop here

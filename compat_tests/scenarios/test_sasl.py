@@ -42,7 +42,9 @@ OAUTH_JAAS = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModul
 MECHANISMS = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER"
 REAUTH_MS = 2000
 SASL_HANDSHAKE, SASL_AUTHENTICATE, METADATA, API_VERSIONS = 17, 36, 3, 18
-GENERIC_FAILURE = "Authentication failed during authentication due to invalid credentials with SASL mechanism {}"
+GENERIC_FAILURE = (
+    "Authentication failed during authentication due to invalid credentials with SASL mechanism {}"
+)
 SASL_SETTINGS = {
     "sasl.enabled.mechanisms": MECHANISMS,
     "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
@@ -65,7 +67,9 @@ class SaslBroker:
             from compat_tests.reference.apache_kafka import ApacheKafka
 
             self.launcher: Any = ApacheKafka(
-                workdir, overrides=settings, extra_listeners={"SASL_PLAINTEXT": ("SASL_PLAINTEXT", self.sasl_port)}
+                workdir,
+                overrides=settings,
+                extra_listeners={"SASL_PLAINTEXT": ("SASL_PLAINTEXT", self.sasl_port)},
             )
         else:
             port = free_port()
@@ -129,7 +133,9 @@ def round_trip(config: dict[str, Any], topic: str, value: bytes, *, group: bool 
     producer = Producer(config)
     producer.produce(topic, value)
     assert producer.flush(30) == 0
-    consumer = Consumer(dict(config, **{"group.id": f"g-{uuid.uuid4().hex}", "auto.offset.reset": "earliest"}))
+    consumer = Consumer(
+        dict(config, **{"group.id": f"g-{uuid.uuid4().hex}", "auto.offset.reset": "earliest"})
+    )
     if group:
         consumer.subscribe([topic])
     else:
@@ -194,7 +200,10 @@ def test_wrong_password_refused_with_kafkas_message(broker: SaslBroker) -> None:
 def test_kafka_python_plain_and_scram(broker: SaslBroker) -> None:
     kafka = pytest.importorskip("kafka")
     add_scram_user(broker, "kp-user", "kp-secret", ScramMechanism.SCRAM_SHA_512, 4096)
-    for mechanism, user, password in (("PLAIN", "alice", "alice-secret"), ("SCRAM-SHA-512", "kp-user", "kp-secret")):
+    for mechanism, user, password in (
+        ("PLAIN", "alice", "alice-secret"),
+        ("SCRAM-SHA-512", "kp-user", "kp-secret"),
+    ):
         topic = f"sasl-kafka-python-{mechanism.lower()}"
         common = {
             "bootstrap_servers": broker.sasl_bootstrap,
@@ -232,7 +241,9 @@ def plain_token(user: str, password: str) -> bytes:
     return f"\x00{user}\x00{password}".encode()
 
 
-def authenticate_plain(c: WireClient, user: str = "alice", password: str = "alice-secret", version: int = 2) -> dict:
+def authenticate_plain(
+    c: WireClient, user: str = "alice", password: str = "alice-secret", version: int = 2
+) -> dict:
     handshake = c.request(SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})
     assert handshake["error_code"] == 0
     return c.request(SASL_AUTHENTICATE, version, {"auth_bytes": plain_token(user, password)})
@@ -244,9 +255,12 @@ def test_request_before_authentication_closes_the_connection(broker: SaslBroker)
         assert_closed(c.sock)
     # ApiVersions first is served, then a request other than SaslHandshake still closes.
     with sasl_wire(broker) as c:
-        assert c.request(API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})[
-            "error_code"
-        ] == 0
+        assert (
+            c.request(API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})[
+                "error_code"
+            ]
+            == 0
+        )
         c.send(METADATA, 1, {"topics": None})
         assert_closed(c.sock)
     # After a handshake, anything but SaslAuthenticate is answered in its own response type (Metadata v1 with
@@ -370,7 +384,9 @@ def test_oauthbearer_unsecured_token_lifetime_bounds_the_session(broker: SaslBro
     with sasl_wire(broker) as c:
         response = oauth_exchange(c, unsecured_jws({"sub": "dave", "iat": now, "exp": now + 1}))
         assert response["error_code"] == 0
-        assert 0 < response["session_lifetime_ms"] <= 1000  # the token expires before connections.max.reauth.ms
+        assert (
+            0 < response["session_lifetime_ms"] <= 1000
+        )  # the token expires before connections.max.reauth.ms
 
 
 def test_oauthbearer_expired_token_refused(broker: SaslBroker) -> None:
@@ -398,8 +414,12 @@ def test_scram_credential_admin_errors(broker: SaslBroker) -> None:
     ]
     futures = admin.alter_user_scram_credentials(
         [
-            UserScramCredentialUpsertion("few", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 1000), b"pw"),
-            UserScramCredentialUpsertion("many", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 20000), b"pw"),
+            UserScramCredentialUpsertion(
+                "few", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 1000), b"pw"
+            ),
+            UserScramCredentialUpsertion(
+                "many", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 20000), b"pw"
+            ),
             UserScramCredentialDeletion("nobody", ScramMechanism.SCRAM_SHA_256),
         ]
     )
@@ -456,7 +476,9 @@ def test_java_client(broker: SaslBroker, mechanism: str) -> None:
     from compat_tests.clients.base import Record
     from compat_tests.clients.java import JavaClient
 
-    user, password = ("alice", "alice-secret") if mechanism == "PLAIN" else (f"java-{mechanism.lower()}", "jpw")
+    user, password = (
+        ("alice", "alice-secret") if mechanism == "PLAIN" else (f"java-{mechanism.lower()}", "jpw")
+    )
     if mechanism.startswith("SCRAM"):
         scram = ScramMechanism.SCRAM_SHA_256 if mechanism == "SCRAM-SHA-256" else ScramMechanism.SCRAM_SHA_512
         add_scram_user(broker, user, password, scram, 4096)

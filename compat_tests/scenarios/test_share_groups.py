@@ -53,7 +53,9 @@ def _launcher(kind: str, workdir: Path) -> Any:
 
 
 @pytest.fixture(scope="module")
-def share_bootstrap(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def share_bootstrap(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
     external = request.config.getoption("--bootstrap")
     if external:
         yield external
@@ -80,7 +82,15 @@ def share_topic(share_bootstrap: str) -> tuple[str, str]:
     topic = f"share-{uuid.uuid4().hex[:8]}"
     group = f"sg-{uuid.uuid4().hex[:8]}"
     _java("create-topic", "--bootstrap", share_bootstrap, "--topic", topic, "--partitions", "1")
-    _java("alter-configs", "--bootstrap", share_bootstrap, "--group", group, "--set", "share.auto.offset.reset=earliest")
+    _java(
+        "alter-configs",
+        "--bootstrap",
+        share_bootstrap,
+        "--group",
+        group,
+        "--set",
+        "share.auto.offset.reset=earliest",
+    )
     return topic, group
 
 
@@ -92,7 +102,9 @@ def produce(bootstrap: str, topic: str, values: list[str]) -> list[int]:
 class ShareConsumer:
     """One ``share-consume`` JVM: its JSON events on a queue, our acknowledgements on its stdin."""
 
-    def __init__(self, bootstrap: str, topic: str, group: str, ack: str = "control", deadline_ms: int = 90_000) -> None:
+    def __init__(
+        self, bootstrap: str, topic: str, group: str, ack: str = "control", deadline_ms: int = 90_000
+    ) -> None:
         argv = java43_command(
             "share-consume", "--bootstrap", bootstrap, "--topic", topic, "--group", group,
             "--ack", ack, "--deadline-ms", str(deadline_ms),
@@ -167,7 +179,9 @@ def consumers() -> Iterator[list[ShareConsumer]]:
         c.stop()
 
 
-def test_explicit_accept_reject_release(share_bootstrap: str, share_topic: tuple[str, str], consumers: list[ShareConsumer]) -> None:
+def test_explicit_accept_reject_release(
+    share_bootstrap: str, share_topic: tuple[str, str], consumers: list[ShareConsumer]
+) -> None:
     topic, group = share_topic
     assert produce(share_bootstrap, topic, ["a", "b", "c"]) == [0, 1, 2]
     c = ShareConsumer(share_bootstrap, topic, group)
@@ -187,7 +201,9 @@ def test_explicit_accept_reject_release(share_bootstrap: str, share_topic: tuple
     assert c.no_record_for(LOCK_S + 2)
 
 
-def test_delivery_limit_archives(share_bootstrap: str, share_topic: tuple[str, str], consumers: list[ShareConsumer]) -> None:
+def test_delivery_limit_archives(
+    share_bootstrap: str, share_topic: tuple[str, str], consumers: list[ShareConsumer]
+) -> None:
     topic, group = share_topic
     produce(share_bootstrap, topic, ["x"])
     c = ShareConsumer(share_bootstrap, topic, group)
@@ -202,7 +218,9 @@ def test_delivery_limit_archives(share_bootstrap: str, share_topic: tuple[str, s
     assert c.no_record_for(LOCK_S + 2)
 
 
-def _redelivery_case(bootstrap: str, topic: str, group: str, consumers: list[ShareConsumer], crash: str) -> float:
+def _redelivery_case(
+    bootstrap: str, topic: str, group: str, consumers: list[ShareConsumer], crash: str
+) -> float:
     """A first consumer accepts r0, holds r1 and r2 (acquired in one fetch) and crashes; a second
     consumer gets r1 and r2 on their second delivery. Returns the seconds from the crash to r1."""
     produce(bootstrap, topic, ["r0", "r1", "r2"])
@@ -261,13 +279,17 @@ def test_several_consumers_share_one_partition(
         for i, m in enumerate(members):
             event = m.next_event(0.05)
             if event is not None and event.get("event") == "record":
-                seen[i].append((event["offset"], event["delivery_count"], base64.b64decode(event["value"]).decode()))
+                seen[i].append(
+                    (event["offset"], event["delivery_count"], base64.b64decode(event["value"]).decode())
+                )
     delivered = sorted(r for s in seen.values() for r in s)
     # every record exactly once, to one consumer, on its first delivery
     assert delivered == [(i, 1, f"m{i}") for i in range(60)]
 
 
-def test_implicit_acknowledgement(share_bootstrap: str, share_topic: tuple[str, str], consumers: list[ShareConsumer]) -> None:
+def test_implicit_acknowledgement(
+    share_bootstrap: str, share_topic: tuple[str, str], consumers: list[ShareConsumer]
+) -> None:
     topic, group = share_topic
     produce(share_bootstrap, topic, ["i0", "i1", "i2"])
     c = ShareConsumer(share_bootstrap, topic, group, ack="implicit")
@@ -292,7 +314,12 @@ def test_batches_larger_than_a_fetch_are_all_delivered(
     topic, group = share_topic
     count = 12_000
     producer = Producer(
-        {"bootstrap.servers": share_bootstrap, "linger.ms": 200, "batch.size": 1 << 20, "message.max.bytes": 2 << 20}
+        {
+            "bootstrap.servers": share_bootstrap,
+            "linger.ms": 200,
+            "batch.size": 1 << 20,
+            "message.max.bytes": 2 << 20,
+        }
     )
     for i in range(count):
         while True:
@@ -320,12 +347,24 @@ def test_share_state_survives_a_broker_restart(request: pytest.FixtureRequest, t
         bootstrap = launcher.bootstrap
         topic, group = f"share-{uuid.uuid4().hex[:8]}", f"sg-{uuid.uuid4().hex[:8]}"
         _java("create-topic", "--bootstrap", bootstrap, "--topic", topic, "--partitions", "1")
-        _java("alter-configs", "--bootstrap", bootstrap, "--group", group, "--set", "share.auto.offset.reset=earliest")
+        _java(
+            "alter-configs",
+            "--bootstrap",
+            bootstrap,
+            "--group",
+            group,
+            "--set",
+            "share.auto.offset.reset=earliest",
+        )
         produce(bootstrap, topic, ["s0", "s1", "s2", "s3"])
         c = ShareConsumer(bootstrap, topic, group)
         consumers.append(c)
-        for expected, answer in [((0, 1, "s0"), "accept"), ((1, 1, "s1"), "reject"), ((2, 1, "s2"), "release"),
-                                 ((3, 1, "s3"), "accept")]:
+        for expected, answer in [
+            ((0, 1, "s0"), "accept"),
+            ((1, 1, "s1"), "reject"),
+            ((2, 1, "s2"), "release"),
+            ((3, 1, "s3"), "accept"),
+        ]:
             assert c.next_record() == expected
             c.acknowledge(answer)
         assert c.next_record() == (2, 2, "s2")

@@ -50,8 +50,10 @@ def topic(make_topic) -> str:
 def test_api_versions_finalizes_transaction_version_2(bootstrap: str) -> None:
     # ApiVersions' response header is v0 (no tagged fields) at every version.
     body = {"client_software_name": "compat", "client_software_version": "1.0"}
-    payload = struct.pack(">hhih", API_VERSIONS, 4, 78, 6) + b"compat\x00" + codec.encode(
-        REQUESTS[API_VERSIONS], 4, body
+    payload = (
+        struct.pack(">hhih", API_VERSIONS, 4, 78, 6)
+        + b"compat\x00"
+        + codec.encode(REQUESTS[API_VERSIONS], 4, body)
     )
     with socket.create_connection(split_bootstrap(bootstrap.split(",")[0]), timeout=30) as s:
         s.sendall(struct.pack(">i", len(payload)) + payload)
@@ -107,7 +109,11 @@ def test_end_txn_v5_bumps_the_epoch(bootstrap: str, topic: str, unique_topic: st
     # A commit with nothing ongoing is an invalid state; an abort bumps the epoch again.
     assert end_txn(bootstrap, transactional_id, pid, epoch + 1, True)["error_code"] == INVALID_TXN_STATE
     aborted = end_txn(bootstrap, transactional_id, pid, epoch + 1, False)
-    assert (aborted["error_code"], aborted["producer_id"], aborted["producer_epoch"]) == (NONE, pid, epoch + 2)
+    assert (aborted["error_code"], aborted["producer_id"], aborted["producer_epoch"]) == (
+        NONE,
+        pid,
+        epoch + 2,
+    )
     # The next transaction runs on the new epoch; the old one is fenced by the markers' epoch.
     stale = transactional_produce(bootstrap, 12, transactional_id, topic, init)
     assert stale["error_code"] != NONE, stale

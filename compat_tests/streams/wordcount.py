@@ -132,6 +132,7 @@ class WordCountInstance:
         state_dir: Path,
         guarantee: str,
         log_path: Path,
+        group_protocol: str = "classic",
     ) -> None:
         argv = ["java", "-Xmx384m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
         # STREAMS_LOG_LEVEL=info (or debug) for Kafka Streams' own account of a run; warn by default.
@@ -139,6 +140,7 @@ class WordCountInstance:
         argv += ["-jar", str(ensure_jar())]
         argv += ["--bootstrap", bootstrap, "--application-id", application_id, "--input", input_topic]
         argv += ["--output", output_topic, "--state-dir", str(state_dir), "--guarantee", guarantee]
+        argv += ["--group-protocol", group_protocol]
         self.log_path = log_path
         self._log: IO[str] = open(log_path, "a")  # noqa: SIM115 - closed in stop()/kill()
         self.process = subprocess.Popen(

@@ -327,7 +327,7 @@ def handle_describe_groups(ctx: RequestContext, request: dict) -> dict:
                 described["error_code"] = ErrorCode.GROUP_ID_NOT_FOUND
                 described["error_message"] = (
                     f"Group {group_id} is not a classic group."
-                    if group_id in coordinator.consumer.groups
+                    if group_id in coordinator.consumer.groups or group_id in coordinator.streams.groups
                     else f"Group {group_id} not found."
                 )
         described["authorized_operations"] = (

@@ -27,6 +27,7 @@ from pybroker.coordinator.share.manager import (
 )
 from pybroker.coordinator.share.share_partition import AcknowledgementBatch, SharePartition
 from pybroker.coordinator.share.state_records import SharePartitionKey
+from pybroker.coordinator.streams.manager import STREAMS_GROUP_CONFIG_KEYS
 from pybroker.protocol.errors import ErrorCode
 from pybroker.records.batch import iter_batch_headers, whole_batches
 
@@ -595,6 +596,30 @@ def handle_delete_share_group_offsets(ctx: RequestContext, request: dict) -> dic
 # -- group configs (IncrementalAlterConfigs, resource type GROUP) ---------------------------------------
 
 
+def _invalid_streams_group_config(ctx: RequestContext, key: str, value: str) -> str | None:
+    """Kafka's GroupConfig.validateValues for the streams keys: an int within the broker's bounds."""
+    try:
+        number = int(value)
+    except ValueError:
+        return f"Invalid value {value} for configuration {key}: Not a number of type INT"
+    c = ctx.services.config
+    bounds = {
+        "streams.session.timeout.ms": (
+            c.get("group.streams.min.session.timeout.ms"), c.get("group.streams.max.session.timeout.ms")),
+        "streams.heartbeat.interval.ms": (
+            c.get("group.streams.min.heartbeat.interval.ms"), c.get("group.streams.max.heartbeat.interval.ms")),
+        "streams.num.standby.replicas": (0, c.get("group.streams.max.standby.replicas")),
+        "streams.initial.rebalance.delay.ms": (0, 2**31 - 1),
+        "streams.assignment.interval.ms": (0, 2**31 - 1),
+    }  # fmt: skip
+    low, high = bounds[key]
+    if number < low:
+        return f"{key} must be greater than or equal to {low}"
+    if number > high:
+        return f"{key} must be less than or equal to {high}"
+    return None
+
+
 def alter_group_configs(
     ctx: RequestContext, group_id: str, ops: list[dict], validate_only: bool
 ) -> tuple[ErrorCode, str | None]:
@@ -604,8 +629,12 @@ def alter_group_configs(
     new = dict(svc.group_configs.get(group_id, {}))
     for op in ops:
         key, value, kind = op["name"], op["value"], op.get("config_operation", 0)
-        if key not in SHARE_GROUP_CONFIG_KEYS:
+        if key not in SHARE_GROUP_CONFIG_KEYS and key not in STREAMS_GROUP_CONFIG_KEYS:
             return ErrorCode.INVALID_CONFIG, f"Unknown group config name: {key}"
+        if key in STREAMS_GROUP_CONFIG_KEYS and kind == 0 and value is not None:
+            refused = _invalid_streams_group_config(ctx, key, value)
+            if refused is not None:
+                return ErrorCode.INVALID_CONFIG, refused
         if kind == 1 or value is None:
             new.pop(key, None)
         elif kind == 0:

@@ -30,6 +30,7 @@ CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS = 19, 20, 21
 DESCRIBE_CONFIGS, ALTER_CONFIGS, CREATE_PARTITIONS = 32, 33, 37
 DELETE_GROUPS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER = 42, 44, 60
 CONSUMER_GROUP_DESCRIBE = 69
+STREAMS_GROUP_DESCRIBE = 89
 
 # The highest version of each API whose field layout this client writes and reads. Later versions
 # change shape (topic ids instead of names in Fetch 13+, OffsetFetch 10+, Produce 13+), so the client
@@ -55,6 +56,7 @@ MAX_VERSIONS: dict[int, int] = {
     INCREMENTAL_ALTER_CONFIGS: 1,
     DESCRIBE_CLUSTER: 1,
     CONSUMER_GROUP_DESCRIBE: 0,
+    STREAMS_GROUP_DESCRIBE: 0,
 }
 
 RETRIABLE_COORDINATOR_ERRORS = (

@@ -18,6 +18,7 @@ from pybroker.cli.client import (
     LATEST_TIMESTAMP,
     LIST_GROUPS,
     RETRIABLE_COORDINATOR_ERRORS,
+    STREAMS_GROUP_DESCRIBE,
     BrokerError,
     CliError,
     KafkaClient,
@@ -58,7 +59,7 @@ class GroupDescription:
     state: str
     protocol_type: str
     protocol: str
-    group_type: str  # "classic" or "consumer" (KIP-848)
+    group_type: str  # "classic", "consumer" (KIP-848) or "streams" (KIP-1071)
     members: list[Member]
 
 
@@ -178,6 +179,10 @@ def _describe_group(client: KafkaClient, group: str, coordinator: int) -> GroupD
                 "consumer",
                 members,
             )
+    if STREAMS_GROUP_DESCRIBE in conn.versions:
+        streams = _describe_streams_group(client, group, coordinator)
+        if streams is not None:
+            return streams
     body = {"groups": [group], "include_authorized_operations": False}
     described = client.send(DESCRIBE_GROUPS, body, node=coordinator)["groups"][0]
     check(described["error_code"], f"DescribeGroups {group}", described.get("error_message"))
@@ -204,6 +209,39 @@ def _describe_group(client: KafkaClient, group: str, coordinator: int) -> GroupD
         "classic",
         members,
     )
+
+
+def _describe_streams_group(client: KafkaClient, group: str, coordinator: int) -> GroupDescription | None:
+    """StreamsGroupDescribe (KIP-1071); None when the group is not a streams group.  A member's
+    partitions are those its active tasks read: task (subtopology, p) reads partition p of the
+    subtopology's source and repartition topics."""
+    body = {"group_ids": [group], "include_authorized_operations": False}
+    described = client.send(STREAMS_GROUP_DESCRIBE, body, node=coordinator)["groups"][0]
+    if described["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND:
+        return None
+    check(described["error_code"], f"StreamsGroupDescribe {group}", described.get("error_message"))
+    reads = {
+        s["subtopology_id"]: [*s["source_topics"], *(t["name"] for t in s["repartition_source_topics"])]
+        for s in ((described.get("topology") or {}).get("subtopologies") or [])
+    }
+    members = [
+        Member(
+            m["member_id"],
+            m["client_id"],
+            m["client_host"],
+            m.get("instance_id"),
+            sorted(
+                {
+                    (topic, p)
+                    for task in m["assignment"]["active_tasks"]
+                    for p in task["partitions"]
+                    for topic in reads.get(task["subtopology_id"], ())
+                }
+            ),
+        )
+        for m in described["members"]
+    ]
+    return GroupDescription(group, coordinator, described["group_state"], "streams", "", "streams", members)
 
 
 def _consumer_state(state: str) -> str:

@@ -178,6 +178,8 @@ class ConsumerGroupManager:
         group = self.groups.get(group_id)
         if group is not None:
             return group
+        if group_id in self.coordinator.streams.groups:
+            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         classic = self.coordinator.groups.get(group_id)
         if classic is not None:
             if not create or classic.members or classic.pending_members:
@@ -747,7 +749,7 @@ class ConsumerGroupManager:
         if group is None:
             message = (
                 f"Group {group_id} is not a consumer group."
-                if group_id in self.coordinator.groups
+                if group_id in self.coordinator.groups or group_id in self.coordinator.streams.groups
                 else f"Group {group_id} not found."
             )
             return {

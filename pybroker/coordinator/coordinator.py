@@ -36,6 +36,9 @@ from pybroker.coordinator.group import (
     Member,
     OffsetAndMetadata,
 )
+from pybroker.coordinator.streams import records as streams_records
+from pybroker.coordinator.streams.manager import StreamsGroupConfig, StreamsGroupManager
+from pybroker.coordinator.streams.streams_group import StreamsGroup
 from pybroker.coordinator.txn_offsets import TransactionalOffsets
 from pybroker.protocol.errors import ErrorCode
 from pybroker.storage.errors import KafkaStorageError
@@ -89,6 +92,7 @@ class CoordinatorConfig:
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     offsets_retention_check_interval_ms: int = 600_000
     consumer: ConsumerGroupConfig | None = None
+    streams: StreamsGroupConfig | None = None
 
 
 class BrokerTopics:
@@ -176,6 +180,7 @@ class GroupCoordinator:
         if topics is None:
             topics = BrokerTopics(services) if services is not None else NoTopics()
         self.consumer = ConsumerGroupManager(self, self.config.consumer or ConsumerGroupConfig(), topics)
+        self.streams = StreamsGroupManager(self, self.config.streams or StreamsGroupConfig(), topics)
         self.txn_offsets = TransactionalOffsets(self)
 
     @staticmethod
@@ -192,6 +197,14 @@ class GroupCoordinator:
                 session_timeout_ms=c.get("group.consumer.session.timeout.ms"),
                 assignors=tuple(c.get("group.consumer.assignors")),
                 max_size=c.get("group.consumer.max.size"),
+            ),
+            streams=StreamsGroupConfig(
+                heartbeat_interval_ms=c.get("group.streams.heartbeat.interval.ms"),
+                session_timeout_ms=c.get("group.streams.session.timeout.ms"),
+                num_standby_replicas=c.get("group.streams.num.standby.replicas"),
+                initial_rebalance_delay_ms=c.get("group.streams.initial.rebalance.delay.ms"),
+                assignment_interval_ms=c.get("group.streams.assignment.interval.ms"),
+                max_size=c.get("group.streams.max.size"),
             ),
         )
 
@@ -226,6 +239,8 @@ class GroupCoordinator:
                 for t in (m.session_timer, m.rebalance_timer):
                     if t is not None:
                         t.cancel()
+        for sgroup in list(self.streams.groups.values()):
+            self.streams.drop(sgroup)
         self.started = False
 
     def _schedule_expiry(self) -> None:
@@ -288,9 +303,16 @@ class GroupCoordinator:
         offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
         metadata: dict[str, dict[str, Any] | None] = {}
         consumer_entries: list[tuple[consumer_records.ConsumerRecordKey, bytes | None]] = []
+        streams_entries: list[tuple[streams_records.StreamsRecordKey, bytes | None]] = []
         for key_bytes, value in entries:
             key = records.decode_key(key_bytes)
             if key is None:
+                streams_key = streams_records.decode_key(key_bytes)
+                if streams_key is not None:
+                    streams_entries.append((streams_key, value))
+                    if streams_key.record_type == streams_records.METADATA and value is not None:
+                        metadata.pop(streams_key.group_id, None)  # a classic group became a streams group
+                    continue
                 consumer_key = consumer_records.decode_key(key_bytes)
                 if consumer_key is not None:
                     consumer_entries.append((consumer_key, value))
@@ -313,6 +335,7 @@ class GroupCoordinator:
             elif isinstance(key, records.GroupKey):
                 metadata[key.group] = None if value is None else records.decode_group_value(value)
         consumer_groups = self.consumer.load(consumer_entries, offsets)
+        consumer_groups |= self.streams.load(streams_entries, offsets)
         now = self.clock.now_ms()
         for group_id in set(offsets) | set(metadata):
             if group_id in consumer_groups:
@@ -378,6 +401,7 @@ class GroupCoordinator:
         waits = []
         all_offsets = [(g.group_id, g.offsets) for g in self.groups.values()]
         all_offsets += [(c.group_id, c.offsets) for c in self.consumer.groups.values()]
+        all_offsets += [(g.group_id, g.offsets) for g in self.streams.groups.values()]
         for group_id, committed in all_offsets:
             gone = [tp for tp in committed if tp[0] in deleted]
             if not gone:
@@ -424,6 +448,8 @@ class GroupCoordinator:
             len(self.consumer.groups),
         )
         self._unload_groups(list(self.groups), list(self.consumer.groups))
+        for sgroup in list(self.streams.groups.values()):
+            self.streams.drop(sgroup)
 
     def _unload_groups(self, classic: list[str], consumer: list[str]) -> None:
         """Forget these groups; held JoinGroup and SyncGroup answers learn that this broker no longer
@@ -477,6 +503,8 @@ class GroupCoordinator:
         classic = [g for g in self.groups if self.partition_for(g) == index]
         consumer = [g for g in self.consumer.groups if self.partition_for(g) == index]
         self._unload_groups(classic, consumer)
+        for sgroup in [g for gid, g in self.streams.groups.items() if self.partition_for(gid) == index]:
+            self.streams.drop(sgroup)
         log.info("no longer leader of __consumer_offsets-%d: unloaded %d groups", index, len(classic) + len(consumer))
 
     # -- group type conversions (Kafka converts an *empty* group to the protocol a member asks for) -----
@@ -499,6 +527,15 @@ class GroupCoordinator:
         return group
 
     # -- timers ---------------------------------------------------------------------------------------
+    def _classic_from_empty_streams_group(self, sgroup: StreamsGroup) -> ClassicGroup:
+        self.store.append(sgroup.group_id, self.streams.tombstones(sgroup))
+        self.streams.drop(sgroup)
+        group = ClassicGroup(sgroup.group_id, state_timestamp_ms=self.clock.now_ms())
+        group.offsets = sgroup.offsets
+        self.groups[sgroup.group_id] = group
+        log.info("group %s: empty streams group converted to a classic group", sgroup.group_id)
+        return group
+
     def _schedule_heartbeat_expiry(
         self, group: ClassicGroup, member: Member, timeout_ms: int | None = None
     ) -> None:
@@ -579,6 +616,12 @@ class GroupCoordinator:
             _done(fut, join_error(ErrorCode.INVALID_SESSION_TIMEOUT, member_id))
             return fut
         is_unknown = member_id == UNKNOWN_MEMBER_ID
+        sgroup = self.streams.groups.get(group_id)
+        if sgroup is not None:
+            if not sgroup.is_empty():
+                _done(fut, join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id))
+                return fut
+            self._classic_from_empty_streams_group(sgroup)
         cgroup = self.consumer.groups.get(group_id)
         if cgroup is not None:
             if not cgroup.is_empty():
@@ -1206,6 +1249,11 @@ class GroupCoordinator:
                 entry = self.consumer.list_entry(cgroup)
                 if wanted_states is None or entry["group_state"].lower() in wanted_states:
                     out.append(entry)
+        if wanted_types is None or "streams" in wanted_types:
+            for sgroup in self.streams.groups.values():
+                entry = self.streams.list_entry(sgroup)
+                if wanted_states is None or entry["group_state"].lower() in wanted_states:
+                    out.append(entry)
         return out
 
     def delete_groups(
@@ -1214,6 +1262,16 @@ class GroupCoordinator:
         results = []
         waits = []
         for group_id in group_ids:
+            sgroup = self.streams.groups.get(group_id)
+            if sgroup is not None:
+                if not sgroup.is_empty():
+                    results.append((group_id, ErrorCode.NON_EMPTY_GROUP))
+                    continue
+                wait = self._remove_streams_group(sgroup)
+                if wait is not None:
+                    waits.append(wait)
+                results.append((group_id, ErrorCode.NONE))
+                continue
             cgroup = self.consumer.groups.get(group_id)
             if cgroup is not None:
                 if not cgroup.is_empty():
@@ -1257,6 +1315,25 @@ class GroupCoordinator:
         log.info("consumer group %s deleted", cgroup.group_id)
         return self.store.append(cgroup.group_id, tombstones)
 
+    def _remove_streams_group(self, sgroup: StreamsGroup) -> Awaitable[None] | None:
+        tombstones = offsets_tombstones(sgroup.group_id, sgroup.offsets)
+        tombstones += self.streams.tombstones(sgroup)
+        self.streams.drop(sgroup)
+        sgroup.offsets = {}
+        log.info("streams group %s deleted", sgroup.group_id)
+        return self.store.append(sgroup.group_id, tombstones)
+
+    def epoch_group(self, group_id: str) -> tuple[Any, Any]:
+        """The (manager, group) of a KIP-848 consumer group or a KIP-1071 streams group, whose offset
+        commits and fetches are checked against member epochs; (None, None) for any other group."""
+        cgroup = self.consumer.groups.get(group_id)
+        if cgroup is not None:
+            return self.consumer, cgroup
+        sgroup = self.streams.groups.get(group_id)
+        if sgroup is not None:
+            return self.streams, sgroup
+        return None, None
+
     # -- offsets --------------------------------------------------------------------------------------
     def commit_offsets(
         self,
@@ -1279,9 +1356,9 @@ class GroupCoordinator:
 
         if not group_id:
             return all_(ErrorCode.INVALID_GROUP_ID)
-        cgroup = self.consumer.groups.get(group_id)
+        manager, cgroup = self.epoch_group(group_id)
         if cgroup is not None:
-            error, check = self.consumer.validate_offset_commit(cgroup, member_id, generation_id, api_version)
+            error, check = manager.validate_offset_commit(cgroup, member_id, generation_id, api_version)
             if error != ErrorCode.NONE:
                 return all_(error)
             return self._write_offsets(
@@ -1371,9 +1448,9 @@ class GroupCoordinator:
     ) -> tuple[ErrorCode, list[tuple[str, list[tuple[int, OffsetAndMetadata | None]]]]]:
         """``topics`` None means every committed offset of the group.  ``member_id``/``member_epoch``
         (OffsetFetch v9) are checked for consumer groups, as Kafka checks them."""
-        cgroup = self.consumer.groups.get(group_id)
+        manager, cgroup = self.epoch_group(group_id)
         if cgroup is not None:
-            error = self.consumer.validate_offset_fetch(cgroup, member_id, member_epoch)
+            error = manager.validate_offset_fetch(cgroup, member_id, member_epoch)
             if error != ErrorCode.NONE:
                 return error, []
             offsets = cgroup.offsets
@@ -1390,7 +1467,7 @@ class GroupCoordinator:
     def delete_offsets(
         self, group_id: str, partitions: list[tuple[str, int]]
     ) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode], Awaitable[None] | None]:
-        cgroup = self.consumer.groups.get(group_id)
+        _, cgroup = self.epoch_group(group_id)
         if cgroup is not None:
             return self._delete_offsets_of(
                 group_id, cgroup.offsets, cgroup.subscribed_names(self.consumer.topics.names()), partitions
@@ -1460,7 +1537,8 @@ class GroupCoordinator:
                 log.info("group %s: expired %d offsets", group.group_id, len(expired))
             if group.is_(GroupState.EMPTY) and not group.offsets and not group.members:
                 self._remove_group(group)
-        for cgroup in list(self.consumer.groups.values()):
+        epoch_groups: list[ConsumerGroup | StreamsGroup] = [*self.consumer.groups.values(), *self.streams.groups.values()]
+        for cgroup in epoch_groups:
             if not cgroup.is_empty():
                 continue
             # An empty consumer group's offsets age from their commit; the group goes with the last one.
@@ -1471,7 +1549,10 @@ class GroupCoordinator:
                 self.store.append(cgroup.group_id, offsets_tombstones(cgroup.group_id, expired))
                 removed += len(expired)
             if not cgroup.offsets:
-                self._remove_consumer_group(cgroup)
+                if isinstance(cgroup, StreamsGroup):
+                    self._remove_streams_group(cgroup)
+                else:
+                    self._remove_consumer_group(cgroup)
         return removed
 
 

@@ -52,11 +52,11 @@ class TransactionalOffsets:
         if not group_id:
             return all_(ErrorCode.INVALID_GROUP_ID)
         check = None
-        cgroup = c.consumer.groups.get(group_id)
+        manager, cgroup = c.epoch_group(group_id)
         if cgroup is not None:
-            # A KIP-848 group: the generation is the member epoch, checked as for OffsetCommit (a
-            # transactional commit is not bound to OffsetCommit v9+, hence no api version).
-            error, check = c.consumer.validate_offset_commit(cgroup, member_id, generation_id, None)
+            # A KIP-848 or streams group: the generation is the member epoch, checked as for OffsetCommit
+            # (a transactional commit is not bound to OffsetCommit v9+, hence no api version).
+            error, check = manager.validate_offset_commit(cgroup, member_id, generation_id, None)
             if error != ErrorCode.NONE:
                 return all_(error)
         group = c.groups.get(group_id)
@@ -129,7 +129,7 @@ class TransactionalOffsets:
             offsets = groups.pop(group_id)
             if not commit:
                 continue
-            cgroup = c.consumer.groups.get(group_id)
+            _, cgroup = c.epoch_group(group_id)
             if cgroup is not None:
                 cgroup.offsets.update(offsets)
                 continue

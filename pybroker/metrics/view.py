@@ -80,7 +80,7 @@ class MemberState:
 @dataclass(frozen=True, slots=True)
 class GroupState:
     group_id: str
-    group_type: str  # classic | consumer
+    group_type: str  # classic | consumer | streams
     state: str  # Kafka's spelling: Empty, Stable, PreparingRebalance, ...
     protocol_type: str
     protocol: str
@@ -223,6 +223,7 @@ class BrokerView:
             return []
         out = [_classic_state(g) for g in gc.groups.values() if g.state.value != "Dead"]
         out += [self._consumer_state(g) for g in gc.consumer.groups.values() if not g.dead]
+        out += [_streams_state(g) for g in gc.streams.groups.values() if not g.dead]
         return sorted(out, key=lambda g: g.group_id)
 
     def group(self, group_id: str) -> GroupState | None:
@@ -232,6 +233,9 @@ class BrokerView:
         cgroup = gc.consumer.groups.get(group_id)
         if cgroup is not None and not cgroup.dead:
             return self._consumer_state(cgroup)
+        sgroup = gc.streams.groups.get(group_id)
+        if sgroup is not None and not sgroup.dead:
+            return _streams_state(sgroup)
         group = gc.groups.get(group_id)
         if group is not None and group.state.value != "Dead":
             return _classic_state(group)
@@ -260,7 +264,7 @@ class BrokerView:
         gc = self._broker.group_coordinator
         if gc is None:
             return {}
-        cgroup = gc.consumer.groups.get(group_id)
+        _, cgroup = gc.epoch_group(group_id)
         if cgroup is not None:
             offsets = cgroup.offsets
         else:
@@ -363,3 +367,21 @@ def _decode_assignment(data: bytes) -> tuple[tuple[str, int], ...]:
     except Exception:  # noqa: BLE001 - another protocol type's opaque bytes
         return ()
     return tuple(sorted((t["topic"], p) for t in msg["assigned_partitions"] for p in t["partitions"]))
+
+
+def _streams_state(g: Any) -> GroupState:
+    """A streams group (KIP-1071): each member's assignment is the partitions its active tasks read
+    (a task (subtopology, p) reads partition p of each of its subtopology's input topics)."""
+    subtopologies = g.configured.subtopologies if g.configured is not None else {}
+    inputs = {sid: sorted(s.input_topics()) for sid, s in subtopologies.items()}
+    members = tuple(
+        MemberState(
+            m.member_id,
+            m.client_id,
+            m.client_host,
+            m.instance_id,
+            tuple(sorted({(t, p) for sid, p in m.assigned.active for t in inputs.get(sid, ())})),
+        )
+        for m in g.members.values()
+    )
+    return GroupState(g.group_id, "streams", g.state, "streams", "", members)

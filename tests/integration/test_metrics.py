@@ -276,3 +276,50 @@ def test_kip848_consumer_group_lag_matches_the_wire(broker: Any) -> None:
             assert value(scraped, "kafka_consumergroup_lag", **labels) == lag
     finally:
         c.close()
+
+
+def test_a_streams_group_in_the_group_gauges(broker: Any) -> None:
+    """A streams group (KIP-1071, made with raw StreamsGroupHeartbeats) is listed with its type, state
+    and members, and its lag is what its committed offsets leave."""
+    from compat_tests.scenarios.test_streams_groups import (
+        group_call,
+        heartbeat_until,
+        join_once_source_is_seen,
+        streams_coordinator_ready,
+        word_count_topology,
+    )
+
+    bootstrap = broker.bootstrap
+    topic = f"metrics-streams-{uuid.uuid4().hex[:8]}"
+    cli_json(bootstrap, "topic", "create", topic, "--partitions", str(PARTITIONS))
+    produce(bootstrap, topic)
+    group = f"metrics-streams-group-{uuid.uuid4().hex[:8]}"
+    streams_coordinator_ready(bootstrap, group)
+    member = str(uuid.uuid4())
+    joined = join_once_source_is_seen(bootstrap, group, member, word_count_topology(group, topic))
+    every = {(s, p) for s in ("0", "1") for p in range(PARTITIONS)}
+    epoch, _ = heartbeat_until(
+        bootstrap, group, member, joined["member_epoch"], set(), lambda owned: owned == every
+    )
+    partitions = [
+        {"partition_index": p, "committed_offset": o, "committed_leader_epoch": -1, "committed_metadata": ""}
+        for p, o in COMMITTED.items()
+    ]
+    body = {
+        "group_id": group,
+        "generation_id_or_member_epoch": epoch,
+        "member_id": member,
+        "group_instance_id": None,
+        "topics": [{"name": topic, "partitions": partitions}],
+    }
+    committed = group_call(bootstrap, group, 8, 9, body)
+    assert all(p["error_code"] == 0 for p in committed["topics"][0]["partitions"]), committed
+
+    scraped = scrape(broker.metrics_url)
+    assert (
+        value(scraped, "kafka_consumergroup_state", consumergroup=group, state="Stable", type="streams") == 1
+    )
+    assert value(scraped, "kafka_consumergroup_members", consumergroup=group) == 1
+    for part, offset in COMMITTED.items():
+        labels = {"consumergroup": group, "topic": topic, "partition": str(part)}
+        assert value(scraped, "kafka_consumergroup_lag", **labels) == PER_PARTITION - offset

@@ -28,7 +28,7 @@ import org.apache.kafka.streams.kstream.Produced;
  *
  * <pre>
  * java -jar streams-wordcount.jar --bootstrap HOST:PORT --application-id APP --input IN --output OUT
- *      --state-dir DIR --guarantee exactly_once_v2|at_least_once
+ *      --state-dir DIR --guarantee exactly_once_v2|at_least_once [--group-protocol classic|streams]
  * </pre>
  *
  * stdout carries one JSON line per event: {"event":"state","state":"RUNNING"} on each state change and
@@ -52,10 +52,16 @@ public final class WordCount {
     // Streams deletes the repartition records it has committed past (DeleteRecords) at most this
     // often (default 30 s): often enough to happen within a test run.
     props.put(StreamsConfig.REPARTITION_PURGE_INTERVAL_MS_CONFIG, 1000);
-    // A killed instance's group membership must expire within the test's patience (the minimum the
-    // brokers accept); everything else is Kafka Streams' default.
-    props.put(StreamsConfig.consumerPrefix(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG), 6000);
-    props.put(StreamsConfig.consumerPrefix(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG), 1000);
+    // --group-protocol classic (the default) or streams (KIP-1071: the broker assigns the tasks).
+    String groupProtocol = args.getOrDefault("group-protocol", "classic");
+    props.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, groupProtocol);
+    if (groupProtocol.equals("classic")) {
+      // A killed instance's group membership must expire within the test's patience (the minimum the
+      // brokers accept); everything else is Kafka Streams' default. Under the streams protocol the
+      // session timeout and heartbeat interval are the group's (broker-side) configs.
+      props.put(StreamsConfig.consumerPrefix(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG), 6000);
+      props.put(StreamsConfig.consumerPrefix(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG), 1000);
+    }
 
     StreamsBuilder builder = new StreamsBuilder();
     builder.stream(need(args, "input"), Consumed.with(Serdes.String(), Serdes.String()))
