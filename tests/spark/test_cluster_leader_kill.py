@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from spark_examples import streaming_job
@@ -82,6 +82,14 @@ def wait_for(condition, timeout_s: float, what: str) -> None:
             pass
         time.sleep(0.2)
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+def end_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "end-offsets"})
+    try:
+        return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1] for p in range(partitions)]
+    finally:
+        consumer.close()
 
 
 def consumed(query) -> int:
@@ -182,6 +190,15 @@ def test_streaming_job_survives_leader_kill_with_fail_on_data_loss(spark, bootst
         assert not producer.is_alive() and not producer.errors, producer.errors[:5]
         assert producer.acked == len(data) - BEFORE_START
         assert before_kill < len(data), "the kill must come before the job has read everything"
+        # Every acknowledged record is in the log, below the high watermark of the (new) leaders.
+        held, deadline = -1, time.monotonic() + 30
+        while held < len(data) and time.monotonic() < deadline:
+            try:
+                held = sum(end_offsets(address, source, PARTITIONS))
+            except KafkaException:  # OFFSET_NOT_AVAILABLE while a new leader's high watermark catches up
+                pass
+            time.sleep(0.2)
+        assert held == len(data), f"{len(data)} records acknowledged, the source's high watermarks add to {held}"
 
         cluster_output = run_to_the_end(address, source, sink, events, query)
     finally:
