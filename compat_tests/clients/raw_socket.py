@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from compat_tests.brokers import encode_request, parse_api_versions_v0, split_bootstrap
+from compat_tests.reference.kafka_probe import leader_endpoint
 
 API_VERSIONS_KEY = 18
 _SIZE = struct.Struct(">i")
@@ -189,8 +190,11 @@ def _nullable_string(frame: bytes, position: int) -> tuple[str | None, int]:
 
 
 def produce_raw(bootstrap: str, version: int, topic: str, records: bytes, timeout_s: float = 60.0):
-    """Send one Produce on a fresh connection; the partition's answer, or raise if none came."""
-    with RawConnection(bootstrap, timeout_s=timeout_s) as conn:
+    """Send one Produce for partition 0 on a fresh connection to its leader (found through Metadata, as
+    a client does: any other broker of a cluster answers NOT_LEADER_OR_FOLLOWER); the partition's answer,
+    or raise if none came."""
+    host, port = leader_endpoint(bootstrap, topic, 0)
+    with RawConnection(f"{host}:{port}", timeout_s=timeout_s) as conn:
         conn.send(produce_request(version, 77, topic, records))
         seen = conn.observe(wait_s=timeout_s)
         if seen.kind != "answered":
