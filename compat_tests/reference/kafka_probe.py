@@ -108,16 +108,19 @@ def _read_int32s(data: bytes, offset: int) -> tuple[list[int], int]:
 
 
 def topic_metadata(
-    host: str, port: int, topic: str, timeout_s: float = 2.0
+    host: str, port: int, topic: str | None, timeout_s: float = 2.0
 ) -> tuple[dict[int, tuple[str, int]], dict[int, dict[str, object]]]:
     """One broker's view of ``topic`` (Metadata v7, the first version with the leader epoch): the
     brokers' endpoints {node id: (host, port)} and {partition: {leader, leader_epoch, replicas, isr,
-    error}} ({} when the broker does not know the topic)."""
+    error}} ({} when the broker does not know the topic; topic None asks for the brokers only)."""
     with socket.create_connection((host, port), timeout=timeout_s) as sock:
         if _metadata_version(_request(sock, API_VERSIONS, 0, 1, b"")) < 7:
             raise ProbeError("broker offers no Metadata v7")
-        name = topic.encode()
-        body = struct.pack(">ih", 1, len(name)) + name + b"\x00"  # one topic, no auto-creation
+        if topic is None:
+            body = struct.pack(">i", 0) + b"\x00"  # no topic
+        else:
+            name = topic.encode()
+            body = struct.pack(">ih", 1, len(name)) + name + b"\x00"  # one topic, no auto-creation
         response = _request(sock, METADATA, 7, 2, body)
     offset = 4  # throttle_time_ms
     (count,) = struct.unpack_from(">i", response, offset)
