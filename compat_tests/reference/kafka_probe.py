@@ -160,15 +160,23 @@ def partition_states(host: str, port: int, topic: str, timeout_s: float = 2.0) -
 
 
 def leader_endpoint(bootstrap: str, topic: str, partition: int = 0, timeout_s: float = 30.0) -> tuple[str, int]:
-    """(host, port) of the partition's leader, as a client finds it: Metadata from the first bootstrap
-    address, retried while the partition has no leader yet (a topic just created)."""
+    """(host, port) of the partition's leader, as a client finds it."""
+    return partition_leader(bootstrap, topic, partition, timeout_s)[1]
+
+
+def partition_leader(
+    bootstrap: str, topic: str, partition: int = 0, timeout_s: float = 30.0
+) -> tuple[int, tuple[str, int]]:
+    """(node id, (host, port)) of the partition's leader: Metadata from the first bootstrap address,
+    retried while the partition has no leader there yet (a topic just created: the brokers learn of it,
+    and elect its leaders, a moment after CreateTopics answers)."""
     host, _, port = bootstrap.split(",")[0].rpartition(":")
     deadline = time.monotonic() + timeout_s
     while True:
         brokers, states = topic_metadata(host, int(port), topic)
         leader = states.get(partition, {}).get("leader", -1)
         if isinstance(leader, int) and leader in brokers:
-            return brokers[leader]
+            return leader, brokers[leader]
         if time.monotonic() > deadline:
             raise ProbeError(f"{topic}-{partition} has no leader after {timeout_s}s: {states.get(partition)}")
-        time.sleep(0.1)  # the controller is electing the new partition's leader
+        time.sleep(0.1)

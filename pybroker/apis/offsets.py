@@ -78,9 +78,14 @@ def handle_list_offsets(ctx: RequestContext, request: dict) -> dict:
                 "offset": -1,
                 "leader_epoch": -1,
             }
+            timestamp = rp["timestamp"]
             try:
                 if t["name"] in unauthorized:
                     raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                # Kafka's ReplicaManager.fetchOffset refuses a special timestamp newer than the version
+                # before it looks for the partition: any broker, leader or not, answers UNSUPPORTED_VERSION.
+                if timestamp < 0 and ctx.version < SPECIAL_TIMESTAMP_MIN_VERSION.get(timestamp, 1 << 15):
+                    raise KafkaError(ErrorCode.UNSUPPORTED_VERSION)
                 p = rm.get_partition_or_error(t["name"], idx)
             except KafkaError as e:
                 out["error_code"] = e.code
@@ -89,7 +94,7 @@ def handle_list_offsets(ctx: RequestContext, request: dict) -> dict:
                 if error != ErrorCode.NONE:
                     out["error_code"] = error
                 else:
-                    code, ts, off = lookup_offset(p, rp["timestamp"], read_committed, ctx.version, from_replica)
+                    code, ts, off = lookup_offset(p, timestamp, read_committed, ctx.version, from_replica)
                     out.update(error_code=code, timestamp=ts, offset=off)
                     if code == ErrorCode.NONE and off >= 0 and ctx.version >= 4:  # the field exists from v4
                         out["leader_epoch"] = p.leader_epoch
