@@ -32,6 +32,7 @@ DESCRIBE_GROUPS, DESCRIBE_LOG_DIRS, DESCRIBE_CLUSTER = 15, 35, 60
 NONE, UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER = 0, 3, 6
 UNSUPPORTED_VERSION, GROUP_ID_NOT_FOUND, UNKNOWN_TOPIC_ID = 35, 69, 100
 MISMATCHED_ENDPOINT_TYPE, UNSUPPORTED_ENDPOINT_TYPE = 114, 115
+METADATA_LAG = (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID)
 EARLIEST, LATEST, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -2, -1, -4, -5, -6
 RECORDS = 3
 FIND_COORDINATOR = 10
@@ -61,13 +62,13 @@ def leader_of(bootstrap: str, topic: str) -> str:
 
 
 def to_partition_leader(bootstrap: str, topic: str, request: Callable[[str], dict], code_of: Callable[[dict], int]) -> dict:
-    """``request(leader address)``, sent again while the answer is NOT_LEADER_OR_FOLLOWER: a broker
-    becomes a new partition's leader a moment after CreateTopics answers, or leadership moved; a client
-    refreshes its metadata and retries too."""
+    """``request(leader address)``, sent again while the answer is NOT_LEADER_OR_FOLLOWER,
+    UNKNOWN_TOPIC_OR_PARTITION or UNKNOWN_TOPIC_ID: a broker knows and hosts a new partition a moment after
+    Metadata names it the leader, or leadership moved; a client refreshes its metadata and retries too."""
     deadline = time.monotonic() + 30
     while True:
         answer = request(leader_of(bootstrap, topic))
-        if code_of(answer) != NOT_LEADER_OR_FOLLOWER or time.monotonic() > deadline:
+        if code_of(answer) not in METADATA_LAG or time.monotonic() > deadline:
             return answer
         time.sleep(0.1)
 
