@@ -24,6 +24,9 @@ from spark_examples.events import create_topic, expected_window_results, generat
 from tests.spark.conftest import read_all, results_by_key, unique_topic
 from tests.spark.test_examples import wait_until_consumed
 
+# Three Spark-and-broker phases on a 2-core machine shared with other tests: more than the default 300 s.
+pytestmark = pytest.mark.timeout(600)
+
 PARTITIONS = 3
 EVENTS = 1500
 BEFORE_START = 1000  # in the topic when the job starts; the rest is produced across the kill
