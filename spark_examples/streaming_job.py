@@ -59,13 +59,22 @@ def start(
     checkpoint: str,
     max_offsets_per_trigger: int | None = None,
     trigger_interval: str = "1 second",
+    fail_on_data_loss: bool = True,
+    kafka_options: dict[str, str] | None = None,
 ) -> StreamingQuery:
+    """``kafka_options``: client settings for the source's consumers and admin client, without Spark's
+    ``kafka.`` prefix (e.g. ``{"default.api.timeout.ms": "10000"}``)."""
     reader = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", input_topic)
         .option("startingOffsets", "earliest")
+        # Spark's default, said out loud: an offset range that shrinks or vanishes (records a broker
+        # acknowledged and then lost, e.g. in a leader change) fails the query instead of skipping them.
+        .option("failOnDataLoss", str(fail_on_data_loss).lower())
     )
+    for key, value in (kafka_options or {}).items():
+        reader = reader.option(f"kafka.{key}", value)
     if max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
     return (

@@ -14,7 +14,8 @@ from pybroker.protocol.api import REQUESTS, RESPONSES
 
 class WireClient:
     def __init__(self, bootstrap: str, client_id: bytes = b"pybroker-tests") -> None:
-        host, port = split_bootstrap(bootstrap)
+        # A cluster's bootstrap list: the first broker (requests for a partition must go to its leader).
+        host, port = split_bootstrap(bootstrap.split(",")[0])
         self.sock = socket.create_connection((host, port), timeout=15)
         self.client_id = client_id
         self.correlation_id = 0

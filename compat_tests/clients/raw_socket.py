@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 from dataclasses import dataclass
 from typing import Literal
 
 from compat_tests.brokers import encode_request, parse_api_versions_v0, split_bootstrap
+from compat_tests.reference.kafka_probe import leader_endpoint
 
 API_VERSIONS_KEY = 18
+UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER = 3, 6
+RETRIED = (UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER)
 _SIZE = struct.Struct(">i")
 
 
@@ -189,10 +193,20 @@ def _nullable_string(frame: bytes, position: int) -> tuple[str | None, int]:
 
 
 def produce_raw(bootstrap: str, version: int, topic: str, records: bytes, timeout_s: float = 60.0):
-    """Send one Produce on a fresh connection; the partition's answer, or raise if none came."""
-    with RawConnection(bootstrap, timeout_s=timeout_s) as conn:
-        conn.send(produce_request(version, 77, topic, records))
-        seen = conn.observe(wait_s=timeout_s)
+    """Send one Produce for partition 0 on a fresh connection to its leader (found through Metadata, as
+    a client does: any other broker of a cluster answers NOT_LEADER_OR_FOLLOWER); the partition's answer,
+    or raise if none came.  NOT_LEADER_OR_FOLLOWER and UNKNOWN_TOPIC_OR_PARTITION (a topic just created,
+    which a broker Metadata already names its leader does not host yet) are sent again, as a client
+    retries them."""
+    deadline = time.monotonic() + 30
+    while True:
+        host, port = leader_endpoint(bootstrap, topic, 0)
+        with RawConnection(f"{host}:{port}", timeout_s=timeout_s) as conn:
+            conn.send(produce_request(version, 77, topic, records))
+            seen = conn.observe(wait_s=timeout_s)
         if seen.kind != "answered":
             raise ConnectionError(f"Produce v{version} not answered: {seen.describe()}")
-        return parse_produce_response(seen.frame, version)
+        answer = parse_produce_response(seen.frame, version)
+        if answer.error_code not in RETRIED or time.monotonic() > deadline:
+            return answer
+        time.sleep(0.1)

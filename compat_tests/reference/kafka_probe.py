@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 
 API_VERSIONS = 18
 METADATA = 3
@@ -106,21 +107,31 @@ def _read_int32s(data: bytes, offset: int) -> tuple[list[int], int]:
     return list(struct.unpack_from(f">{count}i", data, offset + 4)), offset + 4 + 4 * count
 
 
-def partition_states(host: str, port: int, topic: str, timeout_s: float = 2.0) -> dict[int, dict[str, object]]:
-    """One broker's view of ``topic``: {partition: {leader, leader_epoch, replicas, isr, error}}
-    (Metadata v7, the first version with the leader epoch; {} when the broker does not know the topic)."""
+def topic_metadata(
+    host: str, port: int, topic: str | None, timeout_s: float = 2.0
+) -> tuple[dict[int, tuple[str, int]], dict[int, dict[str, object]]]:
+    """One broker's view of ``topic`` (Metadata v7, the first version with the leader epoch): the
+    brokers' endpoints {node id: (host, port)} and {partition: {leader, leader_epoch, replicas, isr,
+    error}} ({} when the broker does not know the topic; topic None asks for the brokers only)."""
     with socket.create_connection((host, port), timeout=timeout_s) as sock:
         if _metadata_version(_request(sock, API_VERSIONS, 0, 1, b"")) < 7:
             raise ProbeError("broker offers no Metadata v7")
-        name = topic.encode()
-        body = struct.pack(">ih", 1, len(name)) + name + b"\x00"  # one topic, no auto-creation
+        if topic is None:
+            body = struct.pack(">i", 0) + b"\x00"  # no topic
+        else:
+            name = topic.encode()
+            body = struct.pack(">ih", 1, len(name)) + name + b"\x00"  # one topic, no auto-creation
         response = _request(sock, METADATA, 7, 2, body)
     offset = 4  # throttle_time_ms
-    (brokers,) = struct.unpack_from(">i", response, offset)
+    (count,) = struct.unpack_from(">i", response, offset)
     offset += 4
-    for _ in range(brokers):
-        offset = _skip_string(response, offset + 4)
-        offset = _skip_string(response, offset + 4)
+    brokers: dict[int, tuple[str, int]] = {}
+    for _ in range(count):
+        (node_id,) = struct.unpack_from(">i", response, offset)
+        broker_host, offset = _read_string(response, offset + 4)
+        (broker_port,) = struct.unpack_from(">i", response, offset)
+        offset = _skip_string(response, offset + 4)  # rack
+        brokers[node_id] = (broker_host or "", broker_port)
     offset = _skip_string(response, offset)  # cluster id
     offset += 4  # controller id
     (topics,) = struct.unpack_from(">i", response, offset)
@@ -140,4 +151,32 @@ def partition_states(host: str, port: int, topic: str, timeout_s: float = 2.0) -
             if found == topic and topic_error == 0:
                 states[index] = {"leader": leader, "leader_epoch": epoch, "replicas": replicas, "isr": isr,
                                  "error": error}  # fmt: skip
-    return states
+    return brokers, states
+
+
+def partition_states(host: str, port: int, topic: str, timeout_s: float = 2.0) -> dict[int, dict[str, object]]:
+    """One broker's view of ``topic``: {partition: {leader, leader_epoch, replicas, isr, error}}."""
+    return topic_metadata(host, port, topic, timeout_s)[1]
+
+
+def leader_endpoint(bootstrap: str, topic: str, partition: int = 0, timeout_s: float = 30.0) -> tuple[str, int]:
+    """(host, port) of the partition's leader, as a client finds it."""
+    return partition_leader(bootstrap, topic, partition, timeout_s)[1]
+
+
+def partition_leader(
+    bootstrap: str, topic: str, partition: int = 0, timeout_s: float = 30.0
+) -> tuple[int, tuple[str, int]]:
+    """(node id, (host, port)) of the partition's leader: Metadata from the first bootstrap address,
+    retried while the partition has no leader there yet (a topic just created: the brokers learn of it,
+    and elect its leaders, a moment after CreateTopics answers)."""
+    host, _, port = bootstrap.split(",")[0].rpartition(":")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        brokers, states = topic_metadata(host, int(port), topic)
+        leader = states.get(partition, {}).get("leader", -1)
+        if isinstance(leader, int) and leader in brokers:
+            return leader, brokers[leader]
+        if time.monotonic() > deadline:
+            raise ProbeError(f"{topic}-{partition} has no leader after {timeout_s}s: {states.get(partition)}")
+        time.sleep(0.1)

@@ -10,6 +10,7 @@ from typing import TypeVar
 import pytest
 
 from compat_tests.clients.base import Compression, ConsumedRecord, Delivery, NotSupportedByClient, Record
+from compat_tests.reference import kafka_probe
 
 CODECS: list[Compression] = ["none", "gzip", "snappy", "lz4", "zstd"]
 NOT_EXPRESSIBLE_LOG: list[str] = []
@@ -92,3 +93,19 @@ def confluent_round_trip(
     consumer.commit(asynchronous=False)
     consumer.close()
     return got
+
+
+def first_broker(bootstrap: str) -> tuple[int, str]:
+    """(node id, "host:port") of the first bootstrap address: the broker a scenario's raw requests go to
+    (on a cluster, a per-broker config or log directory belongs to one broker; Metadata names it)."""
+    address = bootstrap.split(",")[0]
+    host, _, port = address.rpartition(":")
+    brokers, _ = kafka_probe.topic_metadata(host, int(port), None)
+    (node,) = (n for n, endpoint in brokers.items() if endpoint == (host, int(port)))
+    return node, address
+
+
+def partition_leader(bootstrap: str, topic: str, partition: int = 0) -> tuple[int, str]:
+    """(node id, "host:port") of the partition's leader, as a client finds it through Metadata."""
+    leader, (host, port) = kafka_probe.partition_leader(bootstrap, topic, partition)
+    return leader, f"{host}:{port}"

@@ -42,12 +42,21 @@ async def _one(host: str, port: int, api_key: int, version: int, body: dict) -> 
         writer.close()
 
 
+def _addresses(bootstrap: str) -> list[tuple[str, int]]:
+    return [(host, int(port)) for host, _, port in (a.rpartition(":") for a in bootstrap.split(","))]
+
+
 def _all_at_once(bootstrap: str, api_key: int, version: int, body: dict) -> list[dict]:
-    host, _, port = bootstrap.rpartition(":")
+    """The same request on CONNECTIONS connections at once, spread over the bootstrap brokers (on a
+    cluster every broker takes some: each hands them to the one controller)."""
+    addresses = _addresses(bootstrap)
 
     async def run() -> list[dict]:
         return await asyncio.wait_for(
-            asyncio.gather(*(_one(host, int(port), api_key, version, body) for _ in range(CONNECTIONS))), 60
+            asyncio.gather(
+                *(_one(*addresses[i % len(addresses)], api_key, version, body) for i in range(CONNECTIONS))
+            ),
+            60,
         )
 
     return asyncio.run(run())
@@ -76,8 +85,8 @@ def test_concurrent_create_topics_of_one_name(bootstrap: str, unique_topic: str)
 
 
 def test_concurrent_create_partitions_to_one_count(bootstrap: str, unique_topic: str) -> None:
-    host, _, port = bootstrap.rpartition(":")
-    created = asyncio.run(_one(host, int(port), CREATE_TOPICS, 7, _create_topics_body(unique_topic, 2)))
+    host, port = _addresses(bootstrap)[0]
+    created = asyncio.run(_one(host, port, CREATE_TOPICS, 7, _create_topics_body(unique_topic, 2)))
     assert created["topics"][0]["error_code"] == NONE, created
     body = {"topics": [{"name": unique_topic, "count": 24, "assignments": None}], "timeout_ms": 30000}
     answers = _all_at_once(bootstrap, CREATE_PARTITIONS, 3, body)
@@ -89,11 +98,11 @@ def test_concurrent_create_partitions_to_one_count(bootstrap: str, unique_topic:
 
 
 def test_create_partitions_below_the_current_count(bootstrap: str, unique_topic: str) -> None:
-    host, _, port = bootstrap.rpartition(":")
-    created = asyncio.run(_one(host, int(port), CREATE_TOPICS, 7, _create_topics_body(unique_topic, 4)))
+    host, port = _addresses(bootstrap)[0]
+    created = asyncio.run(_one(host, port, CREATE_TOPICS, 7, _create_topics_body(unique_topic, 4)))
     assert created["topics"][0]["error_code"] == NONE, created
     body = {"topics": [{"name": unique_topic, "count": 3, "assignments": None}], "timeout_ms": 30000}
-    [result] = asyncio.run(_one(host, int(port), CREATE_PARTITIONS, 3, body))["results"]
+    [result] = asyncio.run(_one(host, port, CREATE_PARTITIONS, 3, body))["results"]
     assert result["error_code"] == INVALID_PARTITIONS, result
     assert result["error_message"] == (
         f"The topic {unique_topic} currently has 4 partition(s); 3 would not be an increase."

@@ -19,11 +19,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from compat_tests.brokers import free_port
 from compat_tests.kafka_tools import parse_table, run_tool
 
-from .support import wait_for
+from .support import first_broker, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -54,11 +55,19 @@ def cli_json(bootstrap: str, *args: str, input_text: str | None = None):
     return json.loads(cli(bootstrap, *args, "--format", "json", input_text=input_text).stdout)
 
 
+def default_replication_factor(bootstrap: str) -> int:
+    resource = ConfigResource(ResourceType.BROKER, str(first_broker(bootstrap)[0]))
+    client = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the future resolves
+    (future,) = client.describe_configs([resource]).values()
+    return int(future.result(timeout=30)["default.replication.factor"].value)
+
+
 def test_cli_cluster_info(bootstrap) -> None:
     info = cli_json(bootstrap, "cluster", "info")
     assert info["cluster_id"]
-    port = int(bootstrap.rsplit(":", 1)[1])
-    assert [b["port"] for b in info["brokers"]] == [port]
+    ports = [int(address.rsplit(":", 1)[1]) for address in bootstrap.split(",")]
+    port = ports[0]
+    assert sorted(b["port"] for b in info["brokers"]) == sorted(ports)  # every broker of a cluster
     assert info["controller"] in [b["id"] for b in info["brokers"]] or info["controller"] >= 0
     text = cli(bootstrap, "cluster", "info").stdout
     assert info["cluster_id"] in text and str(port) in text
@@ -71,8 +80,9 @@ def test_cli_topic_create_list_describe_alter_add_partitions_delete(bootstrap, u
     again = cli(bootstrap, "topic", "create", topic, check=False)
     assert again.returncode == 1 and "TOPIC_ALREADY_EXISTS" in again.stdout
 
+    # No -r: the broker's default.replication.factor (1 on one broker, 3 on the clusters of this suite).
     listed = {t["name"]: t for t in cli_json(bootstrap, "topic", "list")}
-    assert listed[topic] == {"name": topic, "partitions": 2, "replicas": 1}
+    assert listed[topic] == {"name": topic, "partitions": 2, "replicas": default_replication_factor(bootstrap)}
     assert topic in cli(bootstrap, "topic", "list").stdout
 
     described = cli_json(bootstrap, "topic", "describe", topic)

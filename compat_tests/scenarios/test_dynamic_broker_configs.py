@@ -22,7 +22,7 @@ from compat_tests.clients.base import ClientError, Record
 from compat_tests.kafka_tools import run_tool
 from tests.wire import WireClient
 
-from .support import wait_for
+from .support import first_broker, partition_leader, wait_for
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 SET, DELETE, APPEND = 0, 1, 2
@@ -32,15 +32,16 @@ INVALID_CONFIG, INVALID_REQUEST = 40, 42
 
 @pytest.fixture
 def wire(bootstrap: str) -> Iterator[WireClient]:
-    with WireClient(bootstrap) as client:
+    """Raw requests go to the first bootstrap broker (on a cluster: one of them, named by ``node``)."""
+    with WireClient(first_broker(bootstrap)[1]) as client:
         yield client
 
 
 @pytest.fixture
 def node(bootstrap: str) -> str:
-    brokers = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=20).brokers
-    assert len(brokers) == 1
-    return str(next(iter(brokers)))
+    """The node id of the broker ``wire`` talks to: a BROKER resource is described and altered by the
+    broker it names (Kafka answers INVALID_REQUEST for another broker's id)."""
+    return str(first_broker(bootstrap)[0])
 
 
 def describe(wire: WireClient, rtype: int, name: str, keys: list[str] | None) -> tuple[int, str | None, dict]:
@@ -114,12 +115,18 @@ def confluent_describe(
 
 
 def test_per_broker_message_max_bytes_applies_to_topics_without_an_override(
-    bootstrap: str, node: str, make_topic, admin
+    bootstrap: str, make_topic, admin
 ) -> None:
     inherits = make_topic("-inherits")
     overrides = make_topic("-overrides", configs={"max.message.bytes": "100000"})
     big = Record(b"big", os.urandom(8000))  # random: compression cannot shrink it
-    confluent_alter(bootstrap, node, [("message.max.bytes", "4000", AlterConfigOpType.SET)])
+    # A partition's leader checks a batch against its own broker config: the per-broker value goes to the
+    # leaders of both topics (on one broker, that broker), and the topic is described by its leader.
+    leader, address = partition_leader(bootstrap, inherits)
+    node = str(leader)
+    nodes = sorted({node, str(partition_leader(bootstrap, overrides)[0])})
+    for n in nodes:
+        confluent_alter(bootstrap, n, [("message.max.bytes", "4000", AlterConfigOpType.SET)])
     try:
         # Apache Kafka applies a change once its metadata log has it: wait for it, then compare exactly.
         described = wait_for(
@@ -134,8 +141,9 @@ def test_per_broker_message_max_bytes_applies_to_topics_without_an_override(
         assert described["num.partitions"][2] is True  # read-only
 
         def topic_inherits() -> bool:
-            got = confluent_describe(bootstrap, ResourceType.TOPIC, inherits)["max.message.bytes"]
-            return got == ("4000", DYNAMIC_BROKER, False)
+            with WireClient(address) as wire:
+                got = describe(wire, TOPIC, inherits, ["max.message.bytes"])[2]["max.message.bytes"]
+            return got[:3] == ("4000", DYNAMIC_BROKER, False)
 
         wait_for(topic_inherits, what="the topic to show the dynamic broker value")
 
@@ -150,11 +158,14 @@ def test_per_broker_message_max_bytes_applies_to_topics_without_an_override(
         # The topic's own override still wins over the broker's dynamic value.
         assert admin.produce(bootstrap, overrides, [big], compression="none")[0].offset == 0
     finally:
-        confluent_alter(bootstrap, node, [("message.max.bytes", None, AlterConfigOpType.DELETE)])
+        for n in nodes:
+            confluent_alter(bootstrap, n, [("message.max.bytes", None, AlterConfigOpType.DELETE)])
 
     def back_to_default() -> bool:
-        got = confluent_describe(bootstrap, ResourceType.BROKER, node)["message.max.bytes"]
-        return got == ("1048588", DEFAULT, False)
+        return all(
+            confluent_describe(bootstrap, ResourceType.BROKER, n)["message.max.bytes"] == ("1048588", DEFAULT, False)
+            for n in nodes
+        )
 
     wait_for(back_to_default, what="message.max.bytes to return to its default")
     deliveries = wait_for(

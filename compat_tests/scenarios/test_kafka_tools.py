@@ -23,7 +23,7 @@ from compat_tests.scenarios.test_streams_groups import (
     word_count_topology,
 )
 
-from .support import wait_for
+from .support import first_broker, partition_leader, wait_for
 
 TOOL_TIMEOUT_S = 180
 
@@ -276,6 +276,13 @@ def test_kafka_get_offsets_and_delete_records(bootstrap, make_topic, tmp_path) -
     assert re.search(rf"partition: {re.escape(topic)}-1\s+error: .*OffsetOutOfRangeException", beyond), beyond
 
 
+def data_dirs(broker, bootstrap: str) -> dict[int, Path]:
+    """Each broker's log directory by node id: the one broker, or every node of a cluster launcher."""
+    if hasattr(broker, "node_ids"):
+        return {node: Path(broker.data_dir(node)) for node in broker.node_ids()}
+    return {first_broker(bootstrap)[0]: Path(broker.data_dir)}
+
+
 def test_kafka_log_dirs_describe(bootstrap, broker, make_topic) -> None:
     if broker is None:
         pytest.skip("kafka-log-dirs reports the broker's own directory: needs a broker this run started")
@@ -285,15 +292,19 @@ def test_kafka_log_dirs_describe(bootstrap, broker, make_topic) -> None:
         "kafka-log-dirs", "--bootstrap-server", bootstrap, "--describe", "--topic-list", topic
     ).check()
     document = json.loads(next(line for line in out.stdout.splitlines() if line.startswith("{")))
-    [entry] = document["brokers"]
-    [log_dir] = entry["logDirs"]
-    assert log_dir["error"] is None
-    assert Path(log_dir["logDir"]).resolve() == Path(broker.data_dir).resolve()
-    sizes = {p["partition"]: p for p in log_dir["partitions"]}
-    assert set(sizes) == {f"{topic}-0", f"{topic}-1"}
-    assert sizes[f"{topic}-0"]["size"] > 1000  # ten 100-byte values and their batch overhead
-    assert sizes[f"{topic}-1"]["size"] == 0
-    assert all(p["offsetLag"] == 0 and p["isFuture"] is False for p in sizes.values())
+    # Every broker reports its own directory; the topic's replication factor is the broker count (1, or
+    # 3 on the clusters of this suite), so each holds both partitions, with the records acks=all wrote.
+    dirs = data_dirs(broker, bootstrap)
+    assert sorted(entry["broker"] for entry in document["brokers"]) == sorted(dirs)
+    for entry in document["brokers"]:
+        [log_dir] = entry["logDirs"]
+        assert log_dir["error"] is None
+        assert Path(log_dir["logDir"]).resolve() == dirs[entry["broker"]].resolve()
+        sizes = {p["partition"]: p for p in log_dir["partitions"]}
+        assert set(sizes) == {f"{topic}-0", f"{topic}-1"}
+        assert sizes[f"{topic}-0"]["size"] > 1000  # ten 100-byte values and their batch overhead
+        assert sizes[f"{topic}-1"]["size"] == 0
+        assert all(p["offsetLag"] == 0 and p["isFuture"] is False for p in sizes.values())
 
 
 def test_kafka_dump_log_reads_segment_index_and_timeindex(bootstrap, broker, make_topic) -> None:
@@ -305,7 +316,8 @@ def test_kafka_dump_log_reads_segment_index_and_timeindex(bootstrap, broker, mak
     values = [(0, f"record-{i:05d}-".encode() + b"v" * 1000, f"k{i}".encode()) for i in range(1500)]
     # Batches of 4 records (~4 KiB): the broker indexes batches, so small ones give many index entries.
     _produce(bootstrap, topic, values, **{"batch.num.messages": 4})
-    partition_dir = Path(broker.data_dir) / f"{topic}-0"
+    # The leader's copy (a cluster's followers roll their own segments).
+    partition_dir = data_dirs(broker, bootstrap)[partition_leader(bootstrap, topic)[0]] / f"{topic}-0"
     first = partition_dir / "00000000000000000000"
     wait_for(lambda: len(list(partition_dir.glob("*.log"))) >= 2, timeout_s=60, what="a second segment")
     files = [first.with_suffix(s) for s in (".log", ".index", ".timeindex")]

@@ -13,11 +13,13 @@ import socket
 import struct
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from compat_tests.brokers import read_response, split_bootstrap
+from compat_tests.scenarios.support import partition_leader
 from pybroker.protocol import codec
 from pybroker.protocol.api import REQUESTS, RESPONSES
 from pybroker.records.builder import SimpleRecord, build_batch
@@ -27,8 +29,10 @@ LEDGER_COLUMN = "raw-socket"
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH = 0, 1, 2, 3, 8, 9
 DESCRIBE_GROUPS, DESCRIBE_LOG_DIRS, DESCRIBE_CLUSTER = 15, 35, 60
-NONE, UNSUPPORTED_VERSION, GROUP_ID_NOT_FOUND, UNKNOWN_TOPIC_ID = 0, 35, 69, 100
+NONE, UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER = 0, 3, 6
+UNSUPPORTED_VERSION, GROUP_ID_NOT_FOUND, UNKNOWN_TOPIC_ID = 35, 69, 100
 MISMATCHED_ENDPOINT_TYPE, UNSUPPORTED_ENDPOINT_TYPE = 114, 115
+METADATA_LAG = (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID)
 EARLIEST, LATEST, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -2, -1, -4, -5, -6
 RECORDS = 3
 FIND_COORDINATOR = 10
@@ -51,25 +55,67 @@ def call(bootstrap: str, api_key: int, version: int, body: dict[str, Any]) -> di
     return response
 
 
-def coordinator_ready(bootstrap: str, group: str, deadline_s: float = 60) -> None:
+def leader_of(bootstrap: str, topic: str) -> str:
+    """The address of partition 0's leader: a partition's requests go there, as a client sends them (on a
+    cluster, another broker answers NOT_LEADER_OR_FOLLOWER)."""
+    return partition_leader(bootstrap, topic)[1]
+
+
+def to_partition_leader(bootstrap: str, topic: str, request: Callable[[str], dict], code_of: Callable[[dict], int]) -> dict:
+    """``request(leader address)``, sent again while the answer is NOT_LEADER_OR_FOLLOWER,
+    UNKNOWN_TOPIC_OR_PARTITION or UNKNOWN_TOPIC_ID: a broker knows and hosts a new partition a moment after
+    Metadata names it the leader, or leadership moved; a client refreshes its metadata and retries too."""
+    deadline = time.monotonic() + 30
+    while True:
+        answer = request(leader_of(bootstrap, topic))
+        if code_of(answer) not in METADATA_LAG or time.monotonic() > deadline:
+            return answer
+        time.sleep(0.1)
+
+
+def find_coordinator(bootstrap: str, key_type: int, key: str) -> tuple[str | None, dict]:
+    """FindCoordinator v4 for one key: (the coordinator's "host:port" or None, the answer)."""
+    answer = call(bootstrap, FIND_COORDINATOR, 4, {"key_type": key_type, "coordinator_keys": [key]})
+    (found,) = answer["coordinators"]
+    return (f"{found['host']}:{found['port']}" if found["error_code"] == NONE else None), answer
+
+
+def group_coordinator(bootstrap: str, group: str) -> str:
+    address, answer = find_coordinator(bootstrap, 0, group)
+    assert address is not None, answer
+    return address
+
+
+def transaction_coordinator(bootstrap: str, transactional_id: str) -> str:
+    address, answer = find_coordinator(bootstrap, 1, transactional_id)
+    assert address is not None, answer
+    return address
+
+
+def coordinator_ready(bootstrap: str, group: str, deadline_s: float = 60) -> str:
     """As a client does first: FindCoordinator until the group's coordinator is up (Apache Kafka creates
-    __consumer_offsets on the first lookup and then loads it)."""
+    __consumer_offsets on the first lookup and then loads it); its address, where group requests go."""
     deadline = time.monotonic() + deadline_s
     while True:
-        answer = call(bootstrap, FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": [group]})
-        if answer["coordinators"][0]["error_code"] == NONE:
+        address, answer = find_coordinator(bootstrap, 0, group)
+        if address is not None:
             # ... and until a group request is no longer refused as the coordinator loads.
-            (described,) = call(bootstrap, DESCRIBE_GROUPS, 5, {"groups": [group]})["groups"]
+            (described,) = call(address, DESCRIBE_GROUPS, 5, {"groups": [group]})["groups"]
             if described["error_code"] not in COORDINATOR_NOT_READY:
-                return
+                return address
         assert time.monotonic() < deadline, f"no coordinator for {group}: {answer}"
         time.sleep(0.2)
 
 
 def topic_id_of(bootstrap: str, topic: str) -> uuid.UUID:
-    answer = call(bootstrap, METADATA, 13, {"topics": [{"name": topic}], "allow_auto_topic_creation": False})
-    assert answer["error_code"] == NONE  # v13's top-level error (KIP-1102)
-    (described,) = answer["topics"]
+    deadline = time.monotonic() + 30
+    while True:  # a broker learns of a topic a moment after CreateTopics answers (a client retries too)
+        answer = call(bootstrap, METADATA, 13, {"topics": [{"name": topic}], "allow_auto_topic_creation": False})
+        assert answer["error_code"] == NONE  # v13's top-level error (KIP-1102)
+        (described,) = answer["topics"]
+        if described["error_code"] != UNKNOWN_TOPIC_OR_PARTITION or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     assert (described["name"], described["error_code"]) == (topic, NONE)
     assert described["topic_id"] != uuid.UUID(int=0)
     return described["topic_id"]
@@ -85,19 +131,20 @@ def produced(bootstrap: str, topic: str) -> uuid.UUID:
     """RECORDS records produced with Produce v13, which names the topic by id only (KIP-516)."""
     topic_id = topic_id_of(bootstrap, topic)
     batch = build_batch([SimpleRecord(b"k%d" % i, b"v%d" % i) for i in range(RECORDS)])
-    answer = call(
+    body = {
+        "transactional_id": None,
+        "acks": -1,
+        "timeout_ms": 30000,
+        "topic_data": [
+            {"topic_id": topic_id, "partition_data": [{"index": 0, "records": batch}]},
+            {"topic_id": uuid.uuid4(), "partition_data": [{"index": 0, "records": batch}]},
+        ],
+    }
+    answer = to_partition_leader(
         bootstrap,
-        PRODUCE,
-        13,
-        {
-            "transactional_id": None,
-            "acks": -1,
-            "timeout_ms": 30000,
-            "topic_data": [
-                {"topic_id": topic_id, "partition_data": [{"index": 0, "records": batch}]},
-                {"topic_id": uuid.uuid4(), "partition_data": [{"index": 0, "records": batch}]},
-            ],
-        },
+        topic,
+        lambda leader: call(leader, PRODUCE, 13, body),
+        lambda answer: answer["responses"][0]["partition_responses"][0]["error_code"],
     )
     known, unknown = answer["responses"]
     assert known["topic_id"] == topic_id
@@ -107,9 +154,9 @@ def produced(bootstrap: str, topic: str) -> uuid.UUID:
     return topic_id
 
 
-def test_fetch_v18_by_topic_id(bootstrap: str, produced: uuid.UUID) -> None:
+def test_fetch_v18_by_topic_id(bootstrap: str, topic: str, produced: uuid.UUID) -> None:
     answer = call(
-        bootstrap,
+        leader_of(bootstrap, topic),
         FETCH,
         18,
         {
@@ -149,7 +196,7 @@ def test_fetch_v18_by_topic_id(bootstrap: str, produced: uuid.UUID) -> None:
 
 def list_offset(bootstrap: str, topic: str, version: int, timestamp: int) -> dict[str, Any]:
     answer = call(
-        bootstrap,
+        leader_of(bootstrap, topic),
         LIST_OFFSETS,
         version,
         {
@@ -191,13 +238,43 @@ def test_list_offsets_timestamp_newer_than_the_version(
     assert (part["error_code"], part["offset"]) == (UNSUPPORTED_VERSION, -1)
 
 
+def test_list_offsets_timestamp_newer_than_the_version_is_checked_before_the_partition(
+    bootstrap: str, unique_topic: str
+) -> None:
+    """Kafka's ReplicaManager.fetchOffset refuses the timestamp before it looks for the partition: a
+    topic that does not exist (or, on a cluster, a broker that does not lead it) answers UNSUPPORTED_VERSION
+    too, and a supported timestamp on that topic is UNKNOWN_TOPIC_OR_PARTITION."""
+
+    def code(version: int, timestamp: int) -> int:
+        answer = call(
+            bootstrap,
+            LIST_OFFSETS,
+            version,
+            {
+                "replica_id": -1,
+                "isolation_level": 0,
+                "topics": [
+                    {
+                        "name": f"{unique_topic}-absent",
+                        "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": timestamp}],
+                    }
+                ],
+                "timeout_ms": 30000,
+            },
+        )
+        return answer["topics"][0]["partitions"][0]["error_code"]
+
+    assert code(8, LATEST_TIERED) == UNSUPPORTED_VERSION
+    assert code(9, LATEST_TIERED) == UNKNOWN_TOPIC_OR_PARTITION
+
+
 def test_offset_commit_and_fetch_v10_by_topic_id(
     bootstrap: str, topic: str, produced: uuid.UUID, unique_topic: str
 ) -> None:
     group, stranger = f"{unique_topic}-group", uuid.uuid4()
-    coordinator_ready(bootstrap, group)
+    coordinator = coordinator_ready(bootstrap, group)
     committed = call(
-        bootstrap,
+        coordinator,
         OFFSET_COMMIT,
         10,
         {
@@ -236,7 +313,7 @@ def test_offset_commit_and_fetch_v10_by_topic_id(
 
     def fetch(topics: list[dict] | None) -> list[dict]:
         answer = call(
-            bootstrap,
+            coordinator,
             OFFSET_FETCH,
             10,
             {
@@ -264,14 +341,14 @@ def test_offset_commit_and_fetch_v10_by_topic_id(
 
 def test_describe_groups_v6_unknown_group(bootstrap: str, unique_topic: str) -> None:
     group = f"{unique_topic}-nobody"
-    coordinator_ready(bootstrap, group)
-    (v6,) = call(bootstrap, DESCRIBE_GROUPS, 6, {"groups": [group]})["groups"]
+    coordinator = coordinator_ready(bootstrap, group)
+    (v6,) = call(coordinator, DESCRIBE_GROUPS, 6, {"groups": [group]})["groups"]
     assert (v6["error_code"], v6["group_state"], v6["error_message"]) == (
         GROUP_ID_NOT_FOUND,
         "Dead",
         f"Group {group} not found.",
     )
-    (v5,) = call(bootstrap, DESCRIBE_GROUPS, 5, {"groups": [group]})["groups"]
+    (v5,) = call(coordinator, DESCRIBE_GROUPS, 5, {"groups": [group]})["groups"]
     assert (v5["error_code"], v5["group_state"]) == (NONE, "Dead")  # before KIP-1043: no error
 
 
@@ -292,7 +369,8 @@ def test_describe_cluster_v2(bootstrap: str) -> None:
 def test_describe_log_dirs_v5(bootstrap: str, topic: str) -> None:
     deadline = time.monotonic() + 30
     while True:  # Apache Kafka places a new topic's log a moment after CreateTopics answers
-        answer = call(bootstrap, DESCRIBE_LOG_DIRS, 5, {"topics": [{"topic": topic, "partitions": [0]}]})
+        # The leader holds a replica (DescribeLogDirs lists the answering broker's own directories).
+        answer = call(leader_of(bootstrap, topic), DESCRIBE_LOG_DIRS, 5, {"topics": [{"topic": topic, "partitions": [0]}]})
         assert answer["error_code"] == NONE
         assert answer["results"] and all(r["is_cordoned"] is False for r in answer["results"])
         placed = [
@@ -309,13 +387,13 @@ TRANSACTION_ABORTABLE = 120
 
 
 def transaction_coordinator_ready(bootstrap: str, transactional_id: str, deadline_s: float = 60) -> dict:
-    """FindCoordinator (key type 1) then InitProducerId until the coordinator answers it."""
+    """FindCoordinator (key type 1) then InitProducerId to that coordinator until it answers it."""
     deadline = time.monotonic() + deadline_s
     while True:
-        found = call(bootstrap, FIND_COORDINATOR, 4, {"key_type": 1, "coordinator_keys": [transactional_id]})
-        if found["coordinators"][0]["error_code"] == NONE:
+        address, _ = find_coordinator(bootstrap, 1, transactional_id)
+        if address is not None:
             init = call(
-                bootstrap,
+                address,
                 INIT_PRODUCER_ID,
                 5,
                 {
@@ -342,16 +420,17 @@ def transactional_produce(
         base_sequence=0,
         is_transactional=True,
     )
-    answer = call(
+    body = {
+        "transactional_id": transactional_id,
+        "acks": -1,
+        "timeout_ms": 30000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
+    }
+    answer = to_partition_leader(
         bootstrap,
-        PRODUCE,
-        version,
-        {
-            "transactional_id": transactional_id,
-            "acks": -1,
-            "timeout_ms": 30000,
-            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
-        },
+        topic,
+        lambda leader: call(leader, PRODUCE, version, body),
+        lambda answer: answer["responses"][0]["partition_responses"][0]["error_code"],
     )
     return answer["responses"][0]["partition_responses"][0]
 
@@ -373,7 +452,7 @@ def test_produce_v12_adds_the_partition_to_the_transaction(
     assert (added["error_code"], added["base_offset"]) == (NONE, 0), added
     assert list_offset_committed(bootstrap, topic) == 0  # open transaction: the LSO stays at its start
     ended = call(
-        bootstrap,
+        transaction_coordinator(bootstrap, transactional_id),
         END_TXN,
         4,
         {
@@ -392,7 +471,7 @@ def test_produce_v12_adds_the_partition_to_the_transaction(
 
 def list_offset_committed(bootstrap: str, topic: str) -> int:
     answer = call(
-        bootstrap,
+        leader_of(bootstrap, topic),
         LIST_OFFSETS,
         11,
         {
@@ -420,7 +499,7 @@ def txn_offset_commit(
     bootstrap: str, version: int, transactional_id: str, init: dict, group: str, topic: str
 ) -> int:
     answer = call(
-        bootstrap,
+        group_coordinator(bootstrap, group),
         TXN_OFFSET_COMMIT,
         version,
         {
@@ -463,8 +542,9 @@ def test_txn_offset_commit_v5_adds_the_offsets_partition_and_list_transactions_v
     assert txn_offset_commit(bootstrap, 5, transactional_id, init, group, topic) == NONE
 
     def listed(pattern: str | None) -> tuple[int, list[str]]:
+        # Each broker lists the transactions its coordinator holds (Kafka's admin client asks them all).
         answer = call(
-            bootstrap,
+            transaction_coordinator(bootstrap, transactional_id),
             LIST_TRANSACTIONS,
             2,
             {
@@ -482,7 +562,7 @@ def test_txn_offset_commit_v5_adds_the_offsets_partition_and_list_transactions_v
     assert transactional_id in listed(None)[1]
 
     ended = call(
-        bootstrap,
+        transaction_coordinator(bootstrap, transactional_id),
         END_TXN,
         4,
         {
@@ -496,7 +576,7 @@ def test_txn_offset_commit_v5_adds_the_offsets_partition_and_list_transactions_v
     deadline = time.monotonic() + 30
     while True:  # the offsets become visible once the commit marker is written
         answer = call(
-            bootstrap,
+            group_coordinator(bootstrap, group),
             OFFSET_FETCH,
             9,
             {

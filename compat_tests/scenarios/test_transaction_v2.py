@@ -25,6 +25,7 @@ from .test_newest_versions import (
     RECORDS,
     call,
     list_offset_committed,
+    transaction_coordinator,
     transaction_coordinator_ready,
     transactional_produce,
 )
@@ -73,7 +74,7 @@ def test_api_versions_finalizes_transaction_version_2(bootstrap: str) -> None:
 
 def end_txn(bootstrap: str, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> dict:
     return call(
-        bootstrap,
+        transaction_coordinator(bootstrap, transactional_id),
         END_TXN,
         5,
         {

@@ -27,15 +27,20 @@ READ_COMMITTED = 1
 CONSUMER_REPLICA_ID = -1
 
 
-def _lookup(
+def lookup_offset(
     p, timestamp: int, read_committed: bool, version: int, from_replica: bool = False
 ) -> tuple[ErrorCode, int, int]:
     """(error, timestamp, offset) as ListOffsets answers them."""
     if timestamp < 0 and version < SPECIAL_TIMESTAMP_MIN_VERSION.get(timestamp, 1 << 15):
         return ErrorCode.UNSUPPORTED_VERSION, -1, -1
     upper = p.log_end_offset if from_replica else p.fetch_upper_bound(read_committed)
+    # KIP-207 (Kafka's Partition.fetchOffsetForTimestamp): a new leader whose high watermark has not
+    # reached the start of its epoch does not know yet what the old leader had committed; "latest" (or a
+    # lookup that finds nothing below it) would move backwards, so a client is told to retry.
+    start = p.leader_epoch_start_offset
+    lagging = not from_replica and start is not None and start > p.high_watermark
     if timestamp == LATEST:
-        return ErrorCode.NONE, -1, upper
+        return (ErrorCode.OFFSET_NOT_AVAILABLE, -1, -1) if lagging else (ErrorCode.NONE, -1, upper)
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return ErrorCode.NONE, -1, p.log_start_offset
     if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
@@ -44,11 +49,11 @@ def _lookup(
         return ErrorCode.NONE, -1, -1
     if timestamp == MAX_TIMESTAMP:
         found = p.log.offset_of_max_timestamp()
-        if found is None or found[0] >= upper:
-            return ErrorCode.NONE, -1, -1
-        return ErrorCode.NONE, found[1], found[0]
-    found = p.log.offset_for_timestamp(timestamp)
+    else:
+        found = p.log.offset_for_timestamp(timestamp)
     if found is None or found[0] >= upper:
+        if lagging:
+            return ErrorCode.OFFSET_NOT_AVAILABLE, -1, -1
         return ErrorCode.NONE, -1, -1  # no record at or after that time: offset -1 (Spark relies on it)
     return ErrorCode.NONE, found[1], found[0]
 
@@ -73,9 +78,14 @@ def handle_list_offsets(ctx: RequestContext, request: dict) -> dict:
                 "offset": -1,
                 "leader_epoch": -1,
             }
+            timestamp = rp["timestamp"]
             try:
                 if t["name"] in unauthorized:
                     raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                # Kafka's ReplicaManager.fetchOffset refuses a special timestamp newer than the version
+                # before it looks for the partition: any broker, leader or not, answers UNSUPPORTED_VERSION.
+                if timestamp < 0 and ctx.version < SPECIAL_TIMESTAMP_MIN_VERSION.get(timestamp, 1 << 15):
+                    raise KafkaError(ErrorCode.UNSUPPORTED_VERSION)
                 p = rm.get_partition_or_error(t["name"], idx)
             except KafkaError as e:
                 out["error_code"] = e.code
@@ -84,7 +94,7 @@ def handle_list_offsets(ctx: RequestContext, request: dict) -> dict:
                 if error != ErrorCode.NONE:
                     out["error_code"] = error
                 else:
-                    code, ts, off = _lookup(p, rp["timestamp"], read_committed, ctx.version, from_replica)
+                    code, ts, off = lookup_offset(p, timestamp, read_committed, ctx.version, from_replica)
                     out.update(error_code=code, timestamp=ts, offset=off)
                     if code == ErrorCode.NONE and off >= 0 and ctx.version >= 4:  # the field exists from v4
                         out["leader_epoch"] = p.leader_epoch

@@ -331,15 +331,15 @@ class KafkaZkClient:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{topic}' does not exist.") from None
             existing = TopicAssignment.decode(topic, data)
             current = len(existing.partitions)
+            # Kafka 4.3.1's messages (ReplicationControlManager), as the broker's own pre-check words them:
+            # a request that raced another to the same count ends here.
             if total_count < current:
                 raise KafkaError(
                     ErrorCode.INVALID_PARTITIONS,
-                    f"Topic currently has {current} partitions, which is higher than the requested {total_count}.",
+                    f"The topic {topic} currently has {current} partition(s); {total_count} would not be an increase.",
                 )
             if total_count == current:
-                raise KafkaError(
-                    ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions."
-                )
+                raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
             brokers = self.get_all_brokers()
             rf = len(existing.partitions[0].replicas) if 0 in existing.partitions else 1
             if assignment is None:

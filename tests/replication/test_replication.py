@@ -523,3 +523,44 @@ def test_isr_changes_through_an_alter_isr_coroutine_and_zk_partition_states(tmp_
         assert leader.isr == (1,)
 
     run(tmp_path, 2, body)
+
+
+def test_a_new_leader_answers_offset_not_available_until_its_high_watermark_reaches_its_epoch(tmp_path):
+    """KIP-207: the new leader's high watermark (what it learnt as a follower) may lie below what the
+    old leader had committed; until followers fetch from it, ListOffsets "latest" from a client answers
+    OFFSET_NOT_AVAILABLE (retriable) instead of an offset that moved backwards, as Kafka's
+    Partition.fetchOffsetForTimestamp does (Spark's failOnDataLoss fails a query on the latter)."""
+    from pybroker.apis.offsets import EARLIEST, LATEST, MAX_TIMESTAMP, lookup_offset
+
+    version = 7
+
+    async def body(c: Cluster):
+        c.create_topic("t", (1, 2, 3))
+        c.brokers[1].produce("t", 0, [b"a", b"b", b"c", b"d"])
+        await wait_for(lambda: in_sync(c, "t", (2, 3)), what="first sync")
+        # Broker 3 stops fetching: broker 2 gets two more records, the high watermark stays at 4.
+        c.cut(3)
+        c.brokers[1].produce("t", 0, [b"e", b"f"])
+        await wait_for(lambda: c.partition(2, "t").log_end_offset == 6, what="broker 2 to copy")
+        assert c.partition(1, "t").high_watermark == 4
+        c.down.add(1)
+        c.elect("t", 2, isr=(2, 3))
+        new = c.partition(2, "t")
+        assert new.is_leader and new.leader_epoch_start_offset == 6 and new.high_watermark == 4
+        assert lookup_offset(new, LATEST, False, version) == (ErrorCode.OFFSET_NOT_AVAILABLE, -1, -1)
+        assert lookup_offset(new, LATEST, True, version) == (ErrorCode.OFFSET_NOT_AVAILABLE, -1, -1)
+        # A follower (replica id >= 0) reads the log end; the earliest offset is always known.
+        assert lookup_offset(new, LATEST, False, version, from_replica=True) == (ErrorCode.NONE, -1, 6)
+        assert lookup_offset(new, EARLIEST, False, version) == (ErrorCode.NONE, -1, 0)
+        # A timestamp found below the high watermark is answered; one beyond it is not available yet.
+        ts = c.clock()
+        assert lookup_offset(new, ts, False, version) == (ErrorCode.NONE, ts, 0)
+        assert lookup_offset(new, ts + 1, False, version) == (ErrorCode.OFFSET_NOT_AVAILABLE, -1, -1)
+        assert lookup_offset(new, MAX_TIMESTAMP, False, version)[0] == ErrorCode.NONE
+        # Broker 3 fetches from the new leader: the high watermark reaches the epoch start, "latest" is 6.
+        c.heal(3)
+        await wait_for(lambda: new.high_watermark == 6, what="the new leader's high watermark")
+        assert lookup_offset(new, LATEST, False, version) == (ErrorCode.NONE, -1, 6)
+        assert lookup_offset(new, ts + 1, False, version) == (ErrorCode.NONE, -1, -1)
+
+    run(tmp_path, 3, body)
