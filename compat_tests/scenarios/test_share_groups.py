@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import queue
 import signal
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -42,6 +44,7 @@ SHARE_SETTINGS = {
 }
 LOCK_S = 3.0
 EVENT_TIMEOUT_S = 60.0
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _launcher(kind: str, workdir: Path) -> Any:
@@ -89,17 +92,32 @@ def produce(bootstrap: str, topic: str, values: list[str]) -> list[int]:
     return [d["offset"] for d in _java("produce", "--bootstrap", bootstrap, "--topic", topic, stdin=lines)]
 
 
-class ShareConsumer:
-    """One ``share-consume`` JVM: its JSON events on a queue, our acknowledgements on its stdin."""
+def share_consume_command(client: str, *args: str) -> list[str]:
+    """The ``share-consume`` program of ``client``: Kafka's Java ``KafkaShareConsumer`` 4.3 (``java``)
+    or confluent-kafka's ``ShareConsumer`` (``confluent``, librdkafka), with one command line and protocol."""
+    if client == "java":
+        return java43_command("share-consume", *args)
+    if client == "confluent":
+        return [sys.executable, "-m", "compat_tests.clients.confluent_share_consume", *args]
+    raise ValueError(f"no share consumer for client {client!r}")
 
-    def __init__(self, bootstrap: str, topic: str, group: str, ack: str = "control", deadline_ms: int = 90_000) -> None:
-        argv = java43_command(
-            "share-consume", "--bootstrap", bootstrap, "--topic", topic, "--group", group,
+
+class ShareConsumer:
+    """One ``share-consume`` process: its JSON events on a queue, our acknowledgements on its stdin."""
+
+    def __init__(
+        self, bootstrap: str, topic: str, group: str, ack: str = "control", deadline_ms: int = 90_000,
+        client: str = "java",
+    ) -> None:  # fmt: skip
+        argv = share_consume_command(
+            client, "--bootstrap", bootstrap, "--topic", topic, "--group", group,
             "--ack", ack, "--deadline-ms", str(deadline_ms),
         )  # fmt: skip
         self.process = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))),
+            cwd=REPO_ROOT,
+        )  # fmt: skip
         self.events: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.stderr: list[str] = []
         threading.Thread(target=self._pump, daemon=True).start()
@@ -160,6 +178,13 @@ class ShareConsumer:
 
 
 @pytest.fixture
+def share_client() -> str:
+    """Which client's share consumer the cases run: Kafka's Java one here; ``test_share_consumer_confluent``
+    runs these same cases with confluent-kafka's by overriding this fixture."""
+    return "java"
+
+
+@pytest.fixture
 def consumers() -> Iterator[list[ShareConsumer]]:
     started: list[ShareConsumer] = []
     yield started
@@ -167,10 +192,10 @@ def consumers() -> Iterator[list[ShareConsumer]]:
         c.stop()
 
 
-def test_explicit_accept_reject_release(share_bootstrap: str, share_topic: tuple[str, str], consumers: list[ShareConsumer]) -> None:
+def test_explicit_accept_reject_release(share_bootstrap: str, share_topic: tuple[str, str], consumers: list[ShareConsumer], share_client: str) -> None:
     topic, group = share_topic
     assert produce(share_bootstrap, topic, ["a", "b", "c"]) == [0, 1, 2]
-    c = ShareConsumer(share_bootstrap, topic, group)
+    c = ShareConsumer(share_bootstrap, topic, group, client=share_client)
     consumers.append(c)
     assert c.next_record() == (0, 1, "a")
     c.acknowledge("accept")
@@ -187,10 +212,10 @@ def test_explicit_accept_reject_release(share_bootstrap: str, share_topic: tuple
     assert c.no_record_for(LOCK_S + 2)
 
 
-def test_delivery_limit_archives(share_bootstrap: str, share_topic: tuple[str, str], consumers: list[ShareConsumer]) -> None:
+def test_delivery_limit_archives(share_bootstrap: str, share_topic: tuple[str, str], consumers: list[ShareConsumer], share_client: str) -> None:
     topic, group = share_topic
     produce(share_bootstrap, topic, ["x"])
-    c = ShareConsumer(share_bootstrap, topic, group)
+    c = ShareConsumer(share_bootstrap, topic, group, client=share_client)
     consumers.append(c)
     for attempt in (1, 2, 3):  # group.share.delivery.count.limit = 3
         assert c.next_record() == (0, attempt, "x")
@@ -202,16 +227,18 @@ def test_delivery_limit_archives(share_bootstrap: str, share_topic: tuple[str, s
     assert c.no_record_for(LOCK_S + 2)
 
 
-def _redelivery_case(bootstrap: str, topic: str, group: str, consumers: list[ShareConsumer], crash: str) -> float:
+def _redelivery_case(
+    bootstrap: str, topic: str, group: str, consumers: list[ShareConsumer], crash: str, share_client: str
+) -> float:
     """A first consumer accepts r0, holds r1 and r2 (acquired in one fetch) and crashes; a second
     consumer gets r1 and r2 on their second delivery. Returns the seconds from the crash to r1."""
     produce(bootstrap, topic, ["r0", "r1", "r2"])
-    first = ShareConsumer(bootstrap, topic, group)
+    first = ShareConsumer(bootstrap, topic, group, client=share_client)
     consumers.append(first)
     assert first.next_record() == (0, 1, "r0")
     first.acknowledge("accept")
     assert first.next_record() == (1, 1, "r1")
-    second = ShareConsumer(bootstrap, topic, group)
+    second = ShareConsumer(bootstrap, topic, group, client=share_client)
     consumers.append(second)
     if crash == "kill":
         first.kill()
@@ -231,27 +258,27 @@ def _redelivery_case(bootstrap: str, topic: str, group: str, consumers: list[Sha
 
 
 def test_killed_consumer_records_redelivered(
-    share_bootstrap: str, share_topic: tuple[str, str], consumers: list[ShareConsumer]
+    share_bootstrap: str, share_topic: tuple[str, str], consumers: list[ShareConsumer], share_client: str
 ) -> None:
     """SIGKILL closes the consumer's connection: its acquired records are released (as Kafka's
     SharePartitionManager does when a share session's connection closes) and go to the other member."""
-    _redelivery_case(share_bootstrap, *share_topic, consumers, "kill")
+    _redelivery_case(share_bootstrap, *share_topic, consumers, "kill", share_client)
 
 
 def test_hung_consumer_records_redelivered_after_lock(
-    share_bootstrap: str, share_topic: tuple[str, str], consumers: list[ShareConsumer]
+    share_bootstrap: str, share_topic: tuple[str, str], consumers: list[ShareConsumer], share_client: str
 ) -> None:
     """SIGSTOP freezes the consumer with its connection open: only the acquisition lock running out
     (3 s, before the 6 s session timeout) releases its records."""
-    waited = _redelivery_case(share_bootstrap, *share_topic, consumers, "stop")
+    waited = _redelivery_case(share_bootstrap, *share_topic, consumers, "stop", share_client)
     assert waited >= LOCK_S * 0.8, waited
 
 
 def test_several_consumers_share_one_partition(
-    share_bootstrap: str, share_topic: tuple[str, str], consumers: list[ShareConsumer]
+    share_bootstrap: str, share_topic: tuple[str, str], consumers: list[ShareConsumer], share_client: str
 ) -> None:
     topic, group = share_topic
-    members = [ShareConsumer(share_bootstrap, topic, group, ack="accept") for _ in range(3)]
+    members = [ShareConsumer(share_bootstrap, topic, group, ack="accept", client=share_client) for _ in range(3)]
     consumers.extend(members)
     values = [f"m{i}" for i in range(60)]
     produce(share_bootstrap, topic, values)
@@ -267,14 +294,14 @@ def test_several_consumers_share_one_partition(
     assert delivered == [(i, 1, f"m{i}") for i in range(60)]
 
 
-def test_implicit_acknowledgement(share_bootstrap: str, share_topic: tuple[str, str], consumers: list[ShareConsumer]) -> None:
+def test_implicit_acknowledgement(share_bootstrap: str, share_topic: tuple[str, str], consumers: list[ShareConsumer], share_client: str) -> None:
     topic, group = share_topic
     produce(share_bootstrap, topic, ["i0", "i1", "i2"])
-    c = ShareConsumer(share_bootstrap, topic, group, ack="implicit")
+    c = ShareConsumer(share_bootstrap, topic, group, ack="implicit", client=share_client)
     consumers.append(c)
     assert [c.next_record() for _ in range(3)] == [(0, 1, "i0"), (1, 1, "i1"), (2, 1, "i2")]
     c.stop()  # commitSync + close: the records of the last poll are accepted
-    later = ShareConsumer(share_bootstrap, topic, group)
+    later = ShareConsumer(share_bootstrap, topic, group, client=share_client)
     consumers.append(later)
     produce(share_bootstrap, topic, ["i3"])
     assert later.next_record() == (3, 1, "i3")
@@ -283,7 +310,7 @@ def test_implicit_acknowledgement(share_bootstrap: str, share_topic: tuple[str, 
 
 
 def test_batches_larger_than_a_fetch_are_all_delivered(
-    share_bootstrap: str, share_topic: tuple[str, str], consumers: list[ShareConsumer]
+    share_bootstrap: str, share_topic: tuple[str, str], consumers: list[ShareConsumer], share_client: str
 ) -> None:
     """About 12 MB in batches of about 1 MB: a ShareFetch reads at most its byte limit of the log, which
     ends inside a batch; every record must still be delivered, once (pybroker once failed the fetch)."""
@@ -302,13 +329,13 @@ def test_batches_larger_than_a_fetch_are_all_delivered(
             except BufferError:
                 producer.poll(0.05)
     assert producer.flush(60) == 0
-    c = ShareConsumer(share_bootstrap, topic, group, ack="implicit")
+    c = ShareConsumer(share_bootstrap, topic, group, ack="implicit", client=share_client)
     consumers.append(c)
     delivered = [c.next_record()[0] for _ in range(count)]
     assert sorted(delivered) == list(range(count))
 
 
-def test_share_state_survives_a_broker_restart(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+def test_share_state_survives_a_broker_restart(request: pytest.FixtureRequest, tmp_path: Path, share_client: str) -> None:
     """Accepted and rejected records stay done and a released record keeps its delivery count across a
     broker restart: the share-partition state is durable (``__share_group_state``)."""
     if request.config.getoption("--bootstrap"):
@@ -322,7 +349,7 @@ def test_share_state_survives_a_broker_restart(request: pytest.FixtureRequest, t
         _java("create-topic", "--bootstrap", bootstrap, "--topic", topic, "--partitions", "1")
         _java("alter-configs", "--bootstrap", bootstrap, "--group", group, "--set", "share.auto.offset.reset=earliest")
         produce(bootstrap, topic, ["s0", "s1", "s2", "s3"])
-        c = ShareConsumer(bootstrap, topic, group)
+        c = ShareConsumer(bootstrap, topic, group, client=share_client)
         consumers.append(c)
         for expected, answer in [((0, 1, "s0"), "accept"), ((1, 1, "s1"), "reject"), ((2, 1, "s2"), "release"),
                                  ((3, 1, "s3"), "accept")]:
@@ -334,7 +361,7 @@ def test_share_state_survives_a_broker_restart(request: pytest.FixtureRequest, t
         launcher.stop()
         launcher.start()
         bootstrap = launcher.bootstrap
-        again = ShareConsumer(bootstrap, topic, group)
+        again = ShareConsumer(bootstrap, topic, group, client=share_client)
         consumers.append(again)
         # only s2 is left, on its third delivery; s0 and s3 were accepted, s1 rejected
         assert again.next_record() == (2, 3, "s2")
