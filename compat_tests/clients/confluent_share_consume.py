@@ -7,7 +7,8 @@ each delivered record is printed as ``{"event": "record", "partition", "offset",
 the next poll; ``--ack accept|release|reject`` acknowledges each record with that type and commits
 after each poll (``share.acknowledgement.mode=explicit``); ``--ack control`` waits after each record
 for a stdin line ``accept``, ``release`` or ``reject`` (acknowledged and committed at once, then
-``{"event": "acked"}`` is printed) or ``stop``. A line ``stop`` closes the consumer gracefully; end
+``{"event": "acked"}`` is printed), ``stop``, or ``close`` (which the Java command has not): close at
+once, leaving that record and the rest of its poll unacknowledged. A line ``stop`` closes the consumer gracefully; end
 of stdin exits at once, like a crashed application.
 
 Run as ``python -m compat_tests.clients.confluent_share_consume --bootstrap B --topic T --group G
@@ -28,6 +29,7 @@ import time
 from confluent_kafka import AcknowledgeType, KafkaException, Message, ShareConsumer
 
 STOP = "stop"
+CLOSE = "close"
 EOF = "\0eof"
 ACK_TYPES = {"accept": AcknowledgeType.ACCEPT, "release": AcknowledgeType.RELEASE, "reject": AcknowledgeType.REJECT}
 
@@ -89,6 +91,7 @@ def run(args: argparse.Namespace) -> None:
     consumer.subscribe([args.topic])
     emitted = 0
     stopping = False
+    answer: str | None = None
     try:
         while not stopping and emitted < args.count and time.monotonic() < deadline:
             if take_control(control, 0) == STOP:
@@ -107,6 +110,8 @@ def run(args: argparse.Namespace) -> None:
                 emitted += 1
                 if args.ack == "control":
                     answer = take_control(control, None)
+                    if answer == CLOSE:
+                        break  # closed with this record and the rest of the poll unacknowledged
                     if answer not in ACK_TYPES:
                         stopping = True
                         consumer.acknowledge(message, AcknowledgeType.RELEASE)
@@ -122,9 +127,11 @@ def run(args: argparse.Namespace) -> None:
                     acknowledged = True
                 if emitted >= args.count:
                     stopping = True
+            if answer == CLOSE:
+                break
             if acknowledged:
                 consumer.commit_sync()
-        if args.ack == "implicit":
+        if args.ack == "implicit" and answer != CLOSE:
             consumer.commit_sync()  # the records of the last poll, accepted
     except KafkaException as exc:
         emit({"error": str(exc)})

@@ -82,3 +82,32 @@ def test_confluent_consumer_killed_java_consumer_gets_its_records(
         second.acknowledge("accept")
     assert got == [(1, 2, "r1"), (2, 2, "r2")]
     assert second.no_record_for(LOCK_S + 2)
+
+
+def test_consumer_closed_without_acknowledging_hands_its_records_over(
+    share_bootstrap: str, share_topic: tuple[str, str], consumers: list[ShareConsumer]
+) -> None:
+    """A librdkafka member in explicit mode accepts r0, then closes with r1 (and r2, acquired in the
+    same fetch) unacknowledged: the close releases them at once (before their locks run out), and
+    another member gets r1 and r2 on their second delivery."""
+    topic, group = share_topic
+    produce(share_bootstrap, topic, ["r0", "r1", "r2"])
+    first = ShareConsumer(share_bootstrap, topic, group, client="confluent")
+    consumers.append(first)
+    assert first.next_record() == (0, 1, "r0")
+    first.acknowledge("accept")
+    assert first.next_record() == (1, 1, "r1")
+    second = ShareConsumer(share_bootstrap, topic, group, client="confluent")
+    consumers.append(second)
+    first.send("close")
+    assert first.process.wait(30) == 0, "".join(first.stderr)[-2000:]
+    closed_at = time.monotonic()
+    got = [second.next_record()]
+    waited = time.monotonic() - closed_at
+    second.acknowledge("accept")
+    got.append(second.next_record())
+    second.acknowledge("accept")
+    assert got == [(1, 2, "r1"), (2, 2, "r2")]
+    assert second.no_record_for(LOCK_S + 2)
+    # released by the leave itself, not by their acquisition locks running out (3 s)
+    assert waited < LOCK_S, waited

@@ -8,18 +8,17 @@ limit of 3, a 6 s session. Apache Kafka 4.3.1 needs no switch for share groups: 
 
 Consumers are separate ``share-consume`` JVMs so one can be SIGKILLed like a crashed application; the
 ``control`` mode makes the consumer wait after each record for our accept/release/reject, so every
-assertion is record by record: (offset, delivery count) in delivery order.
+assertion is record by record: (offset, delivery count) in delivery order. ``test_share_consumer_confluent``
+runs these cases again with confluent-kafka's (librdkafka's) share consumer.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import os
 import queue
 import signal
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -31,6 +30,7 @@ import pytest
 
 from compat_tests.brokers import PyBroker
 from compat_tests.clients.java43 import java43_command
+from compat_tests.clients.share_consume import REPO_ROOT, share_consume_command
 
 SHARE_SETTINGS = {
     "group.share.record.lock.duration.ms": "3000",
@@ -44,7 +44,6 @@ SHARE_SETTINGS = {
 }
 LOCK_S = 3.0
 EVENT_TIMEOUT_S = 60.0
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _launcher(kind: str, workdir: Path) -> Any:
@@ -92,16 +91,6 @@ def produce(bootstrap: str, topic: str, values: list[str]) -> list[int]:
     return [d["offset"] for d in _java("produce", "--bootstrap", bootstrap, "--topic", topic, stdin=lines)]
 
 
-def share_consume_command(client: str, *args: str) -> list[str]:
-    """The ``share-consume`` program of ``client``: Kafka's Java ``KafkaShareConsumer`` 4.3 (``java``)
-    or confluent-kafka's ``ShareConsumer`` (``confluent``, librdkafka), with one command line and protocol."""
-    if client == "java":
-        return java43_command("share-consume", *args)
-    if client == "confluent":
-        return [sys.executable, "-m", "compat_tests.clients.confluent_share_consume", *args]
-    raise ValueError(f"no share consumer for client {client!r}")
-
-
 class ShareConsumer:
     """One ``share-consume`` process: its JSON events on a queue, our acknowledgements on its stdin."""
 
@@ -115,7 +104,6 @@ class ShareConsumer:
         )  # fmt: skip
         self.process = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env=dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))),
             cwd=REPO_ROOT,
         )  # fmt: skip
         self.events: queue.Queue[dict[str, Any] | None] = queue.Queue()
