@@ -8,7 +8,8 @@ command's protocol, so it can be SIGKILLed or SIGSTOPped like the JVM. Same brok
 
 librdkafka 2.16 expresses every case: implicit acknowledgement
 (``share.acknowledgement.mode=implicit``) and explicit ``acknowledge`` with ACCEPT, RELEASE and
-REJECT, committed with ``commit_sync``; ``Message.delivery_count()`` gives the delivery count.
+REJECT, committed with ``commit_sync``; ``Message.delivery_count()`` gives the delivery count. (Its
+Python API has no RENEW acknowledgement, KIP-1222, which no case here uses.)
 """
 
 from __future__ import annotations
