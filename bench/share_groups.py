@@ -5,6 +5,7 @@ never asserts.
     python -m bench.share_groups                      # pybroker, 20 000 records
     python -m bench.share_groups --with-kafka         # Apache Kafka 4.3.1 too, same load, with the ratio
     python -m bench.share_groups --records 200000 --runs 3
+    python -m bench.share_groups --client confluent   # confluent-kafka's ShareConsumer (librdkafka) instead
 
 The clock runs from the first delivered record to the last one of the topic (JVM start-up and the
 share group's first heartbeat are left out); each consumer prints one JSON line per record, a cost
@@ -29,6 +30,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from compat_tests.brokers import PyBroker
 from compat_tests.clients.java43 import java43_command
+from compat_tests.clients.share_consume import REPO_ROOT, SHARE_CLIENTS, share_consume_command
 
 RECORD_BYTES = 1024
 CONSUMERS = 3
@@ -49,7 +51,7 @@ def load(bootstrap: str, topic: str, records: int) -> None:
     producer.flush(60)
 
 
-def consume_seconds(bootstrap: str, topic: str, records: int) -> tuple[float, list[int]]:
+def consume_seconds(bootstrap: str, topic: str, records: int, client: str) -> tuple[float, list[int]]:
     group = f"bench-share-{uuid.uuid4().hex[:8]}"
     subprocess.run(
         java43_command("alter-configs", "--bootstrap", bootstrap, "--group", group, "--set", "share.auto.offset.reset=earliest"),
@@ -62,9 +64,9 @@ def consume_seconds(bootstrap: str, topic: str, records: int) -> tuple[float, li
     done = threading.Event()
     procs = [
         subprocess.Popen(
-            java43_command("share-consume", "--bootstrap", bootstrap, "--topic", topic, "--group", group,
-                           "--ack", "accept", "--deadline-ms", "600000"),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            share_consume_command(client, "--bootstrap", bootstrap, "--topic", topic, "--group", group,
+                                  "--ack", "accept", "--deadline-ms", "600000"),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=REPO_ROOT,
         )  # fmt: skip
         for _ in range(CONSUMERS)
     ]
@@ -95,7 +97,7 @@ def consume_seconds(bootstrap: str, topic: str, records: int) -> tuple[float, li
     return end - first[0], per_consumer
 
 
-def run(kind: str, records: int, runs: int) -> list[float]:
+def run(kind: str, records: int, runs: int, client: str) -> list[float]:
     from compat_tests.reference.apache_kafka import ApacheKafka
 
     rates = []
@@ -106,10 +108,10 @@ def run(kind: str, records: int, runs: int) -> list[float]:
             for _ in range(runs):
                 topic = f"bench-share-{uuid.uuid4().hex[:8]}"
                 load(launcher.bootstrap, topic, records)
-                seconds, split = consume_seconds(launcher.bootstrap, topic, records)
+                seconds, split = consume_seconds(launcher.bootstrap, topic, records, client)
                 mb_s = records * RECORD_BYTES / seconds / 1e6
                 rates.append(mb_s)
-                print(f"{kind:9} {records} records in {seconds:.2f} s: {records / seconds:,.0f} records/s, "
+                print(f"{kind:9} {client} {records} records in {seconds:.2f} s: {records / seconds:,.0f} records/s, "
                       f"{mb_s:.1f} MB/s (per consumer {split})", flush=True)
         finally:
             launcher.stop()
@@ -121,10 +123,11 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=20_000)
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--with-kafka", action="store_true")
+    parser.add_argument("--client", choices=SHARE_CLIENTS, default="java", help="whose share consumer")
     args = parser.parse_args()
-    results = {"pybroker": run("pybroker", args.records, args.runs)}
+    results = {"pybroker": run("pybroker", args.records, args.runs, args.client)}
     if args.with_kafka:
-        results["kafka"] = run("kafka", args.records, args.runs)
+        results["kafka"] = run("kafka", args.records, args.runs, args.client)
     print(f"\n{'system':9} {'MB/s (median)':>14}")
     for kind, rates in results.items():
         print(f"{kind:9} {statistics.median(rates):14.1f}")
