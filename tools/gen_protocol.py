@@ -454,7 +454,7 @@ def _python_type(field: FieldSpec, message: MessageSpec, names: dict[tuple[str, 
     text = names[(message.name, element)] if field.is_struct else PYTHON_TYPES[element]
     if field.is_array:
         text = f"Sequence[{text}]"
-    if not field.nullable_versions.is_empty:
+    if not field.nullable_versions.is_empty and text != "Any":  # Any admits None already
         text += " | None"
     return text
 

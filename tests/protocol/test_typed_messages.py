@@ -39,8 +39,12 @@ def _check(cls: type, fields: tuple[FieldSpec, ...], where: str) -> int:
             nested = [a for a in _flatten(hint) if isinstance(a, type) and hasattr(a, "__required_keys__")]
             assert len(nested) == 1, f"{where}.{field.name}: {hint}"
             checked += _check(nested[0], field.fields, f"{where}.{field.json_name}")
-        elif field.name and not field.nullable_versions.is_empty:
+        elif field.type == "records":
+            assert hints[field.name] is typing.Any, f"{where}.{field.name}"
+        elif not field.nullable_versions.is_empty:
             assert type(None) in typing.get_args(hints[field.name]), f"{where}.{field.name} is nullable"
+        else:
+            assert type(None) not in typing.get_args(hints[field.name]), f"{where}.{field.name} is not nullable"
     return checked
 
 

@@ -116,7 +116,7 @@ class FetchResponsePartitionData(TypedDict, total=False):
     snapshot_id: SnapshotId
     aborted_transactions: Sequence[AbortedTransaction] | None
     preferred_read_replica: int
-    records: Any | None
+    records: Any
 
 
 class FetchableTopicResponse(TypedDict, total=False):
@@ -190,7 +190,7 @@ class ShareFetchResponsePartitionData(TypedDict, total=False):
     acknowledge_error_code: int
     acknowledge_error_message: str | None
     current_leader: LeaderIdAndEpoch
-    records: Any | None
+    records: Any
     acquired_records: Sequence[AcquiredRecords]
 
 

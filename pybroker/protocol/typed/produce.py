@@ -25,7 +25,7 @@ __all__ = [
 
 class PartitionProduceData(TypedDict, total=False):
     index: int
-    records: Any | None
+    records: Any
 
 
 class TopicProduceData(TypedDict, total=False):
