@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pybroker.apis import RequestContext, auth, handles
 from pybroker.apis.groups import partition_exists
@@ -18,6 +18,28 @@ from pybroker.coordinator.topic_regex import InvalidTopicRegex, compile_topic_re
 from pybroker.coordinator.transaction.service import marker_writer
 from pybroker.metadata.store import is_internal_topic
 from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.messages.api_keys import ApiKey
+
+if TYPE_CHECKING:
+    from pybroker.protocol.typed.admin import (
+        DescribeProducersRequest,
+        DescribeProducersResponse,
+        DescribeTransactionsRequest,
+        DescribeTransactionsResponse,
+        DescribeTransactionsResponseTransactionState,
+        ListTransactionsRequest,
+        ListTransactionsResponse,
+        ListTransactionsResponseTransactionState,
+        PartitionResponse,
+        ProducerState,
+        TopicResponse,
+    )
+    from pybroker.protocol.typed.producer import (
+        AddOffsetsToTxnRequest,
+        AddOffsetsToTxnResponse,
+        EndTxnRequest,
+        EndTxnResponse,
+    )
 
 log = logging.getLogger(__name__)
 
@@ -116,8 +138,8 @@ def _add_refused(ctx: RequestContext, txn_id: str, topics: list[dict]) -> dict |
 
 
 # -- AddOffsetsToTxn -----------------------------------------------------------------------------------------
-@handles(25, 0, 4)
-async def handle_add_offsets_to_txn(ctx: RequestContext, request: dict) -> dict:
+@handles(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4)
+async def handle_add_offsets_to_txn(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
     coordinator = _txn(ctx)
     gc = ctx.services.group_coordinator
     if not auth.authorize(ctx, auth.WRITE, auth.TRANSACTIONAL_ID, request["transactional_id"]):
@@ -141,8 +163,8 @@ async def handle_add_offsets_to_txn(ctx: RequestContext, request: dict) -> dict:
 END_TXN_TV2_VERSION = 5
 
 
-@handles(26, 0, 5)
-async def handle_end_txn(ctx: RequestContext, request: dict) -> dict:
+@handles(ApiKey.END_TXN, 0, 5)
+async def handle_end_txn(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
     coordinator = _txn(ctx)
     if not auth.authorize(ctx, auth.WRITE, auth.TRANSACTIONAL_ID, request["transactional_id"]):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
@@ -310,10 +332,12 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: dict) -> dict:
 
 
 # -- DescribeTransactions / ListTransactions / DescribeProducers (KIP-664) ---------------------------------
-@handles(65, 0, 0)
-def handle_describe_transactions(ctx: RequestContext, request: dict) -> dict:
+@handles(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0)
+def handle_describe_transactions(
+    ctx: RequestContext, request: DescribeTransactionsRequest
+) -> DescribeTransactionsResponse:
     coordinator = _txn(ctx)
-    states = []
+    states: list[DescribeTransactionsResponseTransactionState] = []
     for txn_id in request["transactional_ids"]:
         if not auth.authorize(ctx, auth.DESCRIBE, auth.TRANSACTIONAL_ID, txn_id):
             states.append(_txn_state_error(txn_id, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
@@ -359,7 +383,7 @@ def handle_describe_transactions(ctx: RequestContext, request: dict) -> dict:
     return {"throttle_time_ms": 0, "transaction_states": states}
 
 
-def _txn_state_error(txn_id: str, code: ErrorCode) -> dict:
+def _txn_state_error(txn_id: str, code: ErrorCode) -> DescribeTransactionsResponseTransactionState:
     return {
         "error_code": code,
         "transactional_id": txn_id,
@@ -372,12 +396,12 @@ def _txn_state_error(txn_id: str, code: ErrorCode) -> dict:
     }
 
 
-def _list_error(code: ErrorCode) -> dict:
+def _list_error(code: ErrorCode) -> ListTransactionsResponse:
     return {"throttle_time_ms": 0, "error_code": code, "unknown_state_filters": [], "transaction_states": []}
 
 
-@handles(66, 0, 2)
-def handle_list_transactions(ctx: RequestContext, request: dict) -> dict:
+@handles(ApiKey.LIST_TRANSACTIONS, 0, 2)
+def handle_list_transactions(ctx: RequestContext, request: ListTransactionsRequest) -> ListTransactionsResponse:
     from pybroker.coordinator.transaction.metadata import TransactionState
 
     coordinator = _txn(ctx)
@@ -398,7 +422,7 @@ def handle_list_transactions(ctx: RequestContext, request: dict) -> dict:
     pid_filters = set(request["producer_id_filters"])
     duration = request.get("duration_filter", -1) if ctx.version >= 1 else -1
     now = coordinator.clock.now_ms()
-    out = []
+    out: list[ListTransactionsResponseTransactionState] = []
     for txn_id, md in sorted(coordinator.transactions.items()):
         if state_filters and md.state.kafka_name not in state_filters:
             continue
@@ -428,12 +452,12 @@ def handle_list_transactions(ctx: RequestContext, request: dict) -> dict:
     }
 
 
-@handles(61, 0, 0)
-def handle_describe_producers(ctx: RequestContext, request: dict) -> dict:
-    topics = []
+@handles(ApiKey.DESCRIBE_PRODUCERS, 0, 0)
+def handle_describe_producers(ctx: RequestContext, request: DescribeProducersRequest) -> DescribeProducersResponse:
+    topics: list[TopicResponse] = []
     unauthorized = auth.denied(ctx, auth.READ, auth.TOPIC, (t["name"] for t in request["topics"]))
     for t in request["topics"]:
-        parts = []
+        parts: list[PartitionResponse] = []
         for index in t["partition_indexes"]:
             p = ctx.replica_manager.get_partition(t["name"], index)
             if p is None or t["name"] in unauthorized:
@@ -448,7 +472,7 @@ def handle_describe_producers(ctx: RequestContext, request: dict) -> dict:
                     }
                 )
                 continue
-            producers = [
+            producers: list[ProducerState] = [
                 {
                     "producer_id": e.producer_id,
                     "producer_epoch": e.epoch,
