@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pybroker.apis import RequestContext, auth, handles
@@ -37,6 +38,11 @@ if TYPE_CHECKING:
     from pybroker.protocol.typed.producer import (
         AddOffsetsToTxnRequest,
         AddOffsetsToTxnResponse,
+        AddPartitionsToTxnRequest,
+        AddPartitionsToTxnResponse,
+        AddPartitionsToTxnResult,
+        AddPartitionsToTxnTopic,
+        AddPartitionsToTxnTopicResult,
         EndTxnRequest,
         EndTxnResponse,
     )
@@ -50,7 +56,9 @@ def _txn(ctx: RequestContext):  # noqa: ANN202
 
 
 # -- AddPartitionsToTxn --------------------------------------------------------------------------------------
-def _topic_results(topics: list[dict], errors: dict[tuple[str, int], ErrorCode]) -> list[dict]:
+def _topic_results(
+    topics: Sequence[AddPartitionsToTxnTopic], errors: dict[tuple[str, int], ErrorCode]
+) -> list[AddPartitionsToTxnTopicResult]:
     return [
         {
             "name": t["name"],
@@ -63,7 +71,9 @@ def _topic_results(topics: list[dict], errors: dict[tuple[str, int], ErrorCode])
     ]
 
 
-async def _add_one(ctx: RequestContext, txn_id: str, pid: int, epoch: int, topics: list[dict], verify: bool):
+async def _add_one(
+    ctx: RequestContext, txn_id: str, pid: int, epoch: int, topics: Sequence[AddPartitionsToTxnTopic], verify: bool
+):
     wanted = [(t["name"], p) for t in topics for p in t["partitions"]]
     coordinator = _txn(ctx)
     if coordinator is None:
@@ -81,8 +91,10 @@ async def _add_one(ctx: RequestContext, txn_id: str, pid: int, epoch: int, topic
     return {tp: error for tp in wanted}
 
 
-@handles(24, 0, 5)
-async def handle_add_partitions_to_txn(ctx: RequestContext, request: dict) -> dict:
+@handles(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5)
+async def handle_add_partitions_to_txn(
+    ctx: RequestContext, request: AddPartitionsToTxnRequest
+) -> AddPartitionsToTxnResponse:
     if ctx.version <= 3:
         topics = request["v3_and_below_topics"]
         refused = _add_refused(ctx, request["v3_and_below_transactional_id"], topics)
@@ -104,7 +116,7 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, request: dict) -> di
             "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
             "results_by_transaction": [],
         }
-    results = []
+    results: list[AddPartitionsToTxnResult] = []
     for t in request["transactions"]:
         errors = await _add_one(
             ctx, t["transactional_id"], t["producer_id"], t["producer_epoch"], t["topics"], t["verify_only"]
@@ -115,7 +127,9 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, request: dict) -> di
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results_by_transaction": results}
 
 
-def _add_refused(ctx: RequestContext, txn_id: str, topics: list[dict]) -> dict | None:
+def _add_refused(
+    ctx: RequestContext, txn_id: str, topics: Sequence[AddPartitionsToTxnTopic]
+) -> dict[tuple[str, int], ErrorCode] | None:
     """A client's AddPartitionsToTxn (v0-3): Write on the transactional id, then Write on each
     (non-internal) topic; any refusal fails the whole request, the other partitions OPERATION_NOT_ATTEMPTED."""
     wanted = [(t["name"], p) for t in topics for p in t["partitions"]]
