@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pybroker.apis import RequestContext, auth, handles
 from pybroker.apis.groups import partition_exists
@@ -45,6 +45,11 @@ if TYPE_CHECKING:
         AddPartitionsToTxnTopicResult,
         EndTxnRequest,
         EndTxnResponse,
+        TxnOffsetCommitRequest,
+        TxnOffsetCommitResponse,
+        WritableTxnMarkerResult,
+        WriteTxnMarkersRequest,
+        WriteTxnMarkersResponse,
     )
 
 log = logging.getLogger(__name__)
@@ -206,8 +211,8 @@ async def handle_end_txn(ctx: RequestContext, request: EndTxnRequest) -> EndTxnR
 # v2 (KIP-1228) tells the leader the marker's transaction version (0 for v1): a TV2 marker carries the
 # epoch EndTxn bumped to, so the leader refuses one no newer than the producer's with
 # INVALID_PRODUCER_EPOCH (unless it is a retry of a completed transaction's; ``check_marker_epoch``).
-@handles(27, 1, 2)
-def handle_write_txn_markers(ctx: RequestContext, request: dict) -> dict:
+@handles(ApiKey.WRITE_TXN_MARKERS, 1, 2)
+def handle_write_txn_markers(ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
     # Kafka: Alter on the cluster, else ClusterAction (a broker's request); otherwise every partition refused.
     allowed = auth.authorize_cluster(ctx, auth.ALTER, log_denied=False) or auth.authorize_cluster(
         ctx, auth.CLUSTER_ACTION
@@ -218,7 +223,7 @@ def handle_write_txn_markers(ctx: RequestContext, request: dict) -> dict:
         if allowed
         else _refuse_markers
     )
-    out = []
+    out: list[WritableTxnMarkerResult] = []
     for m in request["markers"]:
         wanted = [(t["name"], p) for t in m["topics"] for p in t["partition_indexes"]]
         errors = write(
@@ -248,7 +253,9 @@ def handle_write_txn_markers(ctx: RequestContext, request: dict) -> dict:
 
 
 # -- TxnOffsetCommit -----------------------------------------------------------------------------------------
-def _commit_response(request: dict, errors: dict[tuple[str, int], ErrorCode]) -> dict[str, Any]:
+def _commit_response(
+    request: TxnOffsetCommitRequest, errors: dict[tuple[str, int], ErrorCode]
+) -> TxnOffsetCommitResponse:
     return {
         "throttle_time_ms": 0,
         "topics": [
@@ -272,8 +279,8 @@ def _commit_response(request: dict, errors: dict[tuple[str, int], ErrorCode]) ->
 TXN_OFFSET_COMMIT_ADDS_VERSION = 5
 
 
-@handles(28, 0, 5)
-async def handle_txn_offset_commit(ctx: RequestContext, request: dict) -> dict:
+@handles(ApiKey.TXN_OFFSET_COMMIT, 0, 5)
+async def handle_txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     wanted = [
         (
             t["name"],
