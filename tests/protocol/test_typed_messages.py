@@ -115,3 +115,13 @@ def test_mypy_reports_a_wrongly_typed_value(tmp_path: Path, _mypy_available: Non
     result = _mypy(tmp_path, source)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "cluster_id" in result.stdout and "int" in result.stdout, result.stdout
+
+
+def test_handlers_do_not_import_the_typed_dicts_at_run_time() -> None:
+    """The TypedDicts are for the type checker: loading every handler (and the broker) imports none."""
+    code = (
+        "import sys, pybroker.apis, pybroker.broker; pybroker.apis.load_all(); "
+        "print(sorted(m for m in sys.modules if m.startswith('pybroker.protocol.typed')))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]", result.stdout
