@@ -18,9 +18,9 @@ What is checked is what goes wrong silently at run time: an unknown key (the cod
 mode, would drop it and send the field's default) and a value of the wrong type.
 
 A struct is named as Kafka's JSON names it (``MetadataResponsePartition``). Where two messages of a
-family declare different structs of one name, each is prefixed with its message's name
-(``TopicPartitions`` of ConsumerGroupHeartbeatRequest is
-``ConsumerGroupHeartbeatRequestTopicPartitions``). Arrays are ``Sequence`` (the codec encodes lists and tuples alike);
-a field nullable in any version admits ``None``; ``records`` is ``Any`` (a memoryview when decoded,
-bytes or a storage file range when encoded).
+family declare different structs of one name, each is prefixed with its message's name (the
+``TopicPartitions`` of ConsumerGroupHeartbeatRequest is ``ConsumerGroupHeartbeatRequestTopicPartitions``).
+Arrays are ``Sequence``: the codec encodes lists and tuples alike (it decodes lists). A field nullable
+in any version admits ``None``; ``records`` is ``Any`` (a memoryview when decoded, bytes or a storage
+file range when encoded). The API keys are ``pybroker.protocol.messages.api_keys.ApiKey``.
 """
