@@ -10,10 +10,13 @@ in one atomic write per request before they are answered.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from pybroker.apis import CloseConnection, RequestContext, auth, handles
 from pybroker.apis.auth import ALTER, DESCRIBE, authorize_cluster
 from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.messages.api_keys import ApiKey
 from pybroker.security.acl import (
     AclBinding,
     AclBindingFilter,
@@ -25,20 +28,36 @@ from pybroker.security.acl import (
 )
 from pybroker.storage.errors import KafkaStorageError
 
+if TYPE_CHECKING:
+    from pybroker.protocol.typed.admin import (
+        AclCreationResult,
+        AclDescription,
+        CreateAclsRequest,
+        CreateAclsResponse,
+        DeleteAclsFilter,
+        DeleteAclsFilterResult,
+        DeleteAclsMatchingAcl,
+        DeleteAclsRequest,
+        DeleteAclsResponse,
+        DescribeAclsRequest,
+        DescribeAclsResource,
+        DescribeAclsResponse,
+    )
+
 log = logging.getLogger(__name__)
 
-DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
+DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = ApiKey.DESCRIBE_ACLS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS
 _NOT_AUTHORIZED = "Request is not authorized: it needs {} on the cluster."
 _NO_AUTHORIZER = "No Authorizer is configured."
 
 
-def _check_codes(ctx: RequestContext, items: list[dict], kind: str, rtype: str, ptype: str) -> None:
+def _check_codes(ctx: RequestContext, items: Sequence[Mapping[str, Any]], kind: str, rtype: str, ptype: str) -> None:
     for item in items:
         if 0 in (item[rtype], item[ptype], item["operation"], item["permission_type"]):
             raise CloseConnection(f"{kind} v{ctx.version} request contains UNKNOWN elements: {item}")
 
 
-def _filter(item: dict) -> AclBindingFilter:
+def _filter(item: DescribeAclsRequest | DeleteAclsFilter) -> AclBindingFilter:
     return AclBindingFilter(
         resource_type(item["resource_type_filter"]),
         item["resource_name_filter"],
@@ -50,12 +69,12 @@ def _filter(item: dict) -> AclBindingFilter:
     )
 
 
-def _describe_resources(acls: list[AclBinding]) -> list[dict]:
+def _describe_resources(acls: list[AclBinding]) -> list[DescribeAclsResource]:
     """Kafka's DescribeAclsResponse.aclsResources: the ACLs grouped by resource pattern."""
-    by_pattern: dict[tuple, list[dict]] = {}
+    by_pattern: dict[tuple, list[AclDescription]] = {}
     for acl in acls:
         entries = by_pattern.setdefault((acl.resource_type, acl.resource_name, acl.pattern_type), [])
-        entry = {
+        entry: AclDescription = {
             "principal": acl.principal,
             "host": acl.host,
             "operation": acl.operation,
@@ -70,9 +89,9 @@ def _describe_resources(acls: list[AclBinding]) -> list[dict]:
 
 
 @handles(DESCRIBE_ACLS, 1, 3)
-def handle_describe_acls(ctx: RequestContext, request: dict) -> dict:
+def handle_describe_acls(ctx: RequestContext, request: DescribeAclsRequest) -> DescribeAclsResponse:
     _check_codes(ctx, [request], "DescribeAcls", "resource_type_filter", "pattern_type_filter")
-    out = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": "", "resources": []}
+    out: DescribeAclsResponse = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": "", "resources": []}
     if not authorize_cluster(ctx, DESCRIBE):
         return {**out, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": _NOT_AUTHORIZED.format("Describe")}
     authorizer = auth.authorizer_of(ctx)
@@ -87,11 +106,11 @@ def handle_describe_acls(ctx: RequestContext, request: dict) -> dict:
 
 
 @handles(CREATE_ACLS, 1, 3)
-def handle_create_acls(ctx: RequestContext, request: dict) -> dict:
+def handle_create_acls(ctx: RequestContext, request: CreateAclsRequest) -> CreateAclsResponse:
     creations = request["creations"]
     _check_codes(ctx, creations, "CreateAcls", "resource_type", "resource_pattern_type")
 
-    def every(code: ErrorCode, message: str | None) -> dict:
+    def every(code: ErrorCode, message: str | None) -> CreateAclsResponse:
         return {
             "throttle_time_ms": 0,
             "results": [{"error_code": code, "error_message": message} for _ in creations],
@@ -120,7 +139,7 @@ def handle_create_acls(ctx: RequestContext, request: dict) -> dict:
         outcomes = authorizer.create_acls(bindings)
     except KafkaStorageError as e:
         return every(ErrorCode.KAFKA_STORAGE_ERROR, str(e))
-    results = []
+    results: list[AclCreationResult] = []
     for outcome in outcomes:
         if outcome is None:
             results.append({"error_code": ErrorCode.NONE, "error_message": ""})  # Kafka's default, not null
@@ -131,11 +150,11 @@ def handle_create_acls(ctx: RequestContext, request: dict) -> dict:
 
 
 @handles(DELETE_ACLS, 1, 3)
-def handle_delete_acls(ctx: RequestContext, request: dict) -> dict:
+def handle_delete_acls(ctx: RequestContext, request: DeleteAclsRequest) -> DeleteAclsResponse:
     filters = request["filters"]
     _check_codes(ctx, filters, "DeleteAcls", "resource_type_filter", "pattern_type_filter")
 
-    def every(code: ErrorCode, message: str) -> dict:
+    def every(code: ErrorCode, message: str) -> DeleteAclsResponse:
         return {
             "throttle_time_ms": 0,
             "filter_results": [
@@ -152,12 +171,12 @@ def handle_delete_acls(ctx: RequestContext, request: dict) -> dict:
         outcomes = authorizer.delete_acls([_filter(f) for f in filters])
     except KafkaStorageError as e:
         return every(ErrorCode.KAFKA_STORAGE_ERROR, str(e))
-    results = []
+    results: list[DeleteAclsFilterResult] = []
     for outcome in outcomes:
         if isinstance(outcome, Exception):
             results.append({"error_code": ErrorCode.INVALID_REQUEST, "error_message": str(outcome), "matching_acls": []})
             continue
-        matching = [
+        matching: list[DeleteAclsMatchingAcl] = [
             {
                 "error_code": ErrorCode.NONE,
                 "error_message": None,

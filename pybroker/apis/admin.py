@@ -6,15 +6,40 @@ at once, so the timeouts in the requests never expire.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 from pybroker import config as broker_config
 from pybroker.apis import RequestContext, auth, handles
 from pybroker.controller.limits import check_creation_limits, new_topic_records
 from pybroker.protocol.errors import ErrorCode, KafkaError
+from pybroker.protocol.messages.api_keys import ApiKey
 from pybroker.quotas.client_quotas import THROTTLING_QUOTA_EXCEEDED_MESSAGE, ControllerMutationQuota
 from pybroker.storage.errors import OffsetOutOfRangeError
 
+if TYPE_CHECKING:
+    from pybroker.protocol.typed.admin import (
+        CreatableReplicaAssignment,
+        CreatableTopic,
+        CreatableTopicResult,
+        CreatePartitionsRequest,
+        CreatePartitionsResponse,
+        CreatePartitionsTopicResult,
+        CreateTopicsRequest,
+        CreateTopicsResponse,
+        DeletableTopicResult,
+        DeleteRecordsPartitionResult,
+        DeleteRecordsRequest,
+        DeleteRecordsResponse,
+        DeleteRecordsTopicResult,
+        DeleteTopicsRequest,
+        DeleteTopicsResponse,
+    )
 
-def _replication_error(ctx: RequestContext, rf: int, assignments: list[dict]) -> KafkaError | None:
+
+def _replication_error(
+    ctx: RequestContext, rf: int, assignments: Sequence[CreatableReplicaAssignment]
+) -> KafkaError | None:
     live = set(ctx.metadata_image().brokers) or {ctx.services.node_id}
     brokers = len(live)
     if rf == -1:
@@ -52,7 +77,7 @@ def _check_mutation_quota(quota: ControllerMutationQuota) -> None:
         raise KafkaError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLING_QUOTA_EXCEEDED_MESSAGE)
 
 
-def _requested_partitions(ctx: RequestContext, topics: list[dict]) -> int:
+def _requested_partitions(ctx: RequestContext, topics: Sequence[CreatableTopic]) -> int:
     """Partitions a CreateTopics asks for, counted as Kafka's controller does before anything else
     (validateTotalNumberOfPartitions): assignments, else num_partitions, -1 meaning num.partitions."""
     total = 0
@@ -66,7 +91,7 @@ def _requested_partitions(ctx: RequestContext, topics: list[dict]) -> int:
     return total
 
 
-def _validate_new_topic(ctx: RequestContext, t: dict) -> tuple[int, dict[str, str | None]]:
+def _validate_new_topic(ctx: RequestContext, t: CreatableTopic) -> tuple[int, dict[str, str | None]]:
     """The partition count and configs of a valid CreateTopics entry; raises KafkaError otherwise."""
     err = _replication_error(ctx, t["replication_factor"], t["assignments"])
     if err is not None:
@@ -83,8 +108,8 @@ def _validate_new_topic(ctx: RequestContext, t: dict) -> tuple[int, dict[str, st
     return n, configs
 
 
-@handles(19, 2, 7)
-async def handle_create_topics(ctx: RequestContext, request: dict) -> dict:
+@handles(ApiKey.CREATE_TOPICS, 2, 7)
+async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
     b = ctx.services
     validate_only = request.get("validate_only", False)
     # Every entry is validated first: like Kafka's controller, the request as a whole is refused
@@ -125,10 +150,10 @@ async def handle_create_topics(ctx: RequestContext, request: dict) -> dict:
     except KafkaError as e:
         refusal = e
     quota = _mutation_quota(ctx, 6)
-    results = []
+    results: list[CreatableTopicResult] = []
     for t, check in zip(request["topics"], checked, strict=True):
         name = t["name"]
-        out = {
+        out: CreatableTopicResult = {
             "name": name,
             "error_code": ErrorCode.NONE,
             "error_message": None,
@@ -181,13 +206,13 @@ async def handle_create_topics(ctx: RequestContext, request: dict) -> dict:
                     )
                 ]
         except KafkaError as e:
-            out.update(error_code=e.code, error_message=e.message)
+            out.update({"error_code": e.code, "error_message": e.message})
         results.append(out)
     return {"throttle_time_ms": quota.throttle_ms, "topics": auth.unauthorized_last(results, unauthorized, "name")}
 
 
-@handles(20, 1, 6)
-async def handle_delete_topics(ctx: RequestContext, request: dict) -> dict:
+@handles(ApiKey.DELETE_TOPICS, 1, 6)
+async def handle_delete_topics(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
     b = ctx.services
     if ctx.version >= 6:
         wanted = [(t.get("name"), t.get("topic_id")) for t in request["topics"]]
@@ -197,26 +222,28 @@ async def handle_delete_topics(ctx: RequestContext, request: dict) -> dict:
     # Kafka's controller: Delete on the cluster, else Delete (and Describe, to learn a name) per topic.
     all_allowed = auth.authorize_cluster(ctx, auth.DELETE, log_denied=False)
     first = ctx.metadata_image()
-    named = [n if n is not None else getattr(first.topics_by_id.get(t), "name", None) for n, t in wanted]
+    named = [
+        n if n is not None or t is None else getattr(first.topics_by_id.get(t), "name", None) for n, t in wanted
+    ]
     undescribable = frozenset() if all_allowed else auth.denied(ctx, auth.DESCRIBE, auth.TOPIC, named)
     undeletable = frozenset() if all_allowed else auth.denied(ctx, auth.DELETE, auth.TOPIC, named)
-    responses = []
+    responses: list[DeletableTopicResult] = []
     for name, tid in wanted:
-        out: dict = {"name": name, "error_code": ErrorCode.NONE, "error_message": None}
+        out: DeletableTopicResult = {"name": name, "error_code": ErrorCode.NONE, "error_message": None}
         by_id = None  # the id the request named the topic by, checked again when its turn comes
         image = ctx.metadata_image()  # as of this topic's turn: earlier deletions are in it
         if name is None and tid is not None:
             rec = image.topics_by_id.get(tid)
             if rec is None:
                 out.update(
-                    topic_id=tid, error_code=ErrorCode.UNKNOWN_TOPIC_ID, error_message="unknown topic id"
+                    {"topic_id": tid, "error_code": ErrorCode.UNKNOWN_TOPIC_ID, "error_message": "unknown topic id"}
                 )
                 responses.append(out)
                 continue
             if rec.name in undeletable:
                 # The name only to a principal that may describe the topic.
                 shown = None if rec.name in undescribable else rec.name
-                out.update(name=shown, topic_id=tid, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                out.update({"name": shown, "topic_id": tid, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED})
                 responses.append(out)
                 continue
             name = rec.name
@@ -226,6 +253,7 @@ async def handle_delete_topics(ctx: RequestContext, request: dict) -> dict:
             out["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             responses.append(out)
             continue
+        assert name is not None  # v6 decodes every topic's id: a topic without a name took the branch above
         rec = image.topic(name)
         if rec is not None:
             out["topic_id"] = rec.topic_id
@@ -235,19 +263,19 @@ async def handle_delete_topics(ctx: RequestContext, request: dict) -> dict:
             if rec is not None:
                 quota.record(rec.num_partitions)
         except KafkaError as e:
-            out.update(error_code=e.code, error_message=e.message)
+            out.update({"error_code": e.code, "error_message": e.message})
         responses.append(out)
     return {"throttle_time_ms": quota.throttle_ms, "responses": responses}
 
 
-@handles(37, 0, 3)
-async def handle_create_partitions(ctx: RequestContext, request: dict) -> dict:
+@handles(ApiKey.CREATE_PARTITIONS, 0, 3)
+async def handle_create_partitions(ctx: RequestContext, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
     b = ctx.services
     quota = _mutation_quota(ctx, 3)
-    results = []
+    results: list[CreatePartitionsTopicResult] = []
     unauthorized = auth.denied(ctx, auth.ALTER, auth.TOPIC, (t["name"] for t in request["topics"]))
     for t in request["topics"]:
-        out = {"name": t["name"], "error_code": ErrorCode.NONE, "error_message": None}
+        out: CreatePartitionsTopicResult = {"name": t["name"], "error_code": ErrorCode.NONE, "error_message": None}
         if t["name"] in unauthorized:
             out["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             results.append(out)
@@ -274,21 +302,21 @@ async def handle_create_partitions(ctx: RequestContext, request: dict) -> dict:
             if not request.get("validate_only", False):
                 quota.record(max(t["count"] - old_count, 0))
         except KafkaError as e:
-            out.update(error_code=e.code, error_message=e.message)
+            out.update({"error_code": e.code, "error_message": e.message})
         results.append(out)
     return {"throttle_time_ms": quota.throttle_ms, "results": auth.unauthorized_last(results, unauthorized, "name")}
 
 
-@handles(21, 0, 2)
-def handle_delete_records(ctx: RequestContext, request: dict) -> dict:
+@handles(ApiKey.DELETE_RECORDS, 0, 2)
+def handle_delete_records(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRecordsResponse:
     rm = ctx.replica_manager
     unauthorized = auth.denied(ctx, auth.DELETE, auth.TOPIC, (t["name"] for t in request["topics"]))
-    topics = []
+    topics: list[DeleteRecordsTopicResult] = []
     for t in request["topics"]:
-        parts = []
+        parts: list[DeleteRecordsPartitionResult] = []
         for rp in t["partitions"]:
             idx = rp["partition_index"]
-            out = {"partition_index": idx, "low_watermark": -1, "error_code": ErrorCode.NONE}
+            out: DeleteRecordsPartitionResult = {"partition_index": idx, "low_watermark": -1, "error_code": ErrorCode.NONE}
             try:
                 if t["name"] in unauthorized:
                     raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)

@@ -3,9 +3,20 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from pybroker.apis import REGISTRY, RequestContext, handles
 from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.messages.api_keys import ApiKey
+
+if TYPE_CHECKING:
+    from pybroker.protocol.typed.api_versions import (
+        ApiVersion,
+        ApiVersionsRequest,
+        ApiVersionsResponse,
+        FinalizedFeatureKey,
+        SupportedFeatureKey,
+    )
 
 # KIP-511: Apache brokers validate the client's self-description with this pattern.
 _SOFTWARE_RE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
@@ -14,10 +25,10 @@ _SOFTWARE_RE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 # KIP-714's APIs.  Kafka advertises them only when a telemetry receiver is configured (a metrics
 # reporter implementing ClientTelemetry); pybroker's receiver is the metrics endpoint, so they are
 # advertised only with metrics.listener set.  They are answered either way, as Kafka answers them.
-TELEMETRY_API_KEYS = frozenset({71, 72})
+TELEMETRY_API_KEYS = frozenset({ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, ApiKey.PUSH_TELEMETRY})
 
 
-def advertised_api_keys(telemetry_receiver: bool = True) -> list[dict]:
+def advertised_api_keys(telemetry_receiver: bool = True) -> list[ApiVersion]:
     return [
         {
             "api_key": h.api_key,
@@ -29,15 +40,15 @@ def advertised_api_keys(telemetry_receiver: bool = True) -> list[dict]:
     ]
 
 TRANSACTION_VERSION = 2
-SUPPORTED_FEATURES = [{"name": "transaction.version", "min_version": 0, "max_version": TRANSACTION_VERSION}]
-FINALIZED_FEATURES = [
+SUPPORTED_FEATURES: list[SupportedFeatureKey] = [{"name": "transaction.version", "min_version": 0, "max_version": TRANSACTION_VERSION}]
+FINALIZED_FEATURES: list[FinalizedFeatureKey] = [
     {"name": "transaction.version", "min_version_level": TRANSACTION_VERSION, "max_version_level": TRANSACTION_VERSION}
 ]
 FINALIZED_FEATURES_EPOCH = 1
 
 
-@handles(18, 0, 4)
-def handle_api_versions(ctx: RequestContext, request: dict) -> dict:
+@handles(ApiKey.API_VERSIONS, 0, 4)
+def handle_api_versions(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse:
     if ctx.version >= 3:
         name = request.get("client_software_name", "")
         version = request.get("client_software_version", "")

@@ -6,7 +6,8 @@ authorized-operations bitfields report every supported operation, as Kafka does.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeVar
 
 from pybroker.apis import RequestContext
 from pybroker.protocol.errors import DEFAULT_MESSAGES, ErrorCode
@@ -97,7 +98,10 @@ def authorized_operations(ctx: RequestContext, rtype: ResourceType, name: str) -
     return authorizer.authorized_operations(str(ctx.principal), ctx.client_host, rtype, name)
 
 
-def unauthorized_last(entries: list[dict], unauthorized: frozenset[str], key: str) -> list[dict]:
+_Entry = TypeVar("_Entry", bound=Mapping[str, Any])  # a response entry: dict or TypedDict
+
+
+def unauthorized_last(entries: list[_Entry], unauthorized: frozenset[str], key: str) -> list[_Entry]:
     """Kafka answers the authorized entries first, then the refused ones (``responses ++ unauthorized``)."""
     if not unauthorized:
         return entries

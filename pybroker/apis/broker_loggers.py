@@ -9,6 +9,7 @@ changes are not persisted: a restart returns to the levels of the command line.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 
 from pybroker.protocol.errors import ErrorCode
 from pybroker.topic_config import ConfigEntry, ConfigSource, ConfigType
@@ -58,7 +59,7 @@ def exists(name: str) -> bool:
     return name == ROOT_LOGGER or isinstance(logging.root.manager.loggerDict.get(name), logging.Logger)
 
 
-def describe(keys: list[str] | None) -> list[ConfigEntry]:
+def describe(keys: Iterable[str] | None) -> list[ConfigEntry]:
     names = logger_names() if keys is None else [k for k in keys if exists(k)]
     return [
         ConfigEntry(

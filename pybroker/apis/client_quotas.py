@@ -3,15 +3,29 @@ metadata store, validated as Kafka's ClientQuotaControlManager does, applied to 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 from pybroker.apis import RequestContext, auth, handles
 from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.messages.api_keys import ApiKey
 from pybroker.quotas.client_quotas import IP, QuotaError, describe, validate_entity, validate_op
 from pybroker.security.acl import AclOperation
 from pybroker.storage.errors import KafkaStorageError
 
+if TYPE_CHECKING:
+    from pybroker.protocol.typed.admin import (
+        AlterClientQuotasRequest,
+        AlterClientQuotasResponse,
+        AlterClientQuotasResponseEntryData,
+        DescribeClientQuotasRequest,
+        DescribeClientQuotasResponse,
+        EntityData,
+    )
 
-@handles(48, 0, 1)
-def describe_client_quotas(ctx: RequestContext, req: dict) -> dict:
+
+@handles(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1)
+def describe_client_quotas(ctx: RequestContext, req: DescribeClientQuotasRequest) -> DescribeClientQuotasResponse:
     if not auth.authorize_cluster(ctx, AclOperation.DESCRIBE_CONFIGS):  # Kafka: DescribeConfigs on the cluster
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                 "error_message": None, "entries": None}
@@ -35,10 +49,10 @@ def describe_client_quotas(ctx: RequestContext, req: dict) -> dict:
     }
 
 
-@handles(49, 0, 1)
-def alter_client_quotas(ctx: RequestContext, req: dict) -> dict:
+@handles(ApiKey.ALTER_CLIENT_QUOTAS, 0, 1)
+def alter_client_quotas(ctx: RequestContext, req: AlterClientQuotasRequest) -> AlterClientQuotasResponse:
     # One result per entity, as Kafka answers from a map keyed by entity (the last alteration's error).
-    results: dict = {}
+    results: dict[tuple, AlterClientQuotasResponseEntryData] = {}
     changes: dict = {}
     if not auth.authorize_cluster(ctx, AclOperation.ALTER_CONFIGS):  # Kafka: AlterConfigs on the cluster
         return {
@@ -77,5 +91,5 @@ def alter_client_quotas(ctx: RequestContext, req: dict) -> dict:
     return {"throttle_time_ms": 0, "entries": list(results.values())}
 
 
-def _result(error: int, message: str | None, entity: list[dict]) -> dict:
+def _result(error: int, message: str | None, entity: Sequence[EntityData]) -> AlterClientQuotasResponseEntryData:
     return {"error_code": error, "error_message": message, "entity": entity}

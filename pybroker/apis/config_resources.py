@@ -10,21 +10,33 @@ yet, so GROUP lists none.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pybroker.apis import RequestContext, handles
 from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.messages.api_keys import ApiKey
+
+if TYPE_CHECKING:
+    from pybroker.protocol.typed.admin import (
+        ConfigResource,
+        ListConfigResourcesRequest,
+        ListConfigResourcesResponse,
+    )
 
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 SUPPORTED = (TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP)
 
 
-@handles(74, 0, 1)
-def handle_list_config_resources(ctx: RequestContext, request: dict) -> dict:
+@handles(ApiKey.LIST_CONFIG_RESOURCES, 0, 1)
+def handle_list_config_resources(
+    ctx: RequestContext, request: ListConfigResourcesRequest
+) -> ListConfigResourcesResponse:
     wanted = request.get("resource_types", []) if ctx.version >= 1 else [CLIENT_METRICS]
     if any(t not in SUPPORTED for t in wanted):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.UNSUPPORTED_VERSION, "config_resources": []}
     types = set(wanted or SUPPORTED)
     image = ctx.metadata_image()
-    resources: list[dict] = []
+    resources: list[ConfigResource] = []
     if TOPIC in types:
         resources += [{"resource_name": n, "resource_type": TOPIC} for n in image.topics_by_name]
     for rtype in (BROKER, BROKER_LOGGER):

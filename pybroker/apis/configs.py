@@ -3,11 +3,26 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from pybroker import config as broker_config
 from pybroker.apis import RequestContext, auth, broker_loggers, handles, telemetry
 from pybroker.protocol.errors import DEFAULT_MESSAGES, ErrorCode, KafkaError
+from pybroker.protocol.messages.api_keys import ApiKey
+
+if TYPE_CHECKING:
+    from pybroker.protocol.typed.admin import (
+        AlterConfigsRequest,
+        AlterConfigsResourceResponse,
+        AlterConfigsResponse,
+        DescribeConfigsRequest,
+        DescribeConfigsResourceResult,
+        DescribeConfigsResponse,
+        DescribeConfigsResult,
+        IncrementalAlterConfigsRequest,
+        IncrementalAlterConfigsResponse,
+    )
 
 log = logging.getLogger(__name__)
 
@@ -19,8 +34,8 @@ CLIENT_METRICS = telemetry.CLIENT_METRICS
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
-def _entry(e, version: int, include_synonyms: bool, include_docs: bool) -> dict:
-    entry = {
+def _entry(e, version: int, include_synonyms: bool, include_docs: bool) -> DescribeConfigsResourceResult:
+    entry: DescribeConfigsResourceResult = {
         "name": e.name,
         "value": e.value,
         "read_only": e.read_only,
@@ -64,16 +79,16 @@ def _is_int(text: str) -> bool:
     return True
 
 
-@handles(32, 1, 4)
-def handle_describe_configs(ctx: RequestContext, request: dict) -> dict:
+@handles(ApiKey.DESCRIBE_CONFIGS, 1, 4)
+def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
     b = ctx.services
     include_synonyms = request.get("include_synonyms", False)
     include_docs = request.get("include_documentation", False)
-    results = []
-    refused = []  # Kafka answers the resources it refused after the others
+    results: list[DescribeConfigsResult] = []
+    refused: list[DescribeConfigsResult] = []  # Kafka answers the resources it refused after the others
     for r in request["resources"]:
         rtype, rname, keys = r["resource_type"], r["resource_name"], r["configuration_keys"]
-        out = {
+        out: DescribeConfigsResult = {
             "error_code": ErrorCode.NONE,
             "error_message": None,
             "resource_type": rtype,
@@ -82,15 +97,17 @@ def handle_describe_configs(ctx: RequestContext, request: dict) -> dict:
         }
         denial = _config_denial(ctx, auth.DESCRIBE_CONFIGS, rtype, rname)
         if denial is not None:
-            out.update(error_code=denial, error_message=DEFAULT_MESSAGES[denial])
+            out.update({"error_code": denial, "error_message": DEFAULT_MESSAGES[denial]})
             refused.append(out)
             continue
         if rtype == TOPIC:
             rec = ctx.metadata_image().topic(rname)
             if rec is None:
                 out.update(
-                    error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                    error_message=f"Topic '{rname}' does not exist.",
+                    {
+                        "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        "error_message": f"Topic '{rname}' does not exist.",
+                    }
                 )
                 results.append(out)
                 continue
@@ -120,7 +137,7 @@ def handle_describe_configs(ctx: RequestContext, request: dict) -> dict:
                 else _alter_node_name_error(ctx, rname, allow_default=False)
             )
             if error is not None:
-                out.update(error_code=ErrorCode.INVALID_REQUEST, error_message=error)
+                out.update({"error_code": ErrorCode.INVALID_REQUEST, "error_message": error})
                 results.append(out)
                 continue
             if rtype == BROKER_LOGGER:
@@ -131,8 +148,10 @@ def handle_describe_configs(ctx: RequestContext, request: dict) -> dict:
                 entries = broker_config.describe_broker_config(b.config)
         else:
             out.update(
-                error_code=ErrorCode.INVALID_REQUEST,
-                error_message=f"Unsupported resource type {rtype} or unknown resource '{rname}'",
+                {
+                    "error_code": ErrorCode.INVALID_REQUEST,
+                    "error_message": f"Unsupported resource type {rtype} or unknown resource '{rname}'",
+                }
             )
             results.append(out)
             continue
@@ -171,10 +190,12 @@ async def _apply_topic_configs(
     return ErrorCode.NONE, None
 
 
-async def _alter(ctx: RequestContext, request: dict, incremental: bool) -> dict:
+async def _alter(ctx: RequestContext, request: Mapping[str, Any], incremental: bool) -> AlterConfigsResponse:
+    """AlterConfigs and IncrementalAlterConfigs (whose config entries add ``config_operation``): the
+    request is read as a plain mapping; both answers have the same shape."""
     b = ctx.services
     validate_only = request.get("validate_only", False)
-    responses = []
+    responses: list[AlterConfigsResourceResponse] = []
     for r in request["resources"]:
         rtype, rname = r["resource_type"], r["resource_name"]
         code, message = ErrorCode.NONE, None
@@ -359,11 +380,13 @@ def _apply_op(configs: dict[str, str], c: dict, incremental: bool, broker) -> No
         raise ValueError(f"unknown config operation {op}")
 
 
-@handles(33, 0, 2)
-def handle_alter_configs(ctx: RequestContext, request: dict) -> Awaitable[dict]:
+@handles(ApiKey.ALTER_CONFIGS, 0, 2)
+def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest) -> Awaitable[AlterConfigsResponse]:
     return _alter(ctx, request, incremental=False)
 
 
-@handles(44, 0, 1)
-def handle_incremental_alter_configs(ctx: RequestContext, request: dict) -> Awaitable[dict]:
+@handles(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1)
+def handle_incremental_alter_configs(
+    ctx: RequestContext, request: IncrementalAlterConfigsRequest
+) -> Awaitable[IncrementalAlterConfigsResponse]:
     return _alter(ctx, request, incremental=True)

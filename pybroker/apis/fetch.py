@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable
+from typing import TYPE_CHECKING
 
 from pybroker.apis import RequestContext, auth, handles
 from pybroker.apis.fetch_session import (
@@ -22,14 +23,23 @@ from pybroker.apis.fetch_session import (
     SessionError,
 )
 from pybroker.protocol.errors import ErrorCode, KafkaError
+from pybroker.protocol.messages.api_keys import ApiKey
 from pybroker.replication.replica_manager import EMPTY, FetchPartitionStatus
+
+if TYPE_CHECKING:
+    from pybroker.protocol.typed.fetch import (
+        FetchableTopicResponse,
+        FetchRequest,
+        FetchResponse,
+        FetchResponsePartitionData,
+    )
 
 log = logging.getLogger(__name__)
 
 READ_COMMITTED = 1
 
 
-def _partition_resp(index: int, code: ErrorCode = ErrorCode.NONE) -> dict:
+def _partition_resp(index: int, code: ErrorCode = ErrorCode.NONE) -> FetchResponsePartitionData:
     return {
         "partition_index": index,
         "error_code": code,
@@ -42,12 +52,11 @@ def _partition_resp(index: int, code: ErrorCode = ErrorCode.NONE) -> dict:
     }
 
 
-def _requested(request: dict, by_id: bool) -> tuple[list[FetchItem], list[PartitionKey]]:
+def _requested(request: FetchRequest, by_id: bool) -> tuple[list[FetchItem], list[PartitionKey]]:
     """The partitions this request names, and those it asks its session to forget."""
-    field = "topic_id" if by_id else "topic"
     items = [
         FetchItem(
-            (t[field], fp["partition"]),
+            (t["topic_id"] if by_id else t["topic"], fp["partition"]),
             fp["fetch_offset"],
             fp["partition_max_bytes"],
             fp.get("current_leader_epoch", -1),
@@ -55,17 +64,21 @@ def _requested(request: dict, by_id: bool) -> tuple[list[FetchItem], list[Partit
         for t in request["topics"]
         for fp in t["partitions"]
     ]
-    forgotten = [(t[field], i) for t in request.get("forgotten_topics_data") or () for i in t["partitions"]]
+    forgotten = [
+        (t["topic_id"] if by_id else t["topic"], i)
+        for t in request.get("forgotten_topics_data") or ()
+        for i in t["partitions"]
+    ]
     return items, forgotten
 
 
 def _resolve(
     ctx: RequestContext, items: list[FetchItem], by_id: bool, follower: bool = False
-) -> tuple[list[dict], list[FetchPartitionStatus]]:
+) -> tuple[list[FetchResponsePartitionData], list[FetchPartitionStatus]]:
     """A response entry per item (errors for unknown or unauthorized partitions) and the partitions to read."""
     rm = ctx.replica_manager
     image = ctx.metadata_image() if by_id else None
-    entries: list[dict] = []
+    entries: list[FetchResponsePartitionData] = []
     wanted: list[FetchPartitionStatus] = []
     missing = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     names: list[str | None] = []
@@ -101,28 +114,37 @@ def _resolve(
     return entries, wanted
 
 
-def _result(resp: dict) -> PartitionResult:
+def _result(resp: FetchResponsePartitionData) -> PartitionResult:
     records = resp["records"]
     size = records.size if hasattr(records, "size") else len(records)
     return PartitionResult(resp["error_code"], resp["high_watermark"], resp["log_start_offset"], size)
 
 
-def _topics_out(items: list[FetchItem], entries: list[dict], include: list[bool], by_id: bool) -> list[dict]:
+def _topics_out(
+    items: list[FetchItem], entries: list[FetchResponsePartitionData], include: list[bool], by_id: bool
+) -> list[FetchableTopicResponse]:
     """Included entries grouped by topic; a topic met again after another gets a second entry,
     as Kafka's FetchResponse does when a session's order interleaves topics."""
-    field = "topic_id" if by_id else "topic"
-    topics: list[dict] = []
+    topics: list[FetchableTopicResponse] = []
+    last = None
+    partitions: list[FetchResponsePartitionData] = []
     for item, entry, keep in zip(items, entries, include, strict=True):
         if not keep:
             continue
         topic = item.key[0]
-        if not topics or topics[-1][field] != topic:
-            topics.append({field: topic, "partitions": []})
-        topics[-1]["partitions"].append(entry)
+        if not topics or last != topic:
+            last, partitions = topic, []
+            if by_id:
+                assert not isinstance(topic, str)
+                topics.append({"topic_id": topic, "partitions": partitions})
+            else:
+                assert isinstance(topic, str)
+                topics.append({"topic": topic, "partitions": partitions})
+        partitions.append(entry)
     return topics
 
 
-def _respond(fctx: FetchContext, entries: list[dict], by_id: bool) -> dict:
+def _respond(fctx: FetchContext, entries: list[FetchResponsePartitionData], by_id: bool) -> FetchResponse:
     try:
         session_id, include = fctx.finish([_result(e) for e in entries])
     except SessionError as e:
@@ -135,15 +157,15 @@ def _respond(fctx: FetchContext, entries: list[dict], by_id: bool) -> dict:
     }
 
 
-def _session_error(e: SessionError) -> dict:
+def _session_error(e: SessionError) -> FetchResponse:
     log.debug("fetch session error: %s", e)
     return {"throttle_time_ms": 0, "error_code": e.code, "session_id": 0, "responses": []}
 
 
 # v17 (KIP-853) and v18 (KIP-1166: a follower's high watermark, tagged) change nothing a consumer
 # sends or reads; the response is the same from v16.
-@handles(1, 4, 18)
-def handle_fetch(ctx: RequestContext, request: dict):
+@handles(ApiKey.FETCH, 4, 18)
+def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchResponse | Awaitable[FetchResponse]:
     replica_id = (
         request["replica_state"]["replica_id"] if ctx.version >= 15 else request.get("replica_id", -1)
     )
@@ -185,10 +207,10 @@ async def _respond_after(
     ctx: RequestContext,
     waiting: Awaitable[None],
     fctx: FetchContext,
-    entries: list[dict],
+    entries: list[FetchResponsePartitionData],
     by_id: bool,
     wanted: list[FetchPartitionStatus],
-) -> dict:
+) -> FetchResponse:
     await waiting  # the long poll: the entries are filled when it ends
     _count_bytes_out(ctx.metrics, wanted)
     return _respond(fctx, entries, by_id)

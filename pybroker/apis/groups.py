@@ -11,31 +11,64 @@ from __future__ import annotations
 import functools
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pybroker.apis import RequestContext, auth, handles
 from pybroker.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
 from pybroker.coordinator.offsets_topic import partition_for
 from pybroker.coordinator.transaction.service import TOPIC as TRANSACTION_TOPIC
 from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.messages.api_keys import ApiKey
 
 if TYPE_CHECKING:
     from pybroker.coordinator.coordinator import GroupCoordinator
+    from pybroker.protocol.typed.groups import (
+        Coordinator,
+        DeletableGroupResult,
+        DeleteGroupsRequest,
+        DeleteGroupsResponse,
+        DescribeGroupsRequest,
+        DescribeGroupsResponse,
+        DescribeGroupsResponseDescribedGroup,
+        FindCoordinatorRequest,
+        FindCoordinatorResponse,
+        HeartbeatRequest,
+        HeartbeatResponse,
+        JoinGroupRequest,
+        LeaveGroupRequest,
+        LeaveGroupResponse,
+        ListGroupsRequest,
+        ListGroupsResponse,
+        OffsetCommitRequest,
+        OffsetCommitRequestTopic,
+        OffsetCommitResponse,
+        OffsetCommitResponseTopic,
+        OffsetDeleteRequest,
+        OffsetDeleteResponse,
+        OffsetDeleteResponseTopic,
+        OffsetFetchRequest,
+        OffsetFetchRequestTopic,
+        OffsetFetchRequestTopics,
+        OffsetFetchResponse,
+        OffsetFetchResponseGroup,
+        SyncGroupRequest,
+    )
 
 log = logging.getLogger(__name__)
 
-FIND_COORDINATOR = 10
-JOIN_GROUP = 11
-HEARTBEAT = 12
-LEAVE_GROUP = 13
-SYNC_GROUP = 14
-DESCRIBE_GROUPS = 15
-LIST_GROUPS = 16
-OFFSET_COMMIT = 8
-OFFSET_FETCH = 9
-DELETE_GROUPS = 42
-OFFSET_DELETE = 47
+FIND_COORDINATOR = ApiKey.FIND_COORDINATOR
+JOIN_GROUP = ApiKey.JOIN_GROUP
+HEARTBEAT = ApiKey.HEARTBEAT
+LEAVE_GROUP = ApiKey.LEAVE_GROUP
+SYNC_GROUP = ApiKey.SYNC_GROUP
+DESCRIBE_GROUPS = ApiKey.DESCRIBE_GROUPS
+LIST_GROUPS = ApiKey.LIST_GROUPS
+OFFSET_COMMIT = ApiKey.OFFSET_COMMIT
+OFFSET_FETCH = ApiKey.OFFSET_FETCH
+DELETE_GROUPS = ApiKey.DELETE_GROUPS
+OFFSET_DELETE = ApiKey.OFFSET_DELETE
+_Response = TypeVar("_Response")
 
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
@@ -82,7 +115,7 @@ def _coordinator_partition_leader(ctx: RequestContext, topic_name: str, key: str
     return -1 if registration is None else registration.leader
 
 
-def _find_one(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
+def _find_one(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
     b = ctx.services
     # Kafka: Describe on the group, or on the transactional id, before anything else.
     refused = None
@@ -131,7 +164,7 @@ def _find_one(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
 
 
 @handles(FIND_COORDINATOR, 0, 6)
-def handle_find_coordinator(ctx: RequestContext, request: dict) -> dict:
+def handle_find_coordinator(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
     key_type = request.get("key_type", KEY_TYPE_GROUP)
     if ctx.version >= 4:
         return {
@@ -139,12 +172,18 @@ def handle_find_coordinator(ctx: RequestContext, request: dict) -> dict:
             "coordinators": [_find_one(ctx, key, key_type) for key in request["coordinator_keys"]],
         }
     one = _find_one(ctx, request["key"], key_type)
-    one.pop("key")
-    if one["error_code"] in (ErrorCode.GROUP_AUTHORIZATION_FAILED, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED):
-        one["error_message"] = auth.default_message(one["error_code"])
-    if ctx.version == 0:
-        one.pop("error_message")
-    return {"throttle_time_ms": 0, **one}
+    out: FindCoordinatorResponse = {
+        "throttle_time_ms": 0,
+        "error_code": one["error_code"],
+        "node_id": one["node_id"],
+        "host": one["host"],
+        "port": one["port"],
+    }
+    if ctx.version >= 1:  # v0 has no error message
+        out["error_message"] = one["error_message"]
+        if one["error_code"] in (ErrorCode.GROUP_AUTHORIZATION_FAILED, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED):
+            out["error_message"] = auth.default_message(ErrorCode(one["error_code"]))
+    return out
 
 
 # -- JoinGroup / SyncGroup / Heartbeat / LeaveGroup --------------------------------------------------
@@ -163,7 +202,7 @@ async def _held(fut: Awaitable[dict[str, Any]], shape) -> dict[str, Any]:  # noq
 
 
 @handles(JOIN_GROUP, 0, 9)
-def handle_join_group(ctx: RequestContext, request: dict):  # noqa: ANN201
+def handle_join_group(ctx: RequestContext, request: JoinGroupRequest):  # noqa: ANN201
     coordinator = _coordinator(ctx, request["group_id"])
     version = ctx.version
     denied = not auth.authorize(ctx, auth.READ, auth.GROUP, request["group_id"])
@@ -211,7 +250,7 @@ def _sync_response(version: int, result: dict[str, Any]) -> dict[str, Any]:
 
 
 @handles(SYNC_GROUP, 0, 5)
-def handle_sync_group(ctx: RequestContext, request: dict):  # noqa: ANN201
+def handle_sync_group(ctx: RequestContext, request: SyncGroupRequest):  # noqa: ANN201
     coordinator = _coordinator(ctx, request["group_id"])
     version = ctx.version
     denied = not auth.authorize(ctx, auth.READ, auth.GROUP, request["group_id"])
@@ -240,7 +279,7 @@ def handle_sync_group(ctx: RequestContext, request: dict):  # noqa: ANN201
 
 
 @handles(HEARTBEAT, 0, 4)
-def handle_heartbeat(ctx: RequestContext, request: dict) -> dict:
+def handle_heartbeat(ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse:
     coordinator = _coordinator(ctx, request["group_id"])
     if not auth.authorize(ctx, auth.READ, auth.GROUP, request["group_id"]):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
@@ -256,7 +295,7 @@ def handle_heartbeat(ctx: RequestContext, request: dict) -> dict:
 
 
 @handles(LEAVE_GROUP, 0, 5)
-def handle_leave_group(ctx: RequestContext, request: dict) -> dict:
+def handle_leave_group(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupResponse:
     coordinator = _coordinator(ctx, request["group_id"])
     version = ctx.version
     if version >= 3:
@@ -291,11 +330,11 @@ def _not_found(described: dict) -> bool:
 
 
 @handles(DESCRIBE_GROUPS, 0, 6)
-def handle_describe_groups(ctx: RequestContext, request: dict) -> dict:
+def handle_describe_groups(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
     coordinator = _coordinator(ctx)
     include_ops = ctx.version >= 3 and request.get("include_authorized_operations", False)
-    groups = []
-    refused = []  # Kafka answers the groups it refused first
+    groups: list[Any] = []  # the coordinator describes a group as a plain dict
+    refused: list[DescribeGroupsResponseDescribedGroup] = []  # Kafka answers the groups it refused first
     for group_id in request["groups"]:
         if not auth.authorize(ctx, auth.DESCRIBE, auth.GROUP, group_id):
             refused.append(
@@ -340,13 +379,15 @@ def handle_describe_groups(ctx: RequestContext, request: dict) -> dict:
 
 
 @handles(LIST_GROUPS, 0, 5)
-def handle_list_groups(ctx: RequestContext, request: dict) -> dict:
+def handle_list_groups(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsResponse:
     coordinator = _coordinator(ctx)
     if coordinator is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "groups": []}
-    states = request.get("states_filter") if ctx.version >= 4 else None
-    types = request.get("types_filter") if ctx.version >= 5 else None
-    groups = coordinator.list_groups(states, types)
+    states_filter = request.get("states_filter") if ctx.version >= 4 else None
+    types_filter = request.get("types_filter") if ctx.version >= 5 else None
+    states = None if states_filter is None else list(states_filter)
+    types = None if types_filter is None else list(types_filter)
+    groups: list[Any] = coordinator.list_groups(states, types)  # ListedGroup-shaped plain dicts
     share_groups = ctx.services.share_groups
     if share_groups is not None:
         groups += share_groups.list_entries(states, types)
@@ -358,30 +399,33 @@ def handle_list_groups(ctx: RequestContext, request: dict) -> dict:
 
 
 @handles(DELETE_GROUPS, 0, 2)
-def handle_delete_groups(ctx: RequestContext, request: dict):  # noqa: ANN201
+def handle_delete_groups(
+    ctx: RequestContext, request: DeleteGroupsRequest
+) -> DeleteGroupsResponse | Awaitable[DeleteGroupsResponse]:
     coordinator = _coordinator(ctx)
     names = list(dict.fromkeys(request["groups_names"]))
     unauthorized = auth.denied(ctx, auth.DELETE, auth.GROUP, names)
-    refused = [{"group_id": g, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED} for g in names if g in unauthorized]
+    refused: list[DeletableGroupResult] = [
+        {"group_id": g, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED} for g in names if g in unauthorized
+    ]
     allowed = [g for g in request["groups_names"] if g not in unauthorized]
     if coordinator is None:
-        return {
-            "throttle_time_ms": 0,
-            "results": [{"group_id": g, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE} for g in allowed]
-            + refused,
-        }
+        unavailable: list[DeletableGroupResult] = [
+            {"group_id": g, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE} for g in allowed
+        ]
+        return {"throttle_time_ms": 0, "results": unavailable + refused}
     # In a cluster, groups coordinated by another broker: NOT_COORDINATOR, as Kafka answers them.
     here = [g for g in allowed if coordinator.is_coordinator_for(g)]
-    elsewhere = [{"group_id": g, "error_code": ErrorCode.NOT_COORDINATOR} for g in allowed if g not in here]
+    elsewhere: list[DeletableGroupResult] = [
+        {"group_id": g, "error_code": ErrorCode.NOT_COORDINATOR} for g in allowed if g not in here
+    ]
     results, wait = coordinator.delete_groups(here) if here else ([], None)
-    response = {
-        "throttle_time_ms": 0,
-        "results": [{"group_id": g, "error_code": e} for g, e in results] + elsewhere + refused,
-    }
+    deleted: list[DeletableGroupResult] = [{"group_id": g, "error_code": e} for g, e in results]
+    response: DeleteGroupsResponse = {"throttle_time_ms": 0, "results": deleted + elsewhere + refused}
     return response if wait is None else _after(wait, response)
 
 
-async def _after(wait: Awaitable[None], response: dict[str, Any]) -> dict[str, Any]:
+async def _after(wait: Awaitable[None], response: _Response) -> _Response:
     await wait
     return response
 
@@ -391,7 +435,9 @@ TOPIC_IDS_VERSION = 10  # OffsetCommit and OffsetFetch v10 (KIP-848) name topics
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def _name_topics_by_id(ctx: RequestContext, topics: list[dict]) -> None:
+def _name_topics_by_id(
+    ctx: RequestContext, topics: Sequence[OffsetCommitRequestTopic] | Sequence[OffsetFetchRequestTopics]
+) -> None:
     """v10: gives each topic of the request the name of its id ("" for an unknown id), as Kafka's
     KafkaApis does from its metadata cache before anything else looks at the topics."""
     image = ctx.metadata_image()
@@ -411,7 +457,9 @@ def _topic_id(ctx: RequestContext, name: str) -> uuid.UUID:
 
 
 @handles(OFFSET_COMMIT, 2, 10)
-def handle_offset_commit(ctx: RequestContext, request: dict):  # noqa: ANN201
+def handle_offset_commit(
+    ctx: RequestContext, request: OffsetCommitRequest
+) -> OffsetCommitResponse | Awaitable[OffsetCommitResponse]:
     coordinator = _coordinator(ctx, request["group_id"])
     version = ctx.version
     unknown_ids: dict[tuple[str, int], ErrorCode] = {}
@@ -464,24 +512,22 @@ def handle_offset_commit(ctx: RequestContext, request: dict):  # noqa: ANN201
     return response if wait is None else _after(wait, response)
 
 
-def _commit_response(request: dict, errors: dict[tuple[str, int], ErrorCode]) -> dict:
-    return {
-        "throttle_time_ms": 0,
-        "topics": [
-            {
-                "name": t["name"],
-                "topic_id": t.get("topic_id", ZERO_UUID),  # v10
-                "partitions": [
-                    {
-                        "partition_index": p["partition_index"],
-                        "error_code": errors[(t["name"], p["partition_index"])],
-                    }
-                    for p in t["partitions"]
-                ],
-            }
-            for t in request["topics"]
-        ],
-    }
+def _commit_response(request: OffsetCommitRequest, errors: dict[tuple[str, int], ErrorCode]) -> OffsetCommitResponse:
+    topics: list[OffsetCommitResponseTopic] = [
+        {
+            "name": t["name"],
+            "topic_id": t.get("topic_id", ZERO_UUID),  # v10
+            "partitions": [
+                {
+                    "partition_index": p["partition_index"],
+                    "error_code": errors[(t["name"], p["partition_index"])],
+                }
+                for p in t["partitions"]
+            ],
+        }
+        for t in request["topics"]
+    ]
+    return {"throttle_time_ms": 0, "topics": topics}
 
 
 def _fetched_partition(index: int, om: Any) -> dict[str, Any]:
@@ -506,17 +552,18 @@ def _fetch_group(
     ctx: RequestContext,
     coordinator: GroupCoordinator | None,
     group_id: str,
-    topics: list[dict] | None,
+    topics: Sequence[OffsetFetchRequestTopic] | Sequence[OffsetFetchRequestTopics] | None,
     version: int,
     member_id: str | None = None,
     member_epoch: int = -1,
     require_stable: bool = False,
     by_id: Callable[[str], uuid.UUID] | None = None,
-) -> tuple[ErrorCode, list[dict[str, Any]]]:
-    """by_id (v10): the id of a topic name; the answer's topics carry it."""
+) -> tuple[ErrorCode, list[Any]]:
+    """by_id (v10): the id of a topic name; the answer's topics carry it. The topics are
+    OffsetFetchResponseTopic (v0-7) or OffsetFetchResponseTopics (v8+) dicts."""
     wanted = None if topics is None else [(t["name"], list(t["partition_indexes"])) for t in topics]
     # Offsets of topics the principal may not describe are not shown (asked for: TOPIC_AUTHORIZATION_FAILED).
-    refused = []
+    refused: list[dict[str, Any]] = []
     if wanted is not None:
         unauthorized = auth.denied(ctx, auth.DESCRIBE, auth.TOPIC, (name for name, _ in wanted))
         refused = [
@@ -572,11 +619,11 @@ def _fetch_group(
 
 
 @handles(OFFSET_FETCH, 1, 10)
-def handle_offset_fetch(ctx: RequestContext, request: dict) -> dict:
+def handle_offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
     coordinator = _coordinator(ctx)
     version = ctx.version
     if version >= 8:
-        groups = []
+        groups: list[OffsetFetchResponseGroup] = []
         by_id = None
         for g in request["groups"]:
             if not auth.authorize(ctx, auth.DESCRIBE, auth.GROUP, g["group_id"]):
@@ -585,11 +632,11 @@ def handle_offset_fetch(ctx: RequestContext, request: dict) -> dict:
                 )
                 continue
             unknown: list[dict[str, Any]] = []
-            topics = g["topics"]
+            group_topics = g["topics"]
             if version >= TOPIC_IDS_VERSION:
                 by_id = functools.partial(_topic_id, ctx)
-                if topics is not None:
-                    _name_topics_by_id(ctx, topics)
+                if group_topics is not None:
+                    _name_topics_by_id(ctx, group_topics)
                     # Kafka's fetchOffsetsForGroup: an unknown id is answered UNKNOWN_TOPIC_ID, after
                     # the coordinator's topics.
                     unknown = [
@@ -605,15 +652,15 @@ def handle_offset_fetch(ctx: RequestContext, request: dict) -> dict:
                                 for i in t["partition_indexes"]
                             ],
                         }
-                        for t in topics
+                        for t in group_topics
                         if not t["name"]
                     ]
-                    topics = [t for t in topics if t["name"]]
+                    group_topics = [t for t in group_topics if t["name"]]
             error, found = _fetch_group(
                 ctx,
                 coordinator,
                 g["group_id"],
-                topics,
+                group_topics,
                 version,
                 # v9 (KIP-848): a consumer group member names itself, and its epoch is checked.
                 g.get("member_id") if version >= 9 else None,
@@ -625,6 +672,7 @@ def handle_offset_fetch(ctx: RequestContext, request: dict) -> dict:
                 found += unknown
             groups.append({"group_id": g["group_id"], "topics": found, "error_code": error})
         return {"throttle_time_ms": 0, "groups": groups}
+    topics: list[Any]  # OffsetFetchResponseTopic dicts
     if not auth.authorize(ctx, auth.DESCRIBE, auth.GROUP, request["group_id"]):
         error, topics = ErrorCode.GROUP_AUTHORIZATION_FAILED, []
     else:
@@ -648,14 +696,16 @@ def handle_offset_fetch(ctx: RequestContext, request: dict) -> dict:
             }
             for t in request["topics"] or []
         ]
-    response: dict[str, Any] = {"throttle_time_ms": 0, "topics": topics}
+    response: OffsetFetchResponse = {"throttle_time_ms": 0, "topics": topics}
     if version >= 2:
         response["error_code"] = error
     return response
 
 
 @handles(OFFSET_DELETE, 0, 0)
-def handle_offset_delete(ctx: RequestContext, request: dict):  # noqa: ANN201
+def handle_offset_delete(
+    ctx: RequestContext, request: OffsetDeleteRequest
+) -> OffsetDeleteResponse | Awaitable[OffsetDeleteResponse]:
     coordinator = _coordinator(ctx, request["group_id"])
     wanted = [(t["name"], p["partition_index"]) for t in request["topics"] for p in t["partitions"]]
     if not auth.authorize(ctx, auth.DELETE, auth.GROUP, request["group_id"]):
@@ -665,7 +715,7 @@ def handle_offset_delete(ctx: RequestContext, request: dict):  # noqa: ANN201
     unauthorized = auth.denied(ctx, auth.READ, auth.TOPIC, (t["name"] for t in request["topics"]))
     error, errors, wait = coordinator.delete_offsets(request["group_id"], [w for w in wanted if w[0] not in unauthorized])
     errors = {**errors, **{w: ErrorCode.TOPIC_AUTHORIZATION_FAILED for w in wanted if w[0] in unauthorized}}
-    topics = []
+    topics: list[OffsetDeleteResponseTopic] = []
     if error == ErrorCode.NONE:
         topics = [
             {
@@ -680,5 +730,5 @@ def handle_offset_delete(ctx: RequestContext, request: dict):  # noqa: ANN201
             }
             for t in request["topics"]
         ]
-    response = {"throttle_time_ms": 0, "error_code": error, "topics": topics}
+    response: OffsetDeleteResponse = {"throttle_time_ms": 0, "error_code": error, "topics": topics}
     return response if wait is None else _after(wait, response)

@@ -9,7 +9,7 @@ a join of cached bytes, not 10,000 dicts built and encoded per request.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pybroker.apis import RequestContext, auth, handles
 from pybroker.metadata.image import BrokerRegistration, MetadataImage, TopicImage
@@ -17,16 +17,29 @@ from pybroker.metadata.store import InvalidTopicName, is_internal_topic, validat
 from pybroker.protocol import codec
 from pybroker.protocol.api import RESPONSES
 from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.messages.api_keys import ApiKey
 from pybroker.security.acl import CLUSTER_NAME
 
+if TYPE_CHECKING:
+    from uuid import UUID
+
+    from pybroker.protocol.typed.admin import DescribeClusterRequest, DescribeClusterResponse
+    from pybroker.protocol.typed.metadata import (
+        MetadataRequest,
+        MetadataResponse,
+        MetadataResponsePartition,
+        MetadataResponseTopic,
+    )
+
 ZERO_UUID_INT = 0
-METADATA = 3
+METADATA = ApiKey.METADATA
 TOPICS_PATH = ("topics",)
 
 
-def broker_nodes(image: MetadataImage, listener_name: str, id_key: str = "node_id") -> list[dict]:
+def broker_nodes(image: MetadataImage, listener_name: str, id_key: str = "node_id") -> list[Any]:
     """The brokers' endpoints on the listener the client connected on (Kafka's MetadataCache
-    getAliveBrokerNodes(listenerName)); a broker without that listener is left out."""
+    getAliveBrokerNodes(listenerName)); a broker without that listener is left out. The dicts are
+    MetadataResponseBroker (``node_id``) or DescribeClusterBroker (``broker_id``) by ``id_key``."""
     nodes = []
     for b in image.brokers.values():
         endpoint = b.endpoint(listener_name)
@@ -35,12 +48,12 @@ def broker_nodes(image: MetadataImage, listener_name: str, id_key: str = "node_i
     return nodes
 
 
-def topic_metadata(topic: TopicImage, brokers: Mapping[int, BrokerRegistration]) -> dict:
+def topic_metadata(topic: TopicImage, brokers: Mapping[int, BrokerRegistration]) -> MetadataResponseTopic:
     """The topic's Metadata entry as a dict (what ``TopicMetadataCache`` encodes and keeps): each
     partition's leader, epoch, replicas and ISR from the image; replicas on brokers that are not
     registered are offline, and a partition whose leader is not registered has none
     (LEADER_NOT_AVAILABLE), as Kafka's MetadataCache answers."""
-    partitions = []
+    partitions: list[MetadataResponsePartition] = []
     for i, reg in topic.partitions.items():
         if reg.leader in brokers:
             code, leader = ErrorCode.NONE, reg.leader
@@ -101,10 +114,10 @@ class TopicMetadataCache:
         return encoded
 
 
-def _error_topic(name: str | None, code: ErrorCode, topic_id=None) -> dict:
+def _error_topic(name: str | None, code: ErrorCode, topic_id: UUID | None = None) -> MetadataResponseTopic:
     # Kafka answers is_internal by name even for a topic that does not exist (Topic.isInternal).
     internal = name is not None and is_internal_topic(name)
-    out: dict[str, Any] = {"error_code": code, "name": name, "is_internal": internal, "partitions": []}
+    out: MetadataResponseTopic = {"error_code": code, "name": name, "is_internal": internal, "partitions": []}
     if topic_id is not None:
         out["topic_id"] = topic_id
     return out
@@ -112,8 +125,8 @@ def _error_topic(name: str | None, code: ErrorCode, topic_id=None) -> dict:
 
 # v13 (KIP-1102) adds a top-level error code, REBOOTSTRAP_REQUIRED when the client must rebootstrap; a
 # broker that answers is never in that state, so it stays NONE.
-@handles(3, 0, 13)
-def handle_metadata(ctx: RequestContext, request: dict) -> dict:
+@handles(ApiKey.METADATA, 0, 13)
+def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     cache: TopicMetadataCache = ctx.metadata_cache
     image = ctx.metadata_image()
     brokers = image.brokers
@@ -124,15 +137,15 @@ def handle_metadata(ctx: RequestContext, request: dict) -> dict:
     allow_auto_create = request.get("allow_auto_topic_creation", True) if version >= 4 else True
     with_operations = version >= 8 and request.get("include_topic_authorized_operations", False)
 
-    def entry(topic: TopicImage) -> codec.Encoded | dict:
+    def entry(topic: TopicImage) -> codec.Encoded | MetadataResponseTopic:
         if not with_operations:
             return cache.encoded(version, topic, brokers)
         value = topic_metadata(topic, brokers)
         value["topic_authorized_operations"] = auth.authorized_operations(ctx, auth.TOPIC, topic.name)
         return value
 
-    topics: list = []
-    refused: list[dict] = []  # Kafka lists the topics the authorizer refused after the others
+    topics: list[Any] = []  # encoded entries (codec.Encoded) beside MetadataResponseTopic dicts
+    refused: list[MetadataResponseTopic] = []  # Kafka lists the topics the authorizer refused after the others
     if all_topics:
         # Topics the principal may not describe are left out, as if they did not exist.
         hidden = auth.denied(ctx, auth.DESCRIBE, auth.TOPIC, image.topics_by_name, log_denied=False)
@@ -144,7 +157,7 @@ def handle_metadata(ctx: RequestContext, request: dict) -> dict:
         for t in requested:
             name = t.get("name")
             if name is None:
-                tid = t.get("topic_id")
+                tid = t["topic_id"]  # a null name comes with an id (v10+)
                 topic = image.topics_by_id.get(tid)
                 if topic is None:
                     # Name is nullable only from v12; before that Kafka answers with an empty name.
@@ -186,7 +199,7 @@ def handle_metadata(ctx: RequestContext, request: dict) -> dict:
                 topics.append(_with_operations(ctx, _error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), with_operations))
             else:
                 topics.append(entry(topic))
-    out = {
+    out: MetadataResponse = {
         "throttle_time_ms": 0,
         "brokers": broker_nodes(image, ctx.security.listener_name),
         "cluster_id": image.cluster_id,
@@ -199,7 +212,7 @@ def handle_metadata(ctx: RequestContext, request: dict) -> dict:
     return out
 
 
-def _with_operations(ctx: RequestContext, topic: dict, wanted: bool) -> dict:
+def _with_operations(ctx: RequestContext, topic: MetadataResponseTopic, wanted: bool) -> MetadataResponseTopic:
     """Kafka fills topic_authorized_operations for every entry it looked up, errors included."""
     if wanted and topic["name"]:
         topic["topic_authorized_operations"] = auth.authorized_operations(ctx, auth.TOPIC, topic["name"])
@@ -217,8 +230,8 @@ ENDPOINT_TYPE_BROKER = 1  # KIP-919's EndpointType: 0 unknown, 1 broker, 2 contr
 ENDPOINT_TYPES = {1: "BROKER", 2: "CONTROLLER"}
 
 
-@handles(60, 0, 2)
-def handle_describe_cluster(ctx: RequestContext, request: dict) -> dict:
+@handles(ApiKey.DESCRIBE_CLUSTER, 0, 2)
+def handle_describe_cluster(ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClusterResponse:
     wanted = request.get("endpoint_type", ENDPOINT_TYPE_BROKER)
     if wanted != ENDPOINT_TYPE_BROKER:
         # Kafka's AuthHelper.computeDescribeClusterResponse: this listener is a broker endpoint.

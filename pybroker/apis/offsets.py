@@ -4,8 +4,23 @@ leader-epoch cache."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pybroker.apis import RequestContext, auth, handles
 from pybroker.protocol.errors import ErrorCode, KafkaError
+from pybroker.protocol.messages.api_keys import ApiKey
+
+if TYPE_CHECKING:
+    from pybroker.protocol.typed.offsets import (
+        EpochEndOffset,
+        ListOffsetsPartitionResponse,
+        ListOffsetsRequest,
+        ListOffsetsResponse,
+        ListOffsetsTopicResponse,
+        OffsetForLeaderEpochRequest,
+        OffsetForLeaderEpochResponse,
+        OffsetForLeaderTopicResult,
+    )
 
 LATEST = -1
 EARLIEST = -2
@@ -58,20 +73,20 @@ def lookup_offset(
     return ErrorCode.NONE, found[1], found[0]
 
 
-@handles(2, 1, 11)
-def handle_list_offsets(ctx: RequestContext, request: dict) -> dict:
+@handles(ApiKey.LIST_OFFSETS, 1, 11)
+def handle_list_offsets(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
     rm = ctx.replica_manager
     read_committed = request.get("isolation_level", 0) == READ_COMMITTED
     unauthorized = auth.denied(ctx, auth.DESCRIBE, auth.TOPIC, (t["name"] for t in request["topics"]))
     # A follower (or a debugging tool) reads "latest" as the log end offset (Kafka: no isolation
     # level unless the request comes from a consumer).
     from_replica = request["replica_id"] != CONSUMER_REPLICA_ID
-    topics = []
+    topics: list[ListOffsetsTopicResponse] = []
     for t in request["topics"]:
-        parts = []
+        parts: list[ListOffsetsPartitionResponse] = []
         for rp in t["partitions"]:
             idx = rp["partition_index"]
-            out = {
+            out: ListOffsetsPartitionResponse = {
                 "partition_index": idx,
                 "error_code": ErrorCode.NONE,
                 "timestamp": -1,
@@ -95,7 +110,7 @@ def handle_list_offsets(ctx: RequestContext, request: dict) -> dict:
                     out["error_code"] = error
                 else:
                     code, ts, off = lookup_offset(p, timestamp, read_committed, ctx.version, from_replica)
-                    out.update(error_code=code, timestamp=ts, offset=off)
+                    out.update({"error_code": code, "timestamp": ts, "offset": off})
                     if code == ErrorCode.NONE and off >= 0 and ctx.version >= 4:  # the field exists from v4
                         out["leader_epoch"] = p.leader_epoch
             parts.append(out)
@@ -103,8 +118,10 @@ def handle_list_offsets(ctx: RequestContext, request: dict) -> dict:
     return {"throttle_time_ms": 0, "topics": auth.unauthorized_last(topics, unauthorized, "name")}
 
 
-@handles(23, 2, 4)
-def handle_offset_for_leader_epoch(ctx: RequestContext, request: dict) -> dict:
+@handles(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4)
+def handle_offset_for_leader_epoch(
+    ctx: RequestContext, request: OffsetForLeaderEpochRequest
+) -> OffsetForLeaderEpochResponse:
     """Consumers validate their position after a leader change (librdkafka sends v2, Java v3+ when
     advertised); followers will use it to find their truncation point."""
     rm = ctx.replica_manager
@@ -112,12 +129,12 @@ def handle_offset_for_leader_epoch(ctx: RequestContext, request: dict) -> dict:
     unauthorized: frozenset[str] = frozenset()
     if not auth.authorize_cluster(ctx, auth.CLUSTER_ACTION, log_denied=False):
         unauthorized = auth.denied(ctx, auth.DESCRIBE, auth.TOPIC, (t["topic"] for t in request["topics"]))
-    topics = []
+    topics: list[OffsetForLeaderTopicResult] = []
     for t in request["topics"]:
-        parts = []
+        parts: list[EpochEndOffset] = []
         for rp in t["partitions"]:
             idx = rp["partition"]
-            out = {"error_code": ErrorCode.NONE, "partition": idx, "leader_epoch": -1, "end_offset": -1}
+            out: EpochEndOffset = {"error_code": ErrorCode.NONE, "partition": idx, "leader_epoch": -1, "end_offset": -1}
             try:
                 if t["topic"] in unauthorized:
                     raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
@@ -130,7 +147,7 @@ def handle_offset_for_leader_epoch(ctx: RequestContext, request: dict) -> dict:
                     out["error_code"] = error
                 else:
                     epoch, end = p.log.end_offset_for_epoch(rp["leader_epoch"])
-                    out.update(leader_epoch=epoch, end_offset=end)
+                    out.update({"leader_epoch": epoch, "end_offset": end})
             parts.append(out)
         topics.append({"topic": t["topic"], "partitions": parts})
     return {"throttle_time_ms": 0, "topics": auth.unauthorized_last(topics, unauthorized, "topic")}

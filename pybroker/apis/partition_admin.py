@@ -15,13 +15,26 @@ timeout answer REQUEST_TIMED_OUT (Kafka's DelayedElectLeader).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 from pybroker.apis import RequestContext, auth, handles
 from pybroker.protocol.errors import ErrorCode, KafkaError
+from pybroker.protocol.messages.api_keys import ApiKey
 from pybroker.security.acl import AclOperation
 
+if TYPE_CHECKING:
+    from pybroker.protocol.typed.admin import ElectLeadersRequest, ElectLeadersResponse, PartitionResult
+    from pybroker.protocol.typed.other import (
+        AlterPartitionReassignmentsRequest,
+        AlterPartitionReassignmentsResponse,
+        ListPartitionReassignmentsRequest,
+        ListPartitionReassignmentsResponse,
+        OngoingPartitionReassignment,
+        ReassignablePartitionResponse,
+    )
+
 TopicPartition = tuple[str, int]
+_Entry = TypeVar("_Entry")
 
 
 def _error_fields(error: KafkaError | None) -> tuple[int, str | None]:
@@ -30,15 +43,15 @@ def _error_fields(error: KafkaError | None) -> tuple[int, str | None]:
     return int(error.code), error.message or None
 
 
-def _by_topic(items: Iterable[tuple[TopicPartition, dict]]) -> dict[str, list[dict]]:
-    out: dict[str, list[dict]] = {}
+def _by_topic(items: Iterable[tuple[TopicPartition, _Entry]]) -> dict[str, list[_Entry]]:
+    out: dict[str, list[_Entry]] = {}
     for (topic, _), entry in sorted(items, key=lambda item: item[0]):
         out.setdefault(topic, []).append(entry)
     return out
 
 
-@handles(43, 0, 2)
-async def elect_leaders(ctx: RequestContext, req: dict) -> dict:
+@handles(ApiKey.ELECT_LEADERS, 0, 2)
+async def elect_leaders(ctx: RequestContext, req: ElectLeadersRequest) -> ElectLeadersResponse:
     requested = req["topic_partitions"]
     partitions = None if requested is None else [(t["topic"], p) for t in requested for p in t["partitions"]]
     top_error = ErrorCode.NONE
@@ -59,7 +72,7 @@ async def elect_leaders(ctx: RequestContext, req: dict) -> dict:
             results = {tp: e for tp in partitions or []}
         if partitions is None:
             results = {tp: e for tp, e in results.items() if e is None or e.code != ErrorCode.ELECTION_NOT_NEEDED}
-    by_topic: dict[str, list[dict]] = {}
+    by_topic: dict[str, list[PartitionResult]] = {}
     if partitions is None and top_error == ErrorCode.NONE:
         by_topic = {name: [] for name in sorted(ctx.metadata_image().topics_by_name)}
     for t in requested or ():
@@ -76,11 +89,17 @@ async def elect_leaders(ctx: RequestContext, req: dict) -> dict:
     }
 
 
-@handles(45, 0, 1)
-async def alter_partition_reassignments(ctx: RequestContext, req: dict) -> dict:
-    wanted = {(t["name"], p["partition_index"]): p["replicas"] for t in req["topics"] for p in t["partitions"]}
+@handles(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 1)
+async def alter_partition_reassignments(
+    ctx: RequestContext, req: AlterPartitionReassignmentsRequest
+) -> AlterPartitionReassignmentsResponse:
+    wanted = {
+        (t["name"], p["partition_index"]): None if p["replicas"] is None else list(p["replicas"])
+        for t in req["topics"]
+        for p in t["partitions"]
+    }
     allow_rf_change = req.get("allow_replication_factor_change", True)
-    response = {
+    response: AlterPartitionReassignmentsResponse = {
         "throttle_time_ms": 0,
         "allow_replication_factor_change": allow_rf_change,
         "error_code": ErrorCode.NONE,
@@ -91,7 +110,7 @@ async def alter_partition_reassignments(ctx: RequestContext, req: dict) -> dict:
     if not auth.authorize_cluster(ctx, AclOperation.ALTER):
         # AlterPartitionReassignmentsRequest.getErrorResponse: the error at the top and on every partition.
         error = KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-        response.update(error_code=error.code, error_message=error.message)
+        response.update({"error_code": error.code, "error_message": error.message})
         results = dict.fromkeys(wanted, error)
     else:
         try:
@@ -100,7 +119,7 @@ async def alter_partition_reassignments(ctx: RequestContext, req: dict) -> dict:
             )
         except KafkaError as e:  # REQUEST_TIMED_OUT (the controller did not answer): the whole request
             return {**response, "error_code": int(e.code), "error_message": e.message or None}
-    entries = []
+    entries: list[tuple[TopicPartition, ReassignablePartitionResponse]] = []
     for tp in wanted:
         code, message = _error_fields(results.get(tp))
         entries.append((tp, {"partition_index": tp[1], "error_code": code, "error_message": message}))
@@ -108,9 +127,11 @@ async def alter_partition_reassignments(ctx: RequestContext, req: dict) -> dict:
     return response
 
 
-@handles(46, 0, 0)
-async def list_partition_reassignments(ctx: RequestContext, req: dict) -> dict:
-    response: dict[str, Any] = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "topics": []}
+@handles(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0)
+async def list_partition_reassignments(
+    ctx: RequestContext, req: ListPartitionReassignmentsRequest
+) -> ListPartitionReassignmentsResponse:
+    response: ListPartitionReassignmentsResponse = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "topics": []}
     if not auth.authorize_cluster(ctx, AclOperation.DESCRIBE):
         return {**response, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
     requested = req["topics"]
@@ -119,7 +140,7 @@ async def list_partition_reassignments(ctx: RequestContext, req: dict) -> dict:
         ongoing = await ctx.topic_admin.list_partition_reassignments(partitions, timeout_ms=req["timeout_ms"])
     except KafkaError as e:
         return {**response, "error_code": int(e.code), "error_message": e.message or None}
-    entries = [
+    entries: list[tuple[TopicPartition, OngoingPartitionReassignment]] = [
         (tp, {"partition_index": tp[1], "replicas": replicas, "adding_replicas": adding, "removing_replicas": removing})
         for tp, (replicas, adding, removing) in ongoing.items()
     ]

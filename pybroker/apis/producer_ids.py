@@ -8,17 +8,24 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable
+from typing import TYPE_CHECKING
 
 from pybroker.apis import RequestContext, auth, handles
 from pybroker.protocol.errors import ErrorCode, KafkaError
+from pybroker.protocol.messages.api_keys import ApiKey
 from pybroker.storage.errors import KafkaStorageError
+
+if TYPE_CHECKING:
+    from pybroker.protocol.typed.producer import InitProducerIdRequest, InitProducerIdResponse
 
 log = logging.getLogger(__name__)
 MAX_EPOCH = 32767
 
 
-@handles(22, 0, 5)
-def handle_init_producer_id(ctx: RequestContext, request: dict) -> dict | Awaitable[dict]:
+@handles(ApiKey.INIT_PRODUCER_ID, 0, 5)
+def handle_init_producer_id(
+    ctx: RequestContext, request: InitProducerIdRequest
+) -> InitProducerIdResponse | Awaitable[InitProducerIdResponse]:
     tid = request.get("transactional_id")
     # Kafka: Write on the transactional id; an idempotent producer IdempotentWrite on the cluster or
     # Write on at least one topic (KIP-679).
@@ -52,11 +59,11 @@ def handle_init_producer_id(ctx: RequestContext, request: dict) -> dict | Awaita
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": new_pid, "producer_epoch": 0}
 
 
-def _refused(code: ErrorCode) -> dict:
+def _refused(code: ErrorCode) -> InitProducerIdResponse:
     return {"throttle_time_ms": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
 
 
-async def _init_transactional(ctx: RequestContext, request: dict) -> dict:
+async def _init_transactional(ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
     coordinator = getattr(ctx.services, "transaction_coordinator", None)
     if coordinator is None or not coordinator.started:
         error, pid, epoch = ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, -1

@@ -13,11 +13,32 @@ with ScramControlManager's validation and messages.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from pybroker.apis import RequestContext, auth, handles
 from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.messages.api_keys import ApiKey
 from pybroker.security.scram import MAX_ITERATIONS, ScramCredential, ScramMechanism
 from pybroker.storage.errors import KafkaStorageError
+
+if TYPE_CHECKING:
+    from pybroker.protocol.typed.admin import (
+        AlterUserScramCredentialsRequest,
+        AlterUserScramCredentialsResponse,
+        AlterUserScramCredentialsResult,
+        CredentialInfo,
+        DescribeUserScramCredentialsRequest,
+        DescribeUserScramCredentialsResponse,
+        DescribeUserScramCredentialsResult,
+        ScramCredentialDeletion,
+        ScramCredentialUpsertion,
+    )
+    from pybroker.protocol.typed.other import (
+        SaslAuthenticateRequest,
+        SaslAuthenticateResponse,
+        SaslHandshakeRequest,
+        SaslHandshakeResponse,
+    )
 
 log = logging.getLogger(__name__)
 
@@ -29,13 +50,13 @@ def _mechanism(type_id: int) -> ScramMechanism:
     return mechanism
 
 
-@handles(17, 0, 1)
-def handle_sasl_handshake(ctx: RequestContext, request: dict) -> dict:
+@handles(ApiKey.SASL_HANDSHAKE, 0, 1)
+def handle_sasl_handshake(ctx: RequestContext, request: SaslHandshakeRequest) -> SaslHandshakeResponse:
     return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": []}
 
 
-@handles(36, 0, 2)
-def handle_sasl_authenticate(ctx: RequestContext, request: dict) -> dict:
+@handles(ApiKey.SASL_AUTHENTICATE, 0, 2)
+def handle_sasl_authenticate(ctx: RequestContext, request: SaslAuthenticateRequest) -> SaslAuthenticateResponse:
     return {
         "error_code": ErrorCode.ILLEGAL_SASL_STATE,
         "error_message": "SaslAuthenticate request received after successful authentication",
@@ -44,8 +65,10 @@ def handle_sasl_authenticate(ctx: RequestContext, request: dict) -> dict:
     }
 
 
-@handles(50, 0, 0)
-def handle_describe_user_scram_credentials(ctx: RequestContext, request: dict) -> dict:
+@handles(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0)
+def handle_describe_user_scram_credentials(
+    ctx: RequestContext, request: DescribeUserScramCredentialsRequest
+) -> DescribeUserScramCredentialsResponse:
     store = ctx.services.metadata_store
     users = request.get("users")
     if not auth.authorize_cluster(ctx, auth.DESCRIBE):  # Kafka: Describe on the cluster
@@ -71,7 +94,7 @@ def handle_describe_user_scram_credentials(ctx: RequestContext, request: dict) -
             else:
                 seen.add(name)
                 names.append(name)
-    results = []
+    results: list[DescribeUserScramCredentialsResult] = []
     for name in names:
         if name in duplicated:
             results.append(
@@ -95,7 +118,7 @@ def handle_describe_user_scram_credentials(ctx: RequestContext, request: dict) -
                 }
             )
             continue
-        infos = []
+        infos: list[CredentialInfo] = []
         for mechanism in ScramMechanism:
             credential = by_mechanism.get(mechanism.mechanism_name)
             if credential is not None:
@@ -112,13 +135,16 @@ def _validate_name_and_mechanism(name: str, type_id: int) -> tuple[int, str] | N
     return None
 
 
-@handles(51, 0, 0)
-def handle_alter_user_scram_credentials(ctx: RequestContext, request: dict) -> dict:
+@handles(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0)
+def handle_alter_user_scram_credentials(
+    ctx: RequestContext, request: AlterUserScramCredentialsRequest
+) -> AlterUserScramCredentialsResponse:
     """ScramControlManager.alterCredentials: a user named twice in one request (in deletions or upsertions)
     is refused with DUPLICATE_RESOURCE; the accepted changes are written together."""
     store = ctx.services.metadata_store
     if not auth.authorize_cluster(ctx, auth.ALTER):  # Kafka's controller: Alter on the cluster
-        users = sorted({c["name"] for c in (request.get("deletions") or []) + (request.get("upsertions") or [])})
+        changes = [*(request.get("deletions") or []), *(request.get("upsertions") or [])]
+        users = sorted({c["name"] for c in changes})
         return {
             "throttle_time_ms": 0,
             "results": [
@@ -131,8 +157,8 @@ def handle_alter_user_scram_credentials(ctx: RequestContext, request: dict) -> d
             ],
         }
     errors: dict[str, tuple[int, str]] = {}
-    deletions: dict[str, dict] = {}
-    upsertions: dict[str, dict] = {}
+    deletions: dict[str, ScramCredentialDeletion] = {}
+    upsertions: dict[str, ScramCredentialUpsertion] = {}
     duplicate = (ErrorCode.DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same request")
     for d in request.get("deletions") or []:
         name = d["name"]
@@ -173,7 +199,7 @@ def handle_alter_user_scram_credentials(ctx: RequestContext, request: dict) -> d
             mechanism, bytes(u["salt"]), bytes(u["salted_password"]), u["iterations"]
         )
         added.append((name, mechanism.mechanism_name, credential))
-    results = []
+    results: list[AlterUserScramCredentialsResult] = []
     if removed or added:
         try:
             store.alter_scram_credentials(removed, added)

@@ -19,10 +19,20 @@ import uuid
 import zlib
 from collections import deque
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pybroker.apis import RequestContext, handles
 from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.messages.api_keys import ApiKey
 from pybroker.records.streams import decompress_bounded
+
+if TYPE_CHECKING:
+    from pybroker.protocol.typed.other import (
+        GetTelemetrySubscriptionsRequest,
+        GetTelemetrySubscriptionsResponse,
+        PushTelemetryRequest,
+        PushTelemetryResponse,
+    )
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +177,9 @@ class ClientMetricsManager:
             self.instances[instance_id] = instance
         return instance
 
-    def get_subscriptions(self, ctx: RequestContext, request: dict) -> dict:
+    def get_subscriptions(
+        self, ctx: RequestContext, request: GetTelemetrySubscriptionsRequest
+    ) -> GetTelemetrySubscriptionsResponse:
         instance_id = request.get("client_instance_id") or ZERO_UUID
         while instance_id == ZERO_UUID or instance_id in self.instances and not request.get("client_instance_id"):
             instance_id = uuid.uuid4()  # a new client: an id no cached instance has
@@ -197,7 +209,7 @@ class ClientMetricsManager:
             "requested_metrics": instance.metrics,
         }
 
-    def push(self, ctx: RequestContext, request: dict) -> ErrorCode:
+    def push(self, ctx: RequestContext, request: PushTelemetryRequest) -> ErrorCode:
         instance_id = request["client_instance_id"]
         if instance_id is None or instance_id == ZERO_UUID:
             return ErrorCode.INVALID_REQUEST
@@ -223,7 +235,7 @@ class ClientMetricsManager:
         return ErrorCode.NONE
 
     @staticmethod
-    def _validate_push(instance: ClientInstance, request: dict, now: float) -> ErrorCode:
+    def _validate_push(instance: ClientInstance, request: PushTelemetryRequest, now: float) -> ErrorCode:
         """Kafka's checks, in its order."""
         if instance.terminating:
             return ErrorCode.INVALID_REQUEST  # nothing is accepted after the terminating push
@@ -322,11 +334,13 @@ def manager(ctx: RequestContext) -> ClientMetricsManager:
     return ctx.services.client_metrics
 
 
-@handles(71, 0, 0)
-def handle_get_telemetry_subscriptions(ctx: RequestContext, request: dict) -> dict:
+@handles(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, 0)
+def handle_get_telemetry_subscriptions(
+    ctx: RequestContext, request: GetTelemetrySubscriptionsRequest
+) -> GetTelemetrySubscriptionsResponse:
     return manager(ctx).get_subscriptions(ctx, request)
 
 
-@handles(72, 0, 0)
-def handle_push_telemetry(ctx: RequestContext, request: dict) -> dict:
+@handles(ApiKey.PUSH_TELEMETRY, 0, 0)
+def handle_push_telemetry(ctx: RequestContext, request: PushTelemetryRequest) -> PushTelemetryResponse:
     return {"throttle_time_ms": 0, "error_code": manager(ctx).push(ctx, request)}

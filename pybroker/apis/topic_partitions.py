@@ -12,11 +12,22 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from pybroker.apis import RequestContext, handles
 from pybroker.metadata.image import BrokerRegistration, TopicImage
 from pybroker.metadata.store import InvalidTopicName, is_internal_topic, validate_topic_name
 from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.messages.api_keys import ApiKey
+
+if TYPE_CHECKING:
+    from pybroker.protocol.typed.admin import (
+        Cursor,
+        DescribeTopicPartitionsRequest,
+        DescribeTopicPartitionsResponse,
+        DescribeTopicPartitionsResponsePartition,
+        DescribeTopicPartitionsResponseTopic,
+    )
 
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -27,12 +38,12 @@ TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 
 def _partitions(
     topic: TopicImage, brokers: Mapping[int, BrokerRegistration], listener: str, start: int, max_count: int
-) -> tuple[list[dict], int]:
+) -> tuple[list[DescribeTopicPartitionsResponsePartition], int]:
     """The partitions [start, start + max_count) of ``topic`` and the next index left out (-1: none)."""
     count = topic.num_partitions
     upper = min(count, start + max_count)
     next_index = upper if upper < count else -1
-    out = []
+    out: list[DescribeTopicPartitionsResponsePartition] = []
     for index in range(start, upper):
         reg = topic.partitions.get(index)
         if reg is None:
@@ -58,7 +69,7 @@ def _partitions(
     return out, next_index
 
 
-def _missing_topic(name: str) -> dict:
+def _missing_topic(name: str) -> DescribeTopicPartitionsResponseTopic:
     try:
         validate_topic_name(name)
         code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -74,8 +85,10 @@ def _missing_topic(name: str) -> dict:
     }
 
 
-@handles(75, 0, 0)
-def handle_describe_topic_partitions(ctx: RequestContext, request: dict) -> dict:
+@handles(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, 0)
+def handle_describe_topic_partitions(
+    ctx: RequestContext, request: DescribeTopicPartitionsRequest
+) -> DescribeTopicPartitionsResponse:
     image = ctx.metadata_image()
     brokers = image.brokers
     listener = ctx.security.listener_name
@@ -91,8 +104,8 @@ def handle_describe_topic_partitions(ctx: RequestContext, request: dict) -> dict
             return _error_response(request, ErrorCode.INVALID_REQUEST)
     limit = min(ctx.services.config.get("max.request.partition.size.limit"), request["response_partition_limit"])
     remaining = limit
-    topics: list[dict] = []
-    next_cursor = None
+    topics: list[DescribeTopicPartitionsResponseTopic] = []
+    next_cursor: Cursor | None = None
     for name in sorted(names):
         if remaining <= 0:
             if remaining == 0:
@@ -122,9 +135,9 @@ def handle_describe_topic_partitions(ctx: RequestContext, request: dict) -> dict
     return {"throttle_time_ms": 0, "topics": topics, "next_cursor": next_cursor}
 
 
-def _error_response(request: dict, code: ErrorCode) -> dict:
+def _error_response(request: DescribeTopicPartitionsRequest, code: ErrorCode) -> DescribeTopicPartitionsResponse:
     """Kafka's DescribeTopicPartitionsRequest.getErrorResponse: the error on every requested topic."""
-    topics = [
+    topics: list[DescribeTopicPartitionsResponseTopic] = [
         {"error_code": code, "name": t["name"], "topic_id": ZERO_UUID, "is_internal": False, "partitions": []}
         for t in request["topics"]
     ]

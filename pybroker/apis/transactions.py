@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from pybroker.apis import RequestContext, auth, handles
 from pybroker.apis.groups import partition_exists
@@ -18,6 +19,38 @@ from pybroker.coordinator.topic_regex import InvalidTopicRegex, compile_topic_re
 from pybroker.coordinator.transaction.service import marker_writer
 from pybroker.metadata.store import is_internal_topic
 from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.messages.api_keys import ApiKey
+
+if TYPE_CHECKING:
+    from pybroker.protocol.typed.admin import (
+        DescribeProducersRequest,
+        DescribeProducersResponse,
+        DescribeTransactionsRequest,
+        DescribeTransactionsResponse,
+        DescribeTransactionsResponseTransactionState,
+        ListTransactionsRequest,
+        ListTransactionsResponse,
+        ListTransactionsResponseTransactionState,
+        PartitionResponse,
+        ProducerState,
+        TopicResponse,
+    )
+    from pybroker.protocol.typed.producer import (
+        AddOffsetsToTxnRequest,
+        AddOffsetsToTxnResponse,
+        AddPartitionsToTxnRequest,
+        AddPartitionsToTxnResponse,
+        AddPartitionsToTxnResult,
+        AddPartitionsToTxnTopic,
+        AddPartitionsToTxnTopicResult,
+        EndTxnRequest,
+        EndTxnResponse,
+        TxnOffsetCommitRequest,
+        TxnOffsetCommitResponse,
+        WritableTxnMarkerResult,
+        WriteTxnMarkersRequest,
+        WriteTxnMarkersResponse,
+    )
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +61,9 @@ def _txn(ctx: RequestContext):  # noqa: ANN202
 
 
 # -- AddPartitionsToTxn --------------------------------------------------------------------------------------
-def _topic_results(topics: list[dict], errors: dict[tuple[str, int], ErrorCode]) -> list[dict]:
+def _topic_results(
+    topics: Sequence[AddPartitionsToTxnTopic], errors: dict[tuple[str, int], ErrorCode]
+) -> list[AddPartitionsToTxnTopicResult]:
     return [
         {
             "name": t["name"],
@@ -41,7 +76,9 @@ def _topic_results(topics: list[dict], errors: dict[tuple[str, int], ErrorCode])
     ]
 
 
-async def _add_one(ctx: RequestContext, txn_id: str, pid: int, epoch: int, topics: list[dict], verify: bool):
+async def _add_one(
+    ctx: RequestContext, txn_id: str, pid: int, epoch: int, topics: Sequence[AddPartitionsToTxnTopic], verify: bool
+):
     wanted = [(t["name"], p) for t in topics for p in t["partitions"]]
     coordinator = _txn(ctx)
     if coordinator is None:
@@ -59,8 +96,10 @@ async def _add_one(ctx: RequestContext, txn_id: str, pid: int, epoch: int, topic
     return {tp: error for tp in wanted}
 
 
-@handles(24, 0, 5)
-async def handle_add_partitions_to_txn(ctx: RequestContext, request: dict) -> dict:
+@handles(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5)
+async def handle_add_partitions_to_txn(
+    ctx: RequestContext, request: AddPartitionsToTxnRequest
+) -> AddPartitionsToTxnResponse:
     if ctx.version <= 3:
         topics = request["v3_and_below_topics"]
         refused = _add_refused(ctx, request["v3_and_below_transactional_id"], topics)
@@ -82,7 +121,7 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, request: dict) -> di
             "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
             "results_by_transaction": [],
         }
-    results = []
+    results: list[AddPartitionsToTxnResult] = []
     for t in request["transactions"]:
         errors = await _add_one(
             ctx, t["transactional_id"], t["producer_id"], t["producer_epoch"], t["topics"], t["verify_only"]
@@ -93,7 +132,9 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, request: dict) -> di
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results_by_transaction": results}
 
 
-def _add_refused(ctx: RequestContext, txn_id: str, topics: list[dict]) -> dict | None:
+def _add_refused(
+    ctx: RequestContext, txn_id: str, topics: Sequence[AddPartitionsToTxnTopic]
+) -> dict[tuple[str, int], ErrorCode] | None:
     """A client's AddPartitionsToTxn (v0-3): Write on the transactional id, then Write on each
     (non-internal) topic; any refusal fails the whole request, the other partitions OPERATION_NOT_ATTEMPTED."""
     wanted = [(t["name"], p) for t in topics for p in t["partitions"]]
@@ -116,8 +157,8 @@ def _add_refused(ctx: RequestContext, txn_id: str, topics: list[dict]) -> dict |
 
 
 # -- AddOffsetsToTxn -----------------------------------------------------------------------------------------
-@handles(25, 0, 4)
-async def handle_add_offsets_to_txn(ctx: RequestContext, request: dict) -> dict:
+@handles(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4)
+async def handle_add_offsets_to_txn(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
     coordinator = _txn(ctx)
     gc = ctx.services.group_coordinator
     if not auth.authorize(ctx, auth.WRITE, auth.TRANSACTIONAL_ID, request["transactional_id"]):
@@ -141,8 +182,8 @@ async def handle_add_offsets_to_txn(ctx: RequestContext, request: dict) -> dict:
 END_TXN_TV2_VERSION = 5
 
 
-@handles(26, 0, 5)
-async def handle_end_txn(ctx: RequestContext, request: dict) -> dict:
+@handles(ApiKey.END_TXN, 0, 5)
+async def handle_end_txn(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
     coordinator = _txn(ctx)
     if not auth.authorize(ctx, auth.WRITE, auth.TRANSACTIONAL_ID, request["transactional_id"]):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
@@ -170,8 +211,8 @@ async def handle_end_txn(ctx: RequestContext, request: dict) -> dict:
 # v2 (KIP-1228) tells the leader the marker's transaction version (0 for v1): a TV2 marker carries the
 # epoch EndTxn bumped to, so the leader refuses one no newer than the producer's with
 # INVALID_PRODUCER_EPOCH (unless it is a retry of a completed transaction's; ``check_marker_epoch``).
-@handles(27, 1, 2)
-def handle_write_txn_markers(ctx: RequestContext, request: dict) -> dict:
+@handles(ApiKey.WRITE_TXN_MARKERS, 1, 2)
+def handle_write_txn_markers(ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
     # Kafka: Alter on the cluster, else ClusterAction (a broker's request); otherwise every partition refused.
     allowed = auth.authorize_cluster(ctx, auth.ALTER, log_denied=False) or auth.authorize_cluster(
         ctx, auth.CLUSTER_ACTION
@@ -182,7 +223,7 @@ def handle_write_txn_markers(ctx: RequestContext, request: dict) -> dict:
         if allowed
         else _refuse_markers
     )
-    out = []
+    out: list[WritableTxnMarkerResult] = []
     for m in request["markers"]:
         wanted = [(t["name"], p) for t in m["topics"] for p in t["partition_indexes"]]
         errors = write(
@@ -212,7 +253,9 @@ def handle_write_txn_markers(ctx: RequestContext, request: dict) -> dict:
 
 
 # -- TxnOffsetCommit -----------------------------------------------------------------------------------------
-def _commit_response(request: dict, errors: dict[tuple[str, int], ErrorCode]) -> dict[str, Any]:
+def _commit_response(
+    request: TxnOffsetCommitRequest, errors: dict[tuple[str, int], ErrorCode]
+) -> TxnOffsetCommitResponse:
     return {
         "throttle_time_ms": 0,
         "topics": [
@@ -236,8 +279,8 @@ def _commit_response(request: dict, errors: dict[tuple[str, int], ErrorCode]) ->
 TXN_OFFSET_COMMIT_ADDS_VERSION = 5
 
 
-@handles(28, 0, 5)
-async def handle_txn_offset_commit(ctx: RequestContext, request: dict) -> dict:
+@handles(ApiKey.TXN_OFFSET_COMMIT, 0, 5)
+async def handle_txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     wanted = [
         (
             t["name"],
@@ -310,10 +353,12 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: dict) -> dict:
 
 
 # -- DescribeTransactions / ListTransactions / DescribeProducers (KIP-664) ---------------------------------
-@handles(65, 0, 0)
-def handle_describe_transactions(ctx: RequestContext, request: dict) -> dict:
+@handles(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0)
+def handle_describe_transactions(
+    ctx: RequestContext, request: DescribeTransactionsRequest
+) -> DescribeTransactionsResponse:
     coordinator = _txn(ctx)
-    states = []
+    states: list[DescribeTransactionsResponseTransactionState] = []
     for txn_id in request["transactional_ids"]:
         if not auth.authorize(ctx, auth.DESCRIBE, auth.TRANSACTIONAL_ID, txn_id):
             states.append(_txn_state_error(txn_id, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
@@ -359,7 +404,7 @@ def handle_describe_transactions(ctx: RequestContext, request: dict) -> dict:
     return {"throttle_time_ms": 0, "transaction_states": states}
 
 
-def _txn_state_error(txn_id: str, code: ErrorCode) -> dict:
+def _txn_state_error(txn_id: str, code: ErrorCode) -> DescribeTransactionsResponseTransactionState:
     return {
         "error_code": code,
         "transactional_id": txn_id,
@@ -372,12 +417,12 @@ def _txn_state_error(txn_id: str, code: ErrorCode) -> dict:
     }
 
 
-def _list_error(code: ErrorCode) -> dict:
+def _list_error(code: ErrorCode) -> ListTransactionsResponse:
     return {"throttle_time_ms": 0, "error_code": code, "unknown_state_filters": [], "transaction_states": []}
 
 
-@handles(66, 0, 2)
-def handle_list_transactions(ctx: RequestContext, request: dict) -> dict:
+@handles(ApiKey.LIST_TRANSACTIONS, 0, 2)
+def handle_list_transactions(ctx: RequestContext, request: ListTransactionsRequest) -> ListTransactionsResponse:
     from pybroker.coordinator.transaction.metadata import TransactionState
 
     coordinator = _txn(ctx)
@@ -398,7 +443,7 @@ def handle_list_transactions(ctx: RequestContext, request: dict) -> dict:
     pid_filters = set(request["producer_id_filters"])
     duration = request.get("duration_filter", -1) if ctx.version >= 1 else -1
     now = coordinator.clock.now_ms()
-    out = []
+    out: list[ListTransactionsResponseTransactionState] = []
     for txn_id, md in sorted(coordinator.transactions.items()):
         if state_filters and md.state.kafka_name not in state_filters:
             continue
@@ -428,12 +473,12 @@ def handle_list_transactions(ctx: RequestContext, request: dict) -> dict:
     }
 
 
-@handles(61, 0, 0)
-def handle_describe_producers(ctx: RequestContext, request: dict) -> dict:
-    topics = []
+@handles(ApiKey.DESCRIBE_PRODUCERS, 0, 0)
+def handle_describe_producers(ctx: RequestContext, request: DescribeProducersRequest) -> DescribeProducersResponse:
+    topics: list[TopicResponse] = []
     unauthorized = auth.denied(ctx, auth.READ, auth.TOPIC, (t["name"] for t in request["topics"]))
     for t in request["topics"]:
-        parts = []
+        parts: list[PartitionResponse] = []
         for index in t["partition_indexes"]:
             p = ctx.replica_manager.get_partition(t["name"], index)
             if p is None or t["name"] in unauthorized:
@@ -448,7 +493,7 @@ def handle_describe_producers(ctx: RequestContext, request: dict) -> dict:
                     }
                 )
                 continue
-            producers = [
+            producers: list[ProducerState] = [
                 {
                     "producer_id": e.producer_id,
                     "producer_epoch": e.epoch,

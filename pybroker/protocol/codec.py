@@ -18,7 +18,7 @@ import logging
 import os
 import struct
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from pybroker.protocol.api import REQUESTS, RESPONSES
@@ -959,7 +959,7 @@ def element_encoding_key(spec: MessageSpec, version: int, path: tuple[str, ...])
     return _encoding_key(_element_struct(spec, path).fields, version, spec.is_flexible(version))
 
 
-def encode_element(spec: MessageSpec, version: int, path: tuple[str, ...], value: dict) -> Encoded:
+def encode_element(spec: MessageSpec, version: int, path: tuple[str, ...], value: Mapping[str, Any]) -> Encoded:
     """``value`` encoded as one element of the array of structs at ``path``, ready to be placed in
     that array of a message of any version with the same ``element_encoding_key``."""
     fields = _element_struct(spec, path).fields
@@ -978,7 +978,7 @@ def encode_element(spec: MessageSpec, version: int, path: tuple[str, ...], value
     return encoded
 
 
-def encode(spec: MessageSpec, version: int, msg: dict) -> bytes:
+def encode(spec: MessageSpec, version: int, msg: Mapping[str, Any]) -> bytes:
     codec = _message_codec(spec, version)
     out: list = []
     try:

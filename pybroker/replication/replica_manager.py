@@ -37,6 +37,7 @@ from pybroker.storage.errors import KafkaStorageError, OffsetOutOfRangeError, St
 
 if TYPE_CHECKING:
     from pybroker.metrics.recorder import BrokerMetrics
+    from pybroker.protocol.typed.fetch import FetchResponsePartitionData
     from pybroker.records.validator import ValidationRules
     from pybroker.replication.partition import Partition
 
@@ -81,7 +82,12 @@ class FetchPartitionStatus:
     __slots__ = ("partition", "fetch_offset", "max_bytes", "leader_epoch", "resp")
 
     def __init__(
-        self, partition: Partition, fetch_offset: int, max_bytes: int, leader_epoch: int, resp: dict
+        self,
+        partition: Partition,
+        fetch_offset: int,
+        max_bytes: int,
+        leader_epoch: int,
+        resp: FetchResponsePartitionData,
     ):
         self.partition = partition
         self.fetch_offset = fetch_offset

@@ -15,6 +15,7 @@ from pybroker.protocol.schema import INHERIT, FieldSpec, MessageSpec
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MESSAGES_DIR = REPO_ROOT / "pybroker" / "protocol" / "messages"
+TYPED_DIR = REPO_ROOT / "pybroker" / "protocol" / "typed"
 
 
 def _load_generator():
@@ -28,18 +29,23 @@ def _load_generator():
 gen_protocol = _load_generator()
 
 
-def test_regenerating_changes_nothing(spec_dir: Path) -> None:
-    rendered = gen_protocol.render_all(spec_dir)
-    on_disk = {path.name: path.read_text(encoding="utf-8") for path in MESSAGES_DIR.glob("*.py")}
+@pytest.mark.parametrize(
+    ("render", "directory"),
+    [(gen_protocol.render_all, MESSAGES_DIR), (gen_protocol.render_typed, TYPED_DIR)],
+    ids=["messages", "typed"],
+)
+def test_regenerating_changes_nothing(spec_dir: Path, render, directory: Path) -> None:
+    rendered = render(spec_dir)
+    on_disk = {path.name: path.read_text(encoding="utf-8") for path in directory.glob("*.py")}
     assert sorted(rendered) == sorted(on_disk)
     for name, text in rendered.items():
         assert text == on_disk[name], (
-            f"{name} is stale: run python tools/gen_protocol.py ../shared/kafka-protocol-4.3.1"
+            f"{directory.name}/{name} is stale: run python tools/gen_protocol.py ../shared/kafka-protocol-4.3.1"
         )
 
 
 def test_generated_files_carry_no_prose() -> None:
-    for path in MESSAGES_DIR.glob("*.py"):
+    for path in [*MESSAGES_DIR.glob("*.py"), *TYPED_DIR.glob("*.py")]:
         text = path.read_text(encoding="utf-8")
         assert "about" not in text.lower().replace("about_", "")
         assert "/work" not in text and "/shared/" not in text.replace("../shared/", "")
