@@ -14,7 +14,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pybroker.metadata.store import is_internal_topic
@@ -336,8 +335,8 @@ class ReplicaManager:
             if writes is None:
                 info = p.append_as_leader(buf, batches, now_ms)
             else:
-                written: asyncio.Future = asyncio.get_running_loop().create_future()
-                info = p.append_as_leader(buf, batches, now_ms, partial(_resolve, written))
+                written = _WriteOutcome()
+                info = p.append_as_leader(buf, batches, now_ms, written)
             if self.metrics is not None:
                 self.metrics.produced(p.topic, len(buf), batches[0].records_count)
         except REFUSED as e:  # the client's doing (some are StorageErrors): no error log
@@ -355,7 +354,7 @@ class ReplicaManager:
         )
         if info.pending:
             assert writes is not None
-            writes.append((resp, written, p, info.last_offset))
+            writes.append((resp, written.future(), p, info.last_offset))
             return resp, None  # acks=all waits after the write (_after_writes)
         return resp, (p, info.last_offset)
 
@@ -562,9 +561,30 @@ def _add_current_leader(resp: dict, p: Partition) -> None:
     resp["current_leader"] = {"leader_id": p.leader_id, "leader_epoch": p.leader_epoch}
 
 
-def _resolve(fut: asyncio.Future, error: BaseException | None) -> None:
-    if not fut.done():  # cancelled: the request went away (broker stopping)
-        fut.set_result(error)
+class _WriteOutcome:
+    """The ``on_written`` callback of one append: a future of the write's error, made only for an
+    append the writer thread does (most are written by the loop at once and never call it)."""
+
+    __slots__ = ("_future", "_error", "_called")
+
+    def __init__(self) -> None:
+        self._future: asyncio.Future | None = None
+        self._error: BaseException | None = None
+        self._called = False
+
+    def __call__(self, error: BaseException | None) -> None:
+        fut = self._future
+        if fut is None:  # before future() was asked for
+            self._called, self._error = True, error
+        elif not fut.done():  # cancelled: the request went away (broker stopping)
+            fut.set_result(error)
+
+    def future(self) -> asyncio.Future:
+        if self._future is None:
+            self._future = asyncio.get_running_loop().create_future()
+            if self._called:
+                self._future.set_result(self._error)
+        return self._future
 
 
 async def _await_replication(responses: list[dict], pending: list, timeout_ms: int) -> list[dict]:
