@@ -182,6 +182,25 @@ def iter_batch_headers(
         position = batch_end
 
 
+_new_tuple = tuple.__new__  # a BatchHeader without NamedTuple's Python-level _make
+
+
+def _one_sound_batch(buf: bytes | bytearray | memoryview) -> list[BatchHeader] | None:
+    """What ``iter_batch_headers`` yields for ``buf`` when it is exactly one v2 batch with a good CRC
+    (every produce request of a v3+ client), without the generator; None otherwise."""
+    view = memoryview(buf)
+    end = len(view)
+    if end < BATCH_HEADER_SIZE:
+        return None
+    _, batch_length, _, magic = _PREFIX.unpack_from(view, 0)
+    if magic != CURRENT_MAGIC or batch_length < MIN_BATCH_LENGTH or LOG_OVERHEAD + batch_length != end:
+        return None
+    header = _new_tuple(BatchHeader, (*HEADER_STRUCT.unpack_from(view, 0), 0))
+    if crc32c(view[ATTRIBUTES_OFFSET:end]) != header.crc:
+        return None
+    return [header]
+
+
 def validate_produce_batches(buf: bytes | bytearray | memoryview) -> list[BatchHeader]:
     """Validate a Produce request's records for one partition and return their headers.
 
@@ -190,7 +209,9 @@ def validate_produce_batches(buf: bytes | bytearray | memoryview) -> list[BatchH
     """
     if len(buf) == 0:
         raise CorruptRecordError("produce request carries no record batches")
-    headers = list(iter_batch_headers(buf, verify_crc=True))
+    headers = _one_sound_batch(buf)
+    if headers is None:  # several batches, or something wrong: the walk says what
+        headers = list(iter_batch_headers(buf, verify_crc=True))
     for header in headers:
         if header.records_count <= 0:
             raise InvalidRecordError(
