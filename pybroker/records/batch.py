@@ -242,6 +242,15 @@ def stamp_partition_leader_epoch(buf: bytearray | memoryview, position: int, epo
     _INT32.pack_into(buf, position + PARTITION_LEADER_EPOCH_OFFSET, epoch)
 
 
+_OFFSET_LENGTH_EPOCH = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
+
+
+def stamp_offset_and_epoch(buf: bytearray | memoryview, header: BatchHeader, base_offset: int, epoch: int) -> None:
+    """``stamp_base_offset`` and ``stamp_partition_leader_epoch`` in one write (the batchLength
+    between them written back as ``header``, parsed from these bytes, has it)."""
+    _OFFSET_LENGTH_EPOCH.pack_into(buf, header.position, base_offset, header.batch_length, epoch)
+
+
 def stamp_log_append_time(buf: bytearray | memoryview, position: int, timestamp_ms: int) -> None:
     """Mark the batch LogAppendTime, set maxTimestamp to the append time and recompute the CRC.
 

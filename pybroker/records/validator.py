@@ -540,7 +540,7 @@ def validate_batch(
     RecordValidationError / InvalidTimestampError (per-record rules, with their record errors),
     RecordDecompressionError, DecompressedSizeLimitError or RecordBatchTooLargeError."""
     view = memoryview(batch)[: header.size]
-    recompress = rules.recompresses(header)
+    recompress = rules.target_codec is not None and rules.recompresses(header)
     if header.compression == CompressionType.NONE and not recompress:
         # The hot path: records read in place, no copy.
         # Indexing bytes/bytearray is cheaper than indexing a memoryview: walk the object itself.

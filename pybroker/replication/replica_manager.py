@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NOT_HOSTED = "This server does not host this topic-partition."
+_NONE = ErrorCode.NONE
 # Produce v12+ adds partitions to the transaction (KIP-890 part 2) rather than only verifying them.
 IMPLICIT_ADD_PARTITIONS_VERSION = 12
 # Coordinator errors a producer would not retry, answered as NOT_ENOUGH_REPLICAS so that it does
@@ -162,6 +163,7 @@ class ReplicaManager:
         invalid_acks = acks not in (0, 1, -1)
         for td in topic_data:
             name = td["name"]
+            internal = is_internal_topic(name)
             parts: list[dict | None] = []
             for pd in td["partition_data"]:
                 index, records = pd["index"], pd["records"]
@@ -172,7 +174,7 @@ class ReplicaManager:
                         )
                     )
                     continue
-                if is_internal_topic(name):  # Kafka's ReplicaManager: "Cannot append to internal topic"
+                if internal:  # Kafka's ReplicaManager: "Cannot append to internal topic"
                     parts.append(partition_response(index, ErrorCode.INVALID_TOPIC_EXCEPTION))
                     continue
                 refused, checked = self._check_one(
@@ -184,7 +186,9 @@ class ReplicaManager:
                     continue
                 p, header = checked
                 rules = validation_rules(p.log.config)
-                if header.compression != CompressionType.NONE or rules.recompresses(header):
+                if header.compression != CompressionType.NONE or (
+                    rules.target_codec is not None and rules.recompresses(header)
+                ):
                     # Decompressing (and recompressing) runs in a thread; the partition's slot in the
                     # response is filled once it is done, appends then made in request order.
                     parts.append(None)
@@ -199,7 +203,8 @@ class ReplicaManager:
                     continue
                 resp, wait = self._append(p, index, buf, batches, now_ms, writes)
                 parts.append(resp)
-                self._count_failure(name, resp)
+                if resp["error_code"] != _NONE:
+                    self._count_failure(name, resp)
                 if wait is not None and acks == -1:
                     waits.append((resp, *wait))
             responses.append({"name": name, "partition_responses": parts})
@@ -294,29 +299,34 @@ class ReplicaManager:
                 "Produce requests with version 3 or later must contain exactly one record batch per partition",
             ), None
         header = batches[0]
-        if header.compression > CompressionType.ZSTD:
+        compression = header.compression
+        if compression > CompressionType.ZSTD:
             return partition_response(
                 index,
                 ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
-                f"unknown compression codec {header.compression}",
+                f"unknown compression codec {compression}",
             ), None
-        if header.compression == CompressionType.ZSTD and version < ZSTD_MIN_PRODUCE_VERSION:
+        if compression == CompressionType.ZSTD and version < ZSTD_MIN_PRODUCE_VERSION:
             # Kafka's ProduceRequest.validateRecords: zstd needs Produce v7 (KIP-110).
             return partition_response(
                 index,
                 ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
                 f"Produce requests with version {version} are not allowed to use ZStandard compression",
             ), None
-        if header.size > p.log.config.max_message_bytes:
+        max_message_bytes = p.log.config.max_message_bytes
+        if header.size > max_message_bytes:
             # Kafka checks the batch as sent before walking it (UnifiedLog.analyzeAndValidateRecords).
             return partition_response(
                 index,
                 ErrorCode.MESSAGE_TOO_LARGE,
-                f"batch of {header.size} bytes exceeds max.message.bytes {p.log.config.max_message_bytes}",
+                f"batch of {header.size} bytes exceeds max.message.bytes {max_message_bytes}",
             ), None
-        refused = self._check_transactional(transactional_id, topic, index, header, version, added)
-        if refused is not None:
-            return partition_response(index, *refused), None
+        # Without a transactional id only its control-batch check applies, which
+        # validate_produce_batches made already (the same INVALID_RECORD).
+        if transactional_id is not None:
+            refused = self._check_transactional(transactional_id, topic, index, header, version, added)
+            if refused is not None:
+                return partition_response(index, *refused), None
         return None, (p, header)
 
     def _append(

@@ -19,6 +19,7 @@ from pybroker.records.batch import (
     iter_batch_headers,
     stamp_base_offset,
     stamp_log_append_time,
+    stamp_offset_and_epoch,
     stamp_partition_leader_epoch,
 )
 from pybroker.records.control import build_marker_batch, parse_marker
@@ -260,12 +261,12 @@ class Log:
                 buf, batches, codec, self.config.compression_level, self.config.max_message_bytes
             )
         total_size = 0
+        max_message_bytes = self.config.max_message_bytes
         for batch in batches:
-            if batch.size > self.config.max_message_bytes:
-                raise RecordTooLargeError(
-                    f"batch of {batch.size} bytes exceeds max.message.bytes {self.config.max_message_bytes}"
-                )
-            total_size += batch.size
+            size = batch.size
+            if size > max_message_bytes:
+                raise RecordTooLargeError(f"batch of {size} bytes exceeds max.message.bytes {max_message_bytes}")
+            total_size += size
         if total_size > self.config.segment_bytes:
             raise RecordTooLargeError(f"{total_size} bytes exceed segment.bytes {self.config.segment_bytes}")
         writes = self._writes
@@ -284,8 +285,7 @@ class Log:
         infos: list[BatchInfo] = []
         next_offset = first_offset
         for batch in batches:
-            stamp_base_offset(buf, batch.position, next_offset)
-            stamp_partition_leader_epoch(buf, batch.position, leader_epoch)
+            stamp_offset_and_epoch(buf, batch, next_offset, leader_epoch)
             max_timestamp = batch.max_timestamp
             if log_append_time:
                 stamp_log_append_time(buf, batch.position, now_ms)
@@ -549,9 +549,12 @@ class Log:
         infos: list[BatchInfo],
         now_ms: int,
     ) -> None:
-        total_size = sum(info[2] for info in infos)
-        max_timestamp = max(info[1] for info in infos)
-        segment = self.active_segment
+        if len(infos) == 1:  # one batch per partition: what every produce request appends
+            _, max_timestamp, total_size = infos[0]
+        else:
+            total_size = sum(info[2] for info in infos)
+            max_timestamp = max(info[1] for info in infos)
+        segment = self.segments[-1]  # the active segment
         if segment.should_roll(total_size, max_timestamp, infos[-1][0], now_ms):
             segment = self.roll(now_ms)
         start, end = batches[0].position, batches[-1].end_position
