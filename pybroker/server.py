@@ -633,6 +633,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _emit(self, parts: list[Any] | deque[Any]) -> None:
         transport = self.transport
         assert transport is not None  # _write and the writer callback run on a connected transport
+        if len(parts) == 1 and type(parts[0]) is bytes:  # one response frame: most reads' answer
+            transport.write(parts[0])
+            return
         chunk: list[Any] = []
         queue = deque(parts)
         while queue:
