@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import shutil
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from time import perf_counter
+from typing import NamedTuple
 
 from pybroker.records.batch import (
     LOG_OVERHEAD,
@@ -44,8 +43,10 @@ logger = logging.getLogger(__name__)
 _CLEANUP_SUFFIXES = (".deleted", ".cleaned", ".swap", ".tmp")
 
 
-@dataclass(frozen=True)
-class AppendInfo:
+class AppendInfo(NamedTuple):
+    """What an append did (immutable; a NamedTuple: made on every produce request, and a frozen
+    dataclass costs ~0.8 us to make here, a NamedTuple ~0.3)."""
+
     first_offset: int
     last_offset: int
     log_append_time_ms: int
@@ -822,7 +823,7 @@ class Log:
 
 
 def _pending(info: AppendInfo) -> AppendInfo:
-    return dataclasses.replace(info, pending=True)
+    return info._replace(pending=True)
 
 
 def follower_batches(buf: bytes | bytearray | memoryview) -> list[BatchHeader]:
