@@ -270,8 +270,10 @@ class ReplicaManager:
         added: dict[tuple[str, int], ErrorCode] | None = None,
     ):
         """Checks needing no record walk.  Returns (error response, None) or (None, (partition, header))."""
+        p = self.partitions.get((topic, index))
         try:
-            p = self.get_partition_or_error(topic, index)
+            if p is None or p.leader_id != self.node_id:  # (the common case without a call)
+                p = self.get_partition_or_error(topic, index)
         except KafkaError as e:
             resp = partition_response(index, e.code, None if e.message == NOT_HOSTED else e.message)
             if e.code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
