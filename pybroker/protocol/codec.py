@@ -1097,7 +1097,7 @@ _new_tuple = tuple.__new__  # RequestHeader without NamedTuple's Python-level __
 
 def decode_request_header(buf: Any) -> RequestHeader:
     """Parses the request header at the start of a frame (the bytes after the int32 size)."""
-    view = _as_byte_view(buf)
+    view = memoryview(buf) if type(buf) is bytearray else _as_byte_view(buf)  # the server's frames: bytes
     if len(view) < _HEADER_PREFIX.size:
         raise DecodeError(f"request header needs {_HEADER_PREFIX.size} bytes, frame has {len(view)}")
     api_key, api_version, correlation_id = _HEADER_PREFIX.unpack_from(view, 0)

@@ -214,8 +214,8 @@ class ReplicaManager:
             # Answered once the writer threads have written (acks=0 too: the connection's next
             # request waits, so that its frame, still charged to the memory pool, bounds what is queued).
             return Appended(self._after_writes(responses, writes, waits, acks, timeout_ms))
-        if acks == 0:
-            return responses  # nobody waits: the handler sends nothing
+        if acks == 0 or not waits:
+            return responses  # nobody waits (acks=0: the handler sends nothing; acks=1: answered now)
         result = self._wait_for_acks(responses, waits, timeout_ms)
         return result if isinstance(result, list) else Appended(result)
 
