@@ -192,10 +192,10 @@ def _one_sound_batch(buf: bytes | bytearray | memoryview) -> list[BatchHeader] |
     end = len(view)
     if end < BATCH_HEADER_SIZE:
         return None
-    _, batch_length, _, magic = _PREFIX.unpack_from(view, 0)
-    if magic != CURRENT_MAGIC or batch_length < MIN_BATCH_LENGTH or LOG_OVERHEAD + batch_length != end:
-        return None
     header = _new_tuple(BatchHeader, (*HEADER_STRUCT.unpack_from(view, 0), 0))
+    batch_length = header.batch_length
+    if header.magic != CURRENT_MAGIC or batch_length < MIN_BATCH_LENGTH or LOG_OVERHEAD + batch_length != end:
+        return None
     if crc32c(view[ATTRIBUTES_OFFSET:end]) != header.crc:
         return None
     return [header]

@@ -504,6 +504,9 @@ def _walk_stream(stream: _Stream, header: BatchHeader, walk: _Walk) -> None:
         raise InvalidRecordError("Incorrect declared batch size, records still remaining in file")
 
 
+_new_tuple = tuple.__new__
+
+
 def _native_walk_clean(buf, end: int, header: BatchHeader, rules: ValidationRules, now_ms: int) -> bool:
     """Whether the C walk finds an uncompressed batch's records exactly as declared and none to
     look at (the common case, without the per-batch ``_Walk``); False: walk it with ``_Walk``.
@@ -546,7 +549,7 @@ def validate_batch(
         # Indexing bytes/bytearray is cheaper than indexing a memoryview: walk the object itself.
         buf = view if isinstance(batch, memoryview) else batch
         if _native_walk is not None and _native_walk_clean(buf, len(view), header, rules, now_ms):
-            return ValidatedBatch(batch, False)
+            return _new_tuple(ValidatedBatch, (batch, False))  # ValidatedBatch(batch, False), sans __new__
         # A record to look at, or one the C walk does not accept: the walk below finds what is wrong.
         walk = _Walk(header, rules, now_ms)
         index, pos = _walk_contiguous(buf, RECORDS_OFFSET, len(view), 0, header.records_count, walk)
