@@ -281,10 +281,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         queue = deque(frames) if not isinstance(frames, deque) else frames
         handled = 0  # pool bytes of the frames answered here, released in one go
         pipeline = self._pipeline
+        quotas = self.broker.client_quotas
         while queue and not self._closed:
             frame = queue[0]
             # Under client quotas a produce request is throttled when it is answered: none may overtake.
-            produce = _is_produce(frame) and not self.broker.client_quotas.quotas
+            produce = _is_produce(frame) and not quotas.quotas
             if pipeline and (not produce or self._pipeline_blocked or len(pipeline) >= PIPELINE_DEPTH):
                 self._busy = True  # waits until the requests before it are answered
                 break
@@ -633,6 +634,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _emit(self, parts: list[Any] | deque[Any]) -> None:
         transport = self.transport
         assert transport is not None  # _write and the writer callback run on a connected transport
+        if len(parts) == 1 and type(parts[0]) is bytes:  # one response frame: most reads' answer
+            transport.write(parts[0])
+            return
         chunk: list[Any] = []
         queue = deque(parts)
         while queue:

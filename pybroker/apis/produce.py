@@ -137,7 +137,7 @@ def _append(
     added: dict[tuple[str, int], ErrorCode] | None,
 ):
     acks = request["acks"]
-    appended = ctx.replica_manager.append_records(
+    appended = ctx.services.replica_manager.append_records(
         topic_data,
         acks=acks,
         timeout_ms=request["timeout_ms"],

@@ -1087,18 +1087,28 @@ def _skip_tagged_fields(view: memoryview, pos: int) -> int:
     return pos
 
 
+# (api_key, api_version) -> request header version: a request's header is read on every request,
+# and working the version out walks the override table and the api's flexible range.  Bounded: a
+# peer may send any pair.
+_HEADER_VERSIONS: dict[tuple[int, int], int] = {}
+_HEADER_VERSIONS_MAX = 4096
+_new_tuple = tuple.__new__  # RequestHeader without NamedTuple's Python-level __new__
+
+
 def decode_request_header(buf: Any) -> RequestHeader:
     """Parses the request header at the start of a frame (the bytes after the int32 size)."""
-    view = _as_byte_view(buf)
+    view = memoryview(buf) if type(buf) is bytearray else _as_byte_view(buf)  # the server's frames: bytes
     if len(view) < _HEADER_PREFIX.size:
         raise DecodeError(f"request header needs {_HEADER_PREFIX.size} bytes, frame has {len(view)}")
     api_key, api_version, correlation_id = _HEADER_PREFIX.unpack_from(view, 0)
-    header_version = request_header_version(api_key, api_version)
+    header_version = _HEADER_VERSIONS.get((api_key, api_version))
+    if header_version is None:
+        header_version = request_header_version(api_key, api_version)
+        if len(_HEADER_VERSIONS) < _HEADER_VERSIONS_MAX:
+            _HEADER_VERSIONS[(api_key, api_version)] = header_version
     pos = _HEADER_PREFIX.size
     if header_version == 0:
         return RequestHeader(api_key, api_version, correlation_id, None, pos)
-    spec = REQUESTS.get(api_key)
-    understood = spec is not None and spec.supports(api_version)
     try:
         (length,) = _INT16.unpack_from(view, pos)
         pos += 2
@@ -1110,14 +1120,18 @@ def decode_request_header(buf: Any) -> RequestHeader:
         elif length != -1:
             raise DecodeError(f"client_id has invalid length {length}")
         if header_version >= 2:
-            pos = _skip_tagged_fields(view, pos)
+            if pos < len(view) and view[pos] == 0:  # no tagged fields: what every client sends
+                pos += 1
+            else:
+                pos = _skip_tagged_fields(view, pos)
     except (DecodeError, struct.error, UnicodeDecodeError) as exc:
-        if understood:
+        spec = REQUESTS.get(api_key)
+        if spec is not None and spec.supports(api_version):
             raise DecodeError(f"malformed request header: {exc}") from exc
         # Key, version and correlation id are still worth having for the server's log line.
         logger.debug("unparseable header for unsupported api %s v%s: %s", api_key, api_version, exc)
         return RequestHeader(api_key, api_version, correlation_id, None, _HEADER_PREFIX.size, complete=False)
-    return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
+    return _new_tuple(RequestHeader, (api_key, api_version, correlation_id, client_id, pos, True))
 
 
 _EMPTY_TAGS = b"\x00"

@@ -52,10 +52,15 @@ def decode_produce_request(version: int, view: memoryview, pos: int) -> tuple[di
 
 
 def _decode(version: int, view: memoryview, pos: int) -> tuple[dict, int]:
+    # Lengths and counts below 128 (one-byte varints, nearly all of them) are read inline.
     flexible = version >= FLEXIBLE_VERSION
     end = len(view)
     if flexible:
-        length, pos = _uvarint(view, pos)
+        length = view[pos]
+        if length < 0x80:
+            pos += 1
+        else:
+            length, pos = _uvarint(view, pos)
         length -= 1
     else:
         (length,) = _INT16.unpack_from(view, pos)
@@ -72,7 +77,11 @@ def _decode(version: int, view: memoryview, pos: int) -> tuple[dict, int]:
     pos += 6
     topic_data: list[dict[str, Any]] = []
     if flexible:
-        topics, pos = _uvarint(view, pos)
+        topics = view[pos]
+        if topics < 0x80:
+            pos += 1
+        else:
+            topics, pos = _uvarint(view, pos)
         topics -= 1
     else:
         (topics,) = _INT32.unpack_from(view, pos)
@@ -88,7 +97,11 @@ def _decode(version: int, view: memoryview, pos: int) -> tuple[dict, int]:
             pos += 16
         else:
             if flexible:
-                length, pos = _uvarint(view, pos)
+                length = view[pos]
+                if length < 0x80:
+                    pos += 1
+                else:
+                    length, pos = _uvarint(view, pos)
                 length -= 1
             else:
                 (length,) = _INT16.unpack_from(view, pos)
@@ -98,7 +111,11 @@ def _decode(version: int, view: memoryview, pos: int) -> tuple[dict, int]:
             topic = {"name": str(view[pos : pos + length], "utf-8")}
             pos += length
         if flexible:
-            count, pos = _uvarint(view, pos)
+            count = view[pos]
+            if count < 0x80:
+                pos += 1
+            else:
+                count, pos = _uvarint(view, pos)
             count -= 1
         else:
             (count,) = _INT32.unpack_from(view, pos)
@@ -110,7 +127,11 @@ def _decode(version: int, view: memoryview, pos: int) -> tuple[dict, int]:
             (index,) = _INT32.unpack_from(view, pos)
             pos += 4
             if flexible:
-                length, pos = _uvarint(view, pos)
+                length = view[pos]
+                if length < 0x80:
+                    pos += 1
+                else:
+                    length, pos = _uvarint(view, pos)
                 length -= 1
             else:
                 (length,) = _INT32.unpack_from(view, pos)

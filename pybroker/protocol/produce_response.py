@@ -39,6 +39,31 @@ def _strict() -> bool:
     return codec.strict_field_names()
 
 
+# A partition answer's fixed part and what follows it (no record errors, a null error message,
+# no tagged fields), per (version >= 5, version >= 8, flexible): one pack per partition.
+_PARTITION_V8_TAIL = b"\x01\x00"  # flexible: an empty compact array, a null compact string
+_PARTITION_V8 = struct.Struct(">ihqqqih")  # non-flexible: an empty array (0), a null string (-1)
+_PARTITION_FLEXIBLE = struct.Struct(">ihqqq2sx")  # ... + the flexible tail, then no tagged fields
+_SMALL_UVARINTS = [bytes((value,)) for value in range(0x80)]
+# Topic names as written (their length prefix included), per (name, flexible): a broker answers few.
+_NAMES: dict[tuple[str, bool], bytes] = {}
+_NAMES_MAX = 4096
+
+
+def _uvarint(value: int) -> bytes:
+    return _SMALL_UVARINTS[value] if value < 0x80 else encode_uvarint(value)
+
+
+def _name(name: str, flexible: bool) -> bytes:
+    written = _NAMES.get((name, flexible))
+    if written is None:
+        raw = name.encode()
+        written = (_uvarint(len(raw) + 1) if flexible else _INT16.pack(len(raw))) + raw
+        if len(_NAMES) < _NAMES_MAX:
+            _NAMES[(name, flexible)] = written
+    return written
+
+
 def encode_produce_response(version: int, correlation_id: int, response: dict) -> bytes | None:
     """The frame (int32 size, response header, body), or None when the codec must encode it."""
     if _strict():
@@ -46,44 +71,59 @@ def encode_produce_response(version: int, correlation_id: int, response: dict) -
     if response.get("node_endpoints"):
         return None
     flexible = version >= FLEXIBLE_VERSION
-    out = bytearray(8)
-    if flexible:
-        out.append(0)  # response header v1: no tagged fields
+    by_id = version >= TOPIC_ID_VERSION
     topics = response["responses"]
-    out += encode_uvarint(len(topics) + 1) if flexible else _INT32.pack(len(topics))
-    partition = _PARTITION_V5 if version >= 5 else _PARTITION_V2
-    with_errors = version >= 8
+    # The first part is the int32 size and correlation id (and the header's tagged fields), filled last.
+    parts: list[bytes] = [b"", _uvarint(len(topics) + 1) if flexible else _INT32.pack(len(topics))]
+    append = parts.append
     for topic in topics:
-        if version >= TOPIC_ID_VERSION:
-            out += topic["topic_id"].bytes
-        else:
-            name = topic["name"].encode()
-            out += encode_uvarint(len(name) + 1) if flexible else _INT16.pack(len(name))
-            out += name
+        append(topic["topic_id"].bytes if by_id else _name(topic["name"], flexible))
         partitions = topic["partition_responses"]
-        out += encode_uvarint(len(partitions) + 1) if flexible else _INT32.pack(len(partitions))
+        append(_uvarint(len(partitions) + 1) if flexible else _INT32.pack(len(partitions)))
         for p in partitions:
             if p.get("record_errors") or p.get("error_message") is not None or p.get("current_leader"):
                 return None
-            if version >= 5:
-                out += partition.pack(
-                    p["index"],
-                    p["error_code"],
-                    p["base_offset"],
-                    p.get("log_append_time_ms", -1),
-                    p.get("log_start_offset", -1),
+            if flexible:
+                append(
+                    _PARTITION_FLEXIBLE.pack(
+                        p["index"],
+                        p["error_code"],
+                        p["base_offset"],
+                        p.get("log_append_time_ms", -1),
+                        p.get("log_start_offset", -1),
+                        _PARTITION_V8_TAIL,
+                    )
+                )
+            elif version >= 8:
+                append(
+                    _PARTITION_V8.pack(
+                        p["index"],
+                        p["error_code"],
+                        p["base_offset"],
+                        p.get("log_append_time_ms", -1),
+                        p.get("log_start_offset", -1),
+                        0,
+                        -1,
+                    )
+                )
+            elif version >= 5:
+                append(
+                    _PARTITION_V5.pack(
+                        p["index"],
+                        p["error_code"],
+                        p["base_offset"],
+                        p.get("log_append_time_ms", -1),
+                        p.get("log_start_offset", -1),
+                    )
                 )
             else:
-                out += partition.pack(p["index"], p["error_code"], p["base_offset"], p.get("log_append_time_ms", -1))
-            if with_errors:
-                # no record errors, a null error message
-                out += b"\x01\x00" if flexible else _EMPTY_ARRAY + _NULL_STRING
-            if flexible:
-                out.append(0)  # partition tagged fields
+                append(_PARTITION_V2.pack(p["index"], p["error_code"], p["base_offset"], p.get("log_append_time_ms", -1)))
         if flexible:
-            out.append(0)  # topic tagged fields
-    out += _INT32.pack(response.get("throttle_time_ms", 0))
-    if flexible:
-        out.append(0)  # top-level tagged fields
-    _SIZE_AND_CORRELATION.pack_into(out, 0, len(out) - 4, correlation_id)
-    return bytes(out)
+            append(b"\x00")  # topic tagged fields
+    throttle = _INT32.pack(response.get("throttle_time_ms", 0))
+    append(throttle + b"\x00" if flexible else throttle)  # then the top-level tagged fields
+    size = sum(map(len, parts)) + (5 if flexible else 4)  # the correlation id (and header tags)
+    parts[0] = _SIZE_AND_CORRELATION.pack(size, correlation_id) + b"\x00" if flexible else (
+        _SIZE_AND_CORRELATION.pack(size, correlation_id)
+    )
+    return b"".join(parts)

@@ -182,6 +182,25 @@ def iter_batch_headers(
         position = batch_end
 
 
+_new_tuple = tuple.__new__  # a BatchHeader without NamedTuple's Python-level _make
+
+
+def _one_sound_batch(buf: bytes | bytearray | memoryview) -> list[BatchHeader] | None:
+    """What ``iter_batch_headers`` yields for ``buf`` when it is exactly one v2 batch with a good CRC
+    (every produce request of a v3+ client), without the generator; None otherwise."""
+    view = memoryview(buf)
+    end = len(view)
+    if end < BATCH_HEADER_SIZE:
+        return None
+    header = _new_tuple(BatchHeader, (*HEADER_STRUCT.unpack_from(view, 0), 0))
+    batch_length = header.batch_length
+    if header.magic != CURRENT_MAGIC or batch_length < MIN_BATCH_LENGTH or LOG_OVERHEAD + batch_length != end:
+        return None
+    if crc32c(view[ATTRIBUTES_OFFSET:end]) != header.crc:
+        return None
+    return [header]
+
+
 def validate_produce_batches(buf: bytes | bytearray | memoryview) -> list[BatchHeader]:
     """Validate a Produce request's records for one partition and return their headers.
 
@@ -190,7 +209,9 @@ def validate_produce_batches(buf: bytes | bytearray | memoryview) -> list[BatchH
     """
     if len(buf) == 0:
         raise CorruptRecordError("produce request carries no record batches")
-    headers = list(iter_batch_headers(buf, verify_crc=True))
+    headers = _one_sound_batch(buf)
+    if headers is None:  # several batches, or something wrong: the walk says what
+        headers = list(iter_batch_headers(buf, verify_crc=True))
     for header in headers:
         if header.records_count <= 0:
             raise InvalidRecordError(
@@ -219,6 +240,15 @@ def stamp_base_offset(buf: bytearray | memoryview, position: int, base_offset: i
 def stamp_partition_leader_epoch(buf: bytearray | memoryview, position: int, epoch: int) -> None:
     """Rewrite partitionLeaderEpoch in place; outside the CRC."""
     _INT32.pack_into(buf, position + PARTITION_LEADER_EPOCH_OFFSET, epoch)
+
+
+_OFFSET_LENGTH_EPOCH = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
+
+
+def stamp_offset_and_epoch(buf: bytearray | memoryview, header: BatchHeader, base_offset: int, epoch: int) -> None:
+    """``stamp_base_offset`` and ``stamp_partition_leader_epoch`` in one write (the batchLength
+    between them written back as ``header``, parsed from these bytes, has it)."""
+    _OFFSET_LENGTH_EPOCH.pack_into(buf, header.position, base_offset, header.batch_length, epoch)
 
 
 def stamp_log_append_time(buf: bytearray | memoryview, position: int, timestamp_ms: int) -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from pybroker.records.batch import RECORDS_OFFSET, BatchHeader, replace_records_section
+from pybroker.records.batch import RECORDS_OFFSET, TIMESTAMP_TYPE_MASK, BatchHeader, replace_records_section
 from pybroker.records.compression import CompressionType
 from pybroker.records.errors import (
     DecompressedSizeLimitError,
@@ -504,6 +504,37 @@ def _walk_stream(stream: _Stream, header: BatchHeader, walk: _Walk) -> None:
         raise InvalidRecordError("Incorrect declared batch size, records still remaining in file")
 
 
+_new_tuple = tuple.__new__
+
+
+def _native_walk_clean(buf, end: int, header: BatchHeader, rules: ValidationRules, now_ms: int) -> bool:
+    """Whether the C walk finds an uncompressed batch's records exactly as declared and none to
+    look at (the common case, without the per-batch ``_Walk``); False: walk it with ``_Walk``.
+    Same arguments as ``_Walk.native_args`` (the base timestamp is an int64 of the header)."""
+    assert _native_walk is not None
+    attributes = header.attributes
+    flags = (
+        (_CHECK_KEYS if rules.compacted else 0)
+        | (0 if rules.log_append_time else _CHECK_TS)
+        | (_LAT_BATCH if attributes & TIMESTAMP_TYPE_MASK else 0)
+    )
+    lo = now_ms - rules.timestamp_before_max_ms
+    hi = now_ms + rules.timestamp_after_max_ms
+    count = header.records_count
+    index, pos, anomaly, candidates = _native_walk(
+        buf,
+        RECORDS_OFFSET,
+        end,
+        0,
+        count,
+        header.base_timestamp,
+        lo if lo > LONG_MIN else LONG_MIN,
+        hi if hi < LONG_MAX else LONG_MAX,
+        flags,
+    )
+    return not anomaly and candidates is None and index == count and pos == end
+
+
 def validate_batch(
     batch: bytes | bytearray | memoryview, header: BatchHeader, rules: ValidationRules, now_ms: int
 ) -> ValidatedBatch:
@@ -512,12 +543,15 @@ def validate_batch(
     RecordValidationError / InvalidTimestampError (per-record rules, with their record errors),
     RecordDecompressionError, DecompressedSizeLimitError or RecordBatchTooLargeError."""
     view = memoryview(batch)[: header.size]
-    walk = _Walk(header, rules, now_ms)
-    recompress = rules.recompresses(header)
+    recompress = rules.target_codec is not None and rules.recompresses(header)
     if header.compression == CompressionType.NONE and not recompress:
         # The hot path: records read in place, no copy.
         # Indexing bytes/bytearray is cheaper than indexing a memoryview: walk the object itself.
         buf = view if isinstance(batch, memoryview) else batch
+        if _native_walk is not None and _native_walk_clean(buf, len(view), header, rules, now_ms):
+            return _new_tuple(ValidatedBatch, (batch, False))  # ValidatedBatch(batch, False), sans __new__
+        # A record to look at, or one the C walk does not accept: the walk below finds what is wrong.
+        walk = _Walk(header, rules, now_ms)
         index, pos = _walk_contiguous(buf, RECORDS_OFFSET, len(view), 0, header.records_count, walk)
         if index < header.records_count:
             raise InvalidRecordError(
@@ -529,6 +563,7 @@ def validate_batch(
             raise InvalidRecordError("Incorrect declared batch size, records still remaining in file")
         walk.raise_errors()
         return ValidatedBatch(batch, False)
+    walk = _Walk(header, rules, now_ms)
     multiple = RECOMPRESSION_EXPANSION if recompress else VALIDATION_EXPANSION
     limit = multiple * max(rules.max_message_bytes, 1)
     tee = None

@@ -503,15 +503,15 @@ class Partition:
         """Append as the leader.  With ``on_written`` the log's writer thread writes the bytes
         (``Log.append_async``): the returned info is ``pending`` and ``on_written(error)`` runs on
         the loop once they are in the log, after the high watermark moved over them."""
-        if not self.is_leader:
+        if self._leader_id != self.local_id:  # not is_leader
             raise NotLeaderOrFollowerError(f"{self.topic}-{self.index}: leader is {self._leader_id}")
         if on_written is None:
-            info = self.log.append(buf, batches, leader_epoch=self.leader_epoch, now_ms=now_ms)
+            info = self.log.append(buf, batches, leader_epoch=self._leader_epoch, now_ms=now_ms)
         else:
             info = self.log.append_async(
                 buf,
                 batches,
-                leader_epoch=self.leader_epoch,
+                leader_epoch=self._leader_epoch,
                 now_ms=now_ms,
                 on_written=lambda error: self._written(error, on_written),
             )

@@ -14,7 +14,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pybroker.metadata.store import is_internal_topic
@@ -48,6 +47,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NOT_HOSTED = "This server does not host this topic-partition."
+_NONE = ErrorCode.NONE
 # Produce v12+ adds partitions to the transaction (KIP-890 part 2) rather than only verifying them.
 IMPLICIT_ADD_PARTITIONS_VERSION = 12
 # Coordinator errors a producer would not retry, answered as NOT_ENOUGH_REPLICAS so that it does
@@ -169,6 +169,7 @@ class ReplicaManager:
         invalid_acks = acks not in (0, 1, -1)
         for td in topic_data:
             name = td["name"]
+            internal = is_internal_topic(name)
             parts: list[dict | None] = []
             for pd in td["partition_data"]:
                 index, records = pd["index"], pd["records"]
@@ -179,7 +180,7 @@ class ReplicaManager:
                         )
                     )
                     continue
-                if is_internal_topic(name):  # Kafka's ReplicaManager: "Cannot append to internal topic"
+                if internal:  # Kafka's ReplicaManager: "Cannot append to internal topic"
                     parts.append(partition_response(index, ErrorCode.INVALID_TOPIC_EXCEPTION))
                     continue
                 refused, checked = self._check_one(
@@ -191,7 +192,9 @@ class ReplicaManager:
                     continue
                 p, header = checked
                 rules = validation_rules(p.log.config)
-                if header.compression != CompressionType.NONE or rules.recompresses(header):
+                if header.compression != CompressionType.NONE or (
+                    rules.target_codec is not None and rules.recompresses(header)
+                ):
                     # Decompressing (and recompressing) runs in a thread; the partition's slot in the
                     # response is filled once it is done, appends then made in request order.
                     parts.append(None)
@@ -206,7 +209,8 @@ class ReplicaManager:
                     continue
                 resp, wait = self._append(p, index, buf, batches, now_ms, writes)
                 parts.append(resp)
-                self._count_failure(name, resp)
+                if resp["error_code"] != _NONE:
+                    self._count_failure(name, resp)
                 if wait is not None and acks == -1:
                     waits.append((resp, *wait))
             responses.append({"name": name, "partition_responses": parts})
@@ -216,8 +220,8 @@ class ReplicaManager:
             # Answered once the writer threads have written (acks=0 too: the connection's next
             # request waits, so that its frame, still charged to the memory pool, bounds what is queued).
             return Appended(self._after_writes(responses, writes, waits, acks, timeout_ms))
-        if acks == 0:
-            return responses  # nobody waits: the handler sends nothing
+        if acks == 0 or not waits:
+            return responses  # nobody waits (acks=0: the handler sends nothing; acks=1: answered now)
         result = self._wait_for_acks(responses, waits, timeout_ms)
         return result if isinstance(result, list) else Appended(result)
 
@@ -272,8 +276,10 @@ class ReplicaManager:
         added: dict[tuple[str, int], ErrorCode] | None = None,
     ):
         """Checks needing no record walk.  Returns (error response, None) or (None, (partition, header))."""
+        p = self.partitions.get((topic, index))
         try:
-            p = self.get_partition_or_error(topic, index)
+            if p is None or p.leader_id != self.node_id:  # (the common case without a call)
+                p = self.get_partition_or_error(topic, index)
         except KafkaError as e:
             resp = partition_response(index, e.code, None if e.message == NOT_HOSTED else e.message)
             if e.code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
@@ -301,29 +307,34 @@ class ReplicaManager:
                 "Produce requests with version 3 or later must contain exactly one record batch per partition",
             ), None
         header = batches[0]
-        if header.compression > CompressionType.ZSTD:
+        compression = header.compression
+        if compression > CompressionType.ZSTD:
             return partition_response(
                 index,
                 ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
-                f"unknown compression codec {header.compression}",
+                f"unknown compression codec {compression}",
             ), None
-        if header.compression == CompressionType.ZSTD and version < ZSTD_MIN_PRODUCE_VERSION:
+        if compression == CompressionType.ZSTD and version < ZSTD_MIN_PRODUCE_VERSION:
             # Kafka's ProduceRequest.validateRecords: zstd needs Produce v7 (KIP-110).
             return partition_response(
                 index,
                 ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
                 f"Produce requests with version {version} are not allowed to use ZStandard compression",
             ), None
-        if header.size > p.log.config.max_message_bytes:
+        max_message_bytes = p.log.config.max_message_bytes
+        if header.size > max_message_bytes:
             # Kafka checks the batch as sent before walking it (UnifiedLog.analyzeAndValidateRecords).
             return partition_response(
                 index,
                 ErrorCode.MESSAGE_TOO_LARGE,
-                f"batch of {header.size} bytes exceeds max.message.bytes {p.log.config.max_message_bytes}",
+                f"batch of {header.size} bytes exceeds max.message.bytes {max_message_bytes}",
             ), None
-        refused = self._check_transactional(transactional_id, topic, index, header, version, added)
-        if refused is not None:
-            return partition_response(index, *refused), None
+        # Without a transactional id only its control-batch check applies, which
+        # validate_produce_batches made already (the same INVALID_RECORD).
+        if transactional_id is not None:
+            refused = self._check_transactional(transactional_id, topic, index, header, version, added)
+            if refused is not None:
+                return partition_response(index, *refused), None
         return None, (p, header)
 
     def _append(
@@ -342,8 +353,8 @@ class ReplicaManager:
             if writes is None:
                 info = p.append_as_leader(buf, batches, now_ms)
             else:
-                written: asyncio.Future = asyncio.get_running_loop().create_future()
-                info = p.append_as_leader(buf, batches, now_ms, partial(_resolve, written))
+                written = _WriteOutcome()
+                info = p.append_as_leader(buf, batches, now_ms, written)
             if self.metrics is not None:
                 self.metrics.produced(p.topic, len(buf), batches[0].records_count)
         except REFUSED as e:  # the client's doing (some are StorageErrors): no error log
@@ -361,7 +372,7 @@ class ReplicaManager:
         )
         if info.pending:
             assert writes is not None
-            writes.append((resp, written, p, info.last_offset))
+            writes.append((resp, written.future(), p, info.last_offset))
             return resp, None  # acks=all waits after the write (_after_writes)
         return resp, (p, info.last_offset)
 
@@ -568,9 +579,30 @@ def _add_current_leader(resp: dict, p: Partition) -> None:
     resp["current_leader"] = {"leader_id": p.leader_id, "leader_epoch": p.leader_epoch}
 
 
-def _resolve(fut: asyncio.Future, error: BaseException | None) -> None:
-    if not fut.done():  # cancelled: the request went away (broker stopping)
-        fut.set_result(error)
+class _WriteOutcome:
+    """The ``on_written`` callback of one append: a future of the write's error, made only for an
+    append the writer thread does (most are written by the loop at once and never call it)."""
+
+    __slots__ = ("_future", "_error", "_called")
+
+    def __init__(self) -> None:
+        self._future: asyncio.Future | None = None
+        self._error: BaseException | None = None
+        self._called = False
+
+    def __call__(self, error: BaseException | None) -> None:
+        fut = self._future
+        if fut is None:  # before future() was asked for
+            self._called, self._error = True, error
+        elif not fut.done():  # cancelled: the request went away (broker stopping)
+            fut.set_result(error)
+
+    def future(self) -> asyncio.Future:
+        if self._future is None:
+            self._future = asyncio.get_running_loop().create_future()
+            if self._called:
+                self._future.set_result(self._error)
+        return self._future
 
 
 async def _await_replication(responses: list[dict], pending: list, timeout_ms: int) -> list[dict]:

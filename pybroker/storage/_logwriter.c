@@ -11,13 +11,18 @@
  * Python side: Writer() ; fileno() ; submit(token, fd, buffer, position, fsync, group) ;
  * take() -> [(token, errno)] ; wait_all() (blocks, GIL released, until every job submitted so far
  * is done) ; clear_failed(group) ; stop().
+ *
+ * Also voluntary_switches(): the calling thread's voluntary context switches, which the loop reads
+ * around each write it makes itself (writer.py), without building a struct_rusage.
  */
+#define _GNU_SOURCE /* RUSAGE_THREAD */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define SKIPPED (-1)
@@ -301,7 +306,19 @@ static PyTypeObject WriterType = {
     .tp_doc = "A log directory's writer thread (no GIL).",
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_logwriter", NULL, -1, NULL};
+static PyObject *voluntary_switches(PyObject *self, PyObject *unused) {
+    struct rusage usage;
+    if (getrusage(RUSAGE_THREAD, &usage) != 0)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    return PyLong_FromLong(usage.ru_nvcsw);
+}
+
+static PyMethodDef module_methods[] = {
+    {"voluntary_switches", voluntary_switches, METH_NOARGS, "The calling thread's voluntary context switches."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_logwriter", NULL, -1, module_methods};
 
 PyMODINIT_FUNC PyInit__logwriter(void) {
     if (PyType_Ready(&WriterType) < 0)

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import shutil
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from time import perf_counter
+from typing import NamedTuple
 
 from pybroker.records.batch import (
     LOG_OVERHEAD,
@@ -19,6 +18,7 @@ from pybroker.records.batch import (
     iter_batch_headers,
     stamp_base_offset,
     stamp_log_append_time,
+    stamp_offset_and_epoch,
     stamp_partition_leader_epoch,
 )
 from pybroker.records.control import build_marker_batch, parse_marker
@@ -43,8 +43,10 @@ logger = logging.getLogger(__name__)
 _CLEANUP_SUFFIXES = (".deleted", ".cleaned", ".swap", ".tmp")
 
 
-@dataclass(frozen=True)
-class AppendInfo:
+class AppendInfo(NamedTuple):
+    """What an append did (immutable; a NamedTuple: made on every produce request, and a frozen
+    dataclass costs ~0.8 us to make here, a NamedTuple ~0.3)."""
+
     first_offset: int
     last_offset: int
     log_append_time_ms: int
@@ -260,12 +262,12 @@ class Log:
                 buf, batches, codec, self.config.compression_level, self.config.max_message_bytes
             )
         total_size = 0
+        max_message_bytes = self.config.max_message_bytes
         for batch in batches:
-            if batch.size > self.config.max_message_bytes:
-                raise RecordTooLargeError(
-                    f"batch of {batch.size} bytes exceeds max.message.bytes {self.config.max_message_bytes}"
-                )
-            total_size += batch.size
+            size = batch.size
+            if size > max_message_bytes:
+                raise RecordTooLargeError(f"batch of {size} bytes exceeds max.message.bytes {max_message_bytes}")
+            total_size += size
         if total_size > self.config.segment_bytes:
             raise RecordTooLargeError(f"{total_size} bytes exceed segment.bytes {self.config.segment_bytes}")
         writes = self._writes
@@ -284,8 +286,7 @@ class Log:
         infos: list[BatchInfo] = []
         next_offset = first_offset
         for batch in batches:
-            stamp_base_offset(buf, batch.position, next_offset)
-            stamp_partition_leader_epoch(buf, batch.position, leader_epoch)
+            stamp_offset_and_epoch(buf, batch, next_offset, leader_epoch)
             max_timestamp = batch.max_timestamp
             if log_append_time:
                 stamp_log_append_time(buf, batch.position, now_ms)
@@ -311,7 +312,8 @@ class Log:
                     self.writer.inline_write_stalled(elapsed, voluntary_switches() > switches)
         except OSError as e:  # disk full, I/O error, read-only: nothing of this append was kept
             raise io_failure(self.directory.parent, f"append to {self.name}", e) from e
-        self.producer_state.commit(plan)
+        if plan.updates:  # (none for batches without a producer id)
+            self.producer_state.commit(plan)
         info = AppendInfo(
             first_offset, next_offset - 1, now_ms if log_append_time else -1, self.log_start_offset, False
         )
@@ -549,9 +551,12 @@ class Log:
         infos: list[BatchInfo],
         now_ms: int,
     ) -> None:
-        total_size = sum(info[2] for info in infos)
-        max_timestamp = max(info[1] for info in infos)
-        segment = self.active_segment
+        if len(infos) == 1:  # one batch per partition: what every produce request appends
+            _, max_timestamp, total_size = infos[0]
+        else:
+            total_size = sum(info[2] for info in infos)
+            max_timestamp = max(info[1] for info in infos)
+        segment = self.segments[-1]  # the active segment
         if segment.should_roll(total_size, max_timestamp, infos[-1][0], now_ms):
             segment = self.roll(now_ms)
         start, end = batches[0].position, batches[-1].end_position
@@ -819,7 +824,7 @@ class Log:
 
 
 def _pending(info: AppendInfo) -> AppendInfo:
-    return dataclasses.replace(info, pending=True)
+    return info._replace(pending=True)
 
 
 def follower_batches(buf: bytes | bytearray | memoryview) -> list[BatchHeader]:

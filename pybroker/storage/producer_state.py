@@ -16,6 +16,7 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from crc32c import crc32c
 
@@ -39,8 +40,10 @@ SNAPSHOT_SUFFIX = ".snapshot"
 _SNAPSHOT_VERSION = 2
 
 
-@dataclass(frozen=True)
-class BatchMetadata:
+class BatchMetadata(NamedTuple):
+    """One batch an idempotent producer appended (immutable; a NamedTuple: one is made per such
+    batch, and a frozen dataclass costs ~0.8 us to make, this ~0.3)."""
+
     first_sequence: int
     last_sequence: int
     first_offset: int
@@ -382,7 +385,7 @@ class ProducerStateManager:
                     e.producer_id,
                     e.epoch,
                     e.last_timestamp,
-                    [list(vars(b).values()) for b in e.batches],
+                    [list(b) for b in e.batches],
                     e.current_txn_first_offset,
                     e.coordinator_epoch,
                 ]

@@ -34,19 +34,26 @@ from typing import Any
 try:  # the thread in C, which never takes the GIL (setup.py builds it; optional)
     from pybroker.storage._logwriter import SKIPPED as _SKIPPED
     from pybroker.storage._logwriter import Writer
+    from pybroker.storage._logwriter import voluntary_switches as native_switches
 except ImportError:  # pragma: no cover - no C compiler where pybroker was installed
     _NativeWriter = None
+    _native_switches = None
     _SKIPPED = -1
 else:  # (assigned here, not imported as the name: the checker then types it "Writer or None")
     _NativeWriter = Writer
+    _native_switches = native_switches
 
 logger = logging.getLogger(__name__)
 _GROUPS = itertools.count(1)
 
 
-def voluntary_switches() -> int:
+def _voluntary_switches() -> int:
     """Voluntary context switches of the calling thread so far (it slept: I/O, a lock)."""
     return resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw
+
+
+# The same count from C where it is built (read around every write the loop makes: ~0.4 us less).
+voluntary_switches = _native_switches if _native_switches is not None else _voluntary_switches
 
 
 class WriteSkipped(OSError):
