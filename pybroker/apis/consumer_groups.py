@@ -13,11 +13,11 @@ from pybroker.apis import RequestContext, auth, handles
 from pybroker.apis.groups import _after, _client_host, _client_id, _coordinator, _coordinator_error
 from pybroker.coordinator.consumer_coordinator import HeartbeatRequest
 from pybroker.coordinator.consumer_records import assignment_from_wire
+from pybroker.protocol.api import AUTHORIZED_OPERATIONS_OMITTED
 from pybroker.protocol.errors import ErrorCode
 
 CONSUMER_GROUP_HEARTBEAT = 68
 CONSUMER_GROUP_DESCRIBE = 69
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
 @handles(CONSUMER_GROUP_HEARTBEAT, 0, 1)

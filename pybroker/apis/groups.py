@@ -18,6 +18,7 @@ from pybroker.apis import RequestContext, auth, handles
 from pybroker.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
 from pybroker.coordinator.offsets_topic import partition_for
 from pybroker.coordinator.transaction.service import TOPIC as TRANSACTION_TOPIC
+from pybroker.protocol.api import AUTHORIZED_OPERATIONS_OMITTED
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages.api_keys import ApiKey
 
@@ -72,7 +73,6 @@ _Response = TypeVar("_Response")
 
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
 def _coordinator(ctx: RequestContext, group_id: str | None = None) -> GroupCoordinator | None:

@@ -28,6 +28,7 @@ from pybroker.coordinator.share.manager import (
 from pybroker.coordinator.share.share_partition import AcknowledgementBatch, SharePartition
 from pybroker.coordinator.share.state_records import SharePartitionKey
 from pybroker.coordinator.streams.manager import STREAMS_GROUP_CONFIG_KEYS
+from pybroker.protocol.api import AUTHORIZED_OPERATIONS_OMITTED
 from pybroker.protocol.errors import ErrorCode
 from pybroker.records.batch import iter_batch_headers, whole_batches
 
@@ -43,7 +44,6 @@ SHARE_ACKNOWLEDGE = 79
 DESCRIBE_SHARE_GROUP_OFFSETS = 90
 ALTER_SHARE_GROUP_OFFSETS = 91
 DELETE_SHARE_GROUP_OFFSETS = 92
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 MAX_FETCH_BYTES = 8 * 1024 * 1024  # per partition read: bounds the response whatever MaxBytes says
 
 

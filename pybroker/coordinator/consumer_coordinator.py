@@ -34,6 +34,7 @@ from pybroker.coordinator.consumer_group import (
 from pybroker.coordinator.group import OffsetAndMetadata
 from pybroker.coordinator.reconciliation import MemberState, next_state
 from pybroker.coordinator.topic_regex import InvalidTopicRegex, compile_topic_regex
+from pybroker.protocol.api import AUTHORIZED_OPERATIONS_OMITTED
 from pybroker.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -761,7 +762,7 @@ class ConsumerGroupManager:
                 "assignment_epoch": 0,
                 "assignor_name": "",
                 "members": [],
-                "authorized_operations": -(2**31),
+                "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
             }
         names = {meta.topic_id: name for name, meta in group.subscription_metadata.items()}
 
@@ -803,7 +804,7 @@ class ConsumerGroupManager:
             "assignment_epoch": group.assignment_epoch,
             "assignor_name": group.preferred_assignor(self.config.assignors[0]),
             "members": members,
-            "authorized_operations": ops if include_ops else -(2**31),
+            "authorized_operations": ops if include_ops else AUTHORIZED_OPERATIONS_OMITTED,
         }
 
     def topics_by_id(self, topic_id: uuid.UUID) -> str | None:

@@ -11,12 +11,10 @@ Unknown tagged fields (e.g. the 4.1+ MetadataHash) are kept on decode and ignore
 
 from __future__ import annotations
 
-import struct
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
-from pybroker.protocol import codec
+from pybroker.coordinator.group_records import GroupRecordCodec, GroupRecordKey
 from pybroker.protocol.schema import NO_VERSIONS, MessageSpec
 from pybroker.protocol.schema import FieldSpec as F
 from pybroker.protocol.schema import VersionRange as V
@@ -28,9 +26,6 @@ TARGET_ASSIGNMENT_METADATA = 6
 TARGET_ASSIGNMENT_MEMBER = 7
 CURRENT_MEMBER_ASSIGNMENT = 8
 RECORD_TYPES = range(METADATA, CURRENT_MEMBER_ASSIGNMENT + 1)
-VALUE_VERSION = 0
-
-_VERSION = struct.Struct(">h")
 _ALL = V(0, None)
 
 # Assignments as Kafka writes them: topic id -> sorted partitions.
@@ -164,37 +159,12 @@ VALUE_SPECS: dict[int, MessageSpec] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class ConsumerRecordKey:
-    record_type: int
-    group_id: str
-    member_id: str | None = None
-
-
-def encode_key(record_type: int, group_id: str, member_id: str | None = None) -> bytes:
-    msg: dict[str, Any] = {"group_id": group_id}
-    if member_id is not None:
-        msg["member_id"] = member_id
-    return _VERSION.pack(record_type) + codec.encode(KEY_SPECS[record_type], record_type, msg)
-
-
-def encode_value(record_type: int, msg: dict[str, Any]) -> bytes:
-    return _VERSION.pack(VALUE_VERSION) + codec.encode(VALUE_SPECS[record_type], VALUE_VERSION, msg)
-
-
-def decode_key(data: bytes) -> ConsumerRecordKey | None:
-    """The key of a consumer-group record, or None for any other record type."""
-    (record_type,) = _VERSION.unpack_from(data, 0)
-    if record_type not in RECORD_TYPES:
-        return None
-    msg, _ = codec.decode(KEY_SPECS[record_type], record_type, memoryview(data), 2)
-    return ConsumerRecordKey(record_type, msg["group_id"], msg.get("member_id"))
-
-
-def decode_value(record_type: int, data: bytes) -> dict[str, Any]:
-    # Value version 0 is the only one Kafka defines; later fields arrive as tagged fields.
-    msg, _ = codec.decode(VALUE_SPECS[record_type], VALUE_VERSION, memoryview(data), 2)
-    return msg
+ConsumerRecordKey = GroupRecordKey
+_CODEC = GroupRecordCodec(RECORD_TYPES, KEY_SPECS, VALUE_SPECS)
+encode_key = _CODEC.encode_key
+encode_value = _CODEC.encode_value
+decode_key = _CODEC.decode_key  # the key of a consumer-group record, or None for any other record type
+decode_value = _CODEC.decode_value
 
 
 def assignment_to_wire(assignment: Assignment) -> list[dict[str, Any]]:

@@ -11,6 +11,10 @@ from pybroker.protocol import messages
 from pybroker.protocol.messages.api_keys import ApiKey
 from pybroker.protocol.schema import MessageSpec
 
+# Kafka's AUTHORIZED_OPERATIONS_OMITTED (Integer.MIN_VALUE): the authorized-operations field of a
+# Describe* response when the request did not ask for it.
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
 
 def _all_messages() -> list[MessageSpec]:
     found: list[MessageSpec] = []

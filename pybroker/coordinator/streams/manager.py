@@ -49,6 +49,7 @@ from pybroker.coordinator.streams.topology import (
     StreamsTopology,
     configure_topics,
 )
+from pybroker.protocol.api import AUTHORIZED_OPERATIONS_OMITTED
 from pybroker.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -954,7 +955,7 @@ class StreamsGroupManager:
             "assignment_epoch": group.assignment_epoch,
             "topology": topology,
             "members": members,
-            "authorized_operations": ops if include_ops else -(2**31),
+            "authorized_operations": ops if include_ops else AUTHORIZED_OPERATIONS_OMITTED,
         }
 
     # -- offsets ---------------------------------------------------------------------------------------
@@ -1017,7 +1018,7 @@ def described_error(group_id: str, code: ErrorCode, message: str | None) -> dict
         "assignment_epoch": 0,
         "topology": None,
         "members": [],
-        "authorized_operations": -(2**31),
+        "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
     }
 
 

@@ -11,11 +11,7 @@ classes in kafka-group-coordinator 4.3.1 (``...coordinator.group.generated.Strea
 
 from __future__ import annotations
 
-import struct
-from dataclasses import dataclass
-from typing import Any
-
-from pybroker.protocol import codec
+from pybroker.coordinator.group_records import GroupRecordCodec, GroupRecordKey
 from pybroker.protocol.schema import NO_VERSIONS, MessageSpec
 from pybroker.protocol.schema import FieldSpec as F
 from pybroker.protocol.schema import VersionRange as V
@@ -29,9 +25,6 @@ TOPOLOGY = 23
 RECORD_TYPES = frozenset((METADATA, MEMBER_METADATA, TARGET_ASSIGNMENT_METADATA, TARGET_ASSIGNMENT_MEMBER,
                           CURRENT_MEMBER_ASSIGNMENT, TOPOLOGY))  # fmt: skip
 WITH_MEMBER = frozenset((MEMBER_METADATA, TARGET_ASSIGNMENT_MEMBER, CURRENT_MEMBER_ASSIGNMENT))
-VALUE_VERSION = 0
-
-_VERSION = struct.Struct(">h")
 _ALL = V(0, None)
 
 
@@ -231,33 +224,9 @@ VALUE_SPECS: dict[int, MessageSpec] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class StreamsRecordKey:
-    record_type: int
-    group_id: str
-    member_id: str | None = None
-
-
-def encode_key(record_type: int, group_id: str, member_id: str | None = None) -> bytes:
-    msg: dict[str, Any] = {"group_id": group_id}
-    if member_id is not None:
-        msg["member_id"] = member_id
-    return _VERSION.pack(record_type) + codec.encode(KEY_SPECS[record_type], record_type, msg)
-
-
-def encode_value(record_type: int, msg: dict[str, Any]) -> bytes:
-    return _VERSION.pack(VALUE_VERSION) + codec.encode(VALUE_SPECS[record_type], VALUE_VERSION, msg)
-
-
-def decode_key(data: bytes) -> StreamsRecordKey | None:
-    """The key of a streams-group record, or None for any other record type."""
-    (record_type,) = _VERSION.unpack_from(data, 0)
-    if record_type not in RECORD_TYPES:
-        return None
-    msg, _ = codec.decode(KEY_SPECS[record_type], record_type, memoryview(data), 2)
-    return StreamsRecordKey(record_type, msg["group_id"], msg.get("member_id"))
-
-
-def decode_value(record_type: int, data: bytes) -> dict[str, Any]:
-    msg, _ = codec.decode(VALUE_SPECS[record_type], VALUE_VERSION, memoryview(data), 2)
-    return msg
+StreamsRecordKey = GroupRecordKey
+_CODEC = GroupRecordCodec(RECORD_TYPES, KEY_SPECS, VALUE_SPECS)
+encode_key = _CODEC.encode_key
+encode_value = _CODEC.encode_value
+decode_key = _CODEC.decode_key  # the key of a streams-group record, or None for any other record type
+decode_value = _CODEC.decode_value
