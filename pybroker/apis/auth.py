@@ -34,8 +34,6 @@ TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID = (
     ResourceType.CLUSTER,
     ResourceType.TRANSACTIONAL_ID,
 )
-# The schema default of the *_authorized_operations fields: "not requested".
-OPERATIONS_NOT_REQUESTED = -(2**31)
 
 
 def _authorizer(ctx: RequestContext):

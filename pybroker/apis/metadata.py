@@ -15,7 +15,7 @@ from pybroker.apis import RequestContext, auth, handles
 from pybroker.metadata.image import BrokerRegistration, MetadataImage, TopicImage
 from pybroker.metadata.store import InvalidTopicName, is_internal_topic, validate_topic_name
 from pybroker.protocol import codec
-from pybroker.protocol.api import RESPONSES
+from pybroker.protocol.api import AUTHORIZED_OPERATIONS_OMITTED, RESPONSES
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages.api_keys import ApiKey
 from pybroker.security.acl import CLUSTER_NAME
@@ -263,6 +263,6 @@ def handle_describe_cluster(ctx: RequestContext, request: DescribeClusterRequest
         "cluster_authorized_operations": (
             _cluster_operations(ctx)
             if request.get("include_cluster_authorized_operations", False)
-            else auth.OPERATIONS_NOT_REQUESTED
+            else AUTHORIZED_OPERATIONS_OMITTED
         ),
     }
