@@ -26,13 +26,13 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from compat_tests.clients.java43 import java43_command
-from compat_tests.kafka_tools import run_tool
+from compat_tests.kafka_tools import ToolResult, run_tool
 from compat_tests.scenarios.test_sasl import SaslBroker
 
 SECRET = "delegation-secret-of-the-compat-suite"
@@ -51,6 +51,16 @@ SETTINGS = {
     "offsets.topic.num.partitions": "1",
     "group.initial.rebalance.delay.ms": "0",
 }
+
+
+class Listeners(Protocol):
+    @property
+    def bootstrap(self) -> str: ...  # PLAINTEXT
+
+    @property
+    def sasl_bootstrap(self) -> str: ...  # SASL_PLAINTEXT
+
+
 TOKEN_ID = re.compile(r"^[A-Za-z0-9_-]{22}$|^[0-9a-f-]{36}$")
 
 
@@ -112,7 +122,7 @@ class Token:
     renewers: str
 
 
-def tool(bootstrap: str, config: Path, *args: str) -> subprocess.CompletedProcess[str] | Any:
+def tool(bootstrap: str, config: Path, *args: str) -> ToolResult:
     return run_tool(
         "kafka-delegation-tokens", "--bootstrap-server", bootstrap, "--command-config", str(config), *args,
         timeout_s=90,
@@ -130,18 +140,18 @@ def tokens_printed(stdout: str) -> list[Token]:
     return rows
 
 
-def create(broker: SaslBroker, config: Path, *args: str, max_life_ms: int = -1) -> Token:
+def create(broker: Listeners, config: Path, *args: str, max_life_ms: int = -1) -> Token:
     result = tool(broker.sasl_bootstrap, config, "--create", "--max-life-time-period", str(max_life_ms), *args).check()
     (token,) = tokens_printed(result.stdout)
     return token
 
 
-def describe(broker: SaslBroker, config: Path, *owners: str) -> list[Token]:
+def describe(broker: Listeners, config: Path, *owners: str) -> list[Token]:
     args = [a for owner in owners for a in ("--owner-principal", owner)]
     return tokens_printed(tool(broker.sasl_bootstrap, config, "--describe", *args).check().stdout)
 
 
-def described_eventually(broker: SaslBroker, config: Path, token_id: str, *owners: str) -> list[Token]:
+def described_eventually(broker: Listeners, config: Path, token_id: str, *owners: str) -> list[Token]:
     """Describe until the token shows: Apache Kafka's brokers learn of a token when the controller's record
     reaches their metadata (DelegationTokenPublisher), a moment after CreateDelegationToken is answered."""
     deadline = time.monotonic() + 15
@@ -152,13 +162,13 @@ def described_eventually(broker: SaslBroker, config: Path, token_id: str, *owner
         time.sleep(0.5)
 
 
-def failure(result: Any) -> str:
+def failure(result: ToolResult) -> str:
     """The exception the tool reports (it prints the cause's message and exits 1)."""
     assert result.returncode != 0, f"the tool succeeded:\n{result.stdout}"
     return result.stdout + result.stderr
 
 
-def produce_with_token(broker: SaslBroker, topic: str, token: Token, mechanism: str, value: bytes) -> dict:
+def produce_with_token(broker: Listeners, topic: str, token: Token, mechanism: str, value: bytes) -> dict:
     line = json.dumps({"key": None, "value": base64.b64encode(value).decode()})
     done = subprocess.run(
         java43_command(
@@ -175,7 +185,7 @@ def produce_with_token(broker: SaslBroker, topic: str, token: Token, mechanism: 
     return out[-1]
 
 
-def consume_with_token(broker: SaslBroker, topic: str, token: Token, mechanism: str) -> list[bytes]:
+def consume_with_token(broker: Listeners, topic: str, token: Token, mechanism: str) -> list[bytes]:
     done = subprocess.run(
         java43_command(
             "consume", "--bootstrap", broker.sasl_bootstrap, "--topic", topic, "--partition", "0",
@@ -191,7 +201,7 @@ def consume_with_token(broker: SaslBroker, topic: str, token: Token, mechanism: 
     return [base64.b64decode(r["value"]) for r in out]
 
 
-def new_topic(broker: SaslBroker) -> str:
+def new_topic(broker: Listeners) -> str:
     topic = f"dtoken-{uuid.uuid4().hex[:10]}"
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
@@ -328,3 +338,97 @@ def test_disabled_without_a_secret_key(
             assert "DelegationTokenDisabledException" in refused, (args, refused)
     finally:
         b.stop()
+
+
+# -- with an authorizer: KIP-373's CREATE_TOKENS, and the token's owner as the principal ACLs see --------------
+
+
+@dataclass(frozen=True)
+class AclBroker:
+    bootstrap: str
+    sasl_bootstrap: str
+
+
+ACL_SETTINGS = {
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "allow.everyone.if.no.acl.found": "true",
+    # The SASL listener's own mechanisms: Apache Kafka's internal listeners (authorizer=True) keep PLAIN only.
+    "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+    "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+    "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": SCRAM_JAAS,
+    "delegation.token.secret.key": SECRET,
+    "offsets.topic.num.partitions": "1",
+}
+R_TOPIC, R_USER, P_LITERAL, O_WRITE, O_CREATE_TOKENS, A_ALLOW = 2, 7, 3, 4, 13, 3
+
+
+@pytest.fixture(scope="module")
+def acl_broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclBroker]:
+    if request.config.getoption("--bootstrap"):
+        pytest.skip("needs a broker started with an authorizer, not --bootstrap")
+    from compat_tests.brokers import PyBroker, free_port
+
+    workdir = tmp_path_factory.mktemp("dtokens-acl")
+    sasl_port = free_port()
+    launcher: Any
+    if request.config.getoption("--broker") == "kafka":
+        from compat_tests.reference.apache_kafka import ApacheKafka
+
+        launcher = ApacheKafka(
+            workdir, authorizer=True, overrides=ACL_SETTINGS,
+            extra_listeners={"SASL_PLAINTEXT": ("SASL_PLAINTEXT", sasl_port)},
+        )  # fmt: skip
+    else:
+        port = free_port()
+        listeners = f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
+        launcher = PyBroker(workdir, port=port, overrides={"listeners": listeners, **ACL_SETTINGS})
+    launcher.start()
+    try:
+        yield AclBroker(launcher.bootstrap, f"127.0.0.1:{sasl_port}")
+    finally:
+        launcher.stop()
+
+
+def allow(bootstrap: str, resource_type: int, name: str, principal: str, operation: int) -> None:
+    from tests.wire import WireClient
+
+    with WireClient(bootstrap) as wire:
+        r = wire.request(30, 3, {"creations": [{
+            "resource_type": resource_type, "resource_name": name, "resource_pattern_type": P_LITERAL,
+            "principal": principal, "host": "*", "operation": operation, "permission_type": A_ALLOW}]})  # fmt: skip
+    assert r["results"][0]["error_code"] == 0, r
+
+
+def test_create_for_another_owner_needs_create_tokens_on_the_owner(acl_broker: AclBroker, configs: Path) -> None:
+    # Once User:carol has an ACL, only bob may create tokens owned by carol.
+    allow(acl_broker.bootstrap, R_USER, "User:carol", "User:bob", O_CREATE_TOKENS)
+    time.sleep(1)  # the ACL reaches the authorizer (Apache Kafka: through the metadata log)
+    alice, bob = plain_user(configs, "alice"), plain_user(configs, "bob")
+    args = ("--create", "--max-life-time-period", "-1", "--owner-principal", "User:carol")
+    refused = failure(tool(acl_broker.sasl_bootstrap, alice, *args))
+    assert "DelegationTokenAuthorizationException" in refused, refused
+    made = tool(acl_broker.sasl_bootstrap, bob, *args).check()
+    (token,) = tokens_printed(made.stdout)
+    assert (token.owner, token.requester) == ("User:carol", "User:bob")
+    # Anyone may create a token for themself.
+    assert create(acl_broker, alice).owner == "User:alice"
+
+
+def test_token_client_is_its_owner_for_acls(acl_broker: AclBroker, configs: Path) -> None:
+    """A topic only carol may write: carol's token (made by bob, KIP-373) writes to it, alice's may not."""
+    topic = f"dtoken-acl-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": acl_broker.bootstrap})
+    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        future.result(30)
+    allow(acl_broker.bootstrap, R_TOPIC, topic, "User:carol", O_WRITE)
+    alice, bob = plain_user(configs, "alice"), plain_user(configs, "bob")
+    made = tool(acl_broker.sasl_bootstrap, bob, "--create", "--max-life-time-period", "-1",
+                "--owner-principal", "User:carol").check()  # fmt: skip
+    (carols,) = tokens_printed(made.stdout)
+    alices = create(acl_broker, alice)
+    described_eventually(acl_broker, alice, alices.token_id, "User:alice")
+    described_eventually(acl_broker, bob, carols.token_id, "User:carol")
+    written = produce_with_token(acl_broker, topic, carols, "SCRAM-SHA-256", b"by carol's token")
+    assert written.get("offset") == 0, written
+    refused = produce_with_token(acl_broker, topic, alices, "SCRAM-SHA-256", b"by alice's token")
+    assert refused.get("error") == "TopicAuthorizationException", refused
