@@ -11,6 +11,7 @@ import base64
 import hashlib
 import hmac
 import os
+import time
 from pathlib import Path
 
 from compat_tests.scenarios.test_sasl import SaslBroker
@@ -118,5 +119,38 @@ def test_tokens_survive_a_restart_and_older_versions_describe_them(tmp_path: Pat
         b.start()
         with WireClient(b.sasl_bootstrap) as c:
             assert token_login(c, token_id, token_hmac)["error_code"] == 58  # SASL_AUTHENTICATION_FAILED
+    finally:
+        b.stop()
+
+
+def test_renew_and_expire_periods_and_an_expired_token(tmp_path: Path) -> None:
+    """Renewal never passes the max timestamp; a positive expiry period moves the expiry; past it (the hourly
+    sweep not yet run) renew and expire answer DELEGATION_TOKEN_EXPIRED (DelegationTokenControlManager)."""
+    b = SaslBroker("pybroker", tmp_path / "broker", TOKEN_SETTINGS)
+    b.launcher.overrides = {k: v for k, v in b.launcher.overrides.items() if "oauthbearer" not in k}
+    b.start()
+    try:
+        with WireClient(b.sasl_bootstrap) as c:
+            plain_login(c, "alice", "alice-secret")
+            created = create_token(c, max_lifetime_ms=60_000)
+            token_hmac = bytes(created["hmac"])
+            assert created["max_timestamp_ms"] - created["issue_timestamp_ms"] == 60_000
+            assert created["expiry_timestamp_ms"] == created["max_timestamp_ms"]  # expiry.time.ms is a day
+            renewed = c.request(RENEW, 2, {"hmac": token_hmac, "renew_period_ms": 3_600_000})
+            assert (renewed["error_code"], renewed["expiry_timestamp_ms"]) == (0, created["max_timestamp_ms"])
+            before = int(time.time() * 1000)
+            expiring = c.request(EXPIRE, 2, {"hmac": token_hmac, "expiry_time_period_ms": 300})
+            assert expiring["error_code"] == 0
+            assert before + 300 <= expiring["expiry_timestamp_ms"] <= time.time() * 1000 + 300
+            time.sleep(0.6)
+            for api, body in ((RENEW, {"hmac": token_hmac, "renew_period_ms": -1}),
+                              (EXPIRE, {"hmac": token_hmac, "expiry_time_period_ms": -1})):  # fmt: skip
+                assert c.request(api, 2, body)["error_code"] == 66  # DELEGATION_TOKEN_EXPIRED
+            # Unknown HMAC; renewers must be users (INVALID_PRINCIPAL_TYPE).
+            assert c.request(RENEW, 2, {"hmac": b"x" * 64, "renew_period_ms": -1})["error_code"] == 62
+            r = c.request(CREATE, 3, {"owner_principal_type": None, "owner_principal_name": None,
+                                      "max_lifetime_ms": -1,
+                                      "renewers": [{"principal_type": "Group", "principal_name": "g"}]})  # fmt: skip
+            assert r["error_code"] == 67  # INVALID_PRINCIPAL_TYPE
     finally:
         b.stop()
