@@ -6,7 +6,8 @@ renewDelegationToken / expireDelegationToken), authenticated as PLAIN users over
 then authenticates with a token through SCRAM with the ``tokenauth`` extension (the Java 4.3.1 client,
 ``ScramLoginModule required username="<token id>" password="<base64 HMAC>" tokenauth="true"``).
 librdkafka (confluent-kafka, kcat) and kafka-python send no SCRAM extensions: they cannot authenticate with
-a token, so the Java client is the one that does here.
+a token (a token is no SCRAM user: test_token_is_no_scram_user_without_tokenauth), so the Java client is the
+one that does here.
 
 Each broker serves PLAINTEXT (readiness, topic set-up) and SASL_PLAINTEXT on a second port, with
 ``delegation.token.secret.key`` set (one more broker without it answers DELEGATION_TOKEN_AUTH_DISABLED) and an
@@ -282,6 +283,18 @@ def test_java_client_authenticates_with_the_token(broker: SaslBroker, configs: P
     forged = Token(token.token_id, base64.b64encode(b"\x02" * 64).decode(), token.owner, token.requester, "")
     refused = produce_with_token(broker, topic, forged, mechanism, value)
     assert refused.get("error") == "SaslAuthenticationException", refused
+
+
+def test_token_is_no_scram_user_without_tokenauth(broker: SaslBroker, configs: Path) -> None:
+    """librdkafka (confluent-kafka here) sends no SCRAM extensions, so it cannot use a token: the token id and
+    HMAC as a plain SCRAM username and password are refused like any unknown user."""
+    from compat_tests.scenarios.test_sasl import GENERIC_FAILURE, auth_error, client_config
+
+    alice = plain_user(configs, "alice")
+    token = create(broker, alice)
+    described_eventually(broker, alice, token.token_id, "User:alice")
+    error = auth_error(client_config(broker, "SCRAM-SHA-256", token.token_id, token.hmac))
+    assert GENERIC_FAILURE.format("SCRAM-SHA-256") in error
 
 
 def test_token_authenticated_connection_may_not_manage_tokens(broker: SaslBroker, configs: Path) -> None:
