@@ -21,6 +21,7 @@ from pybroker.apis.metadata import TopicMetadataCache
 from pybroker.apis.services import BrokerServices
 from pybroker.apis.telemetry import ClientMetricsManager
 from pybroker.config import ConfigError
+from pybroker.controller.delegation_tokens import DelegationTokenManager
 from pybroker.controller.local import LocalController
 from pybroker.coordinator.coordinator import GroupCoordinator
 from pybroker.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
@@ -39,6 +40,7 @@ from pybroker.replication.partition import Partition
 from pybroker.replication.replica_manager import ReplicaManager
 from pybroker.security.authorizer import Authorizer, authorizer_from_config
 from pybroker.security.context import SASL_SSL, uses_sasl, uses_ssl
+from pybroker.security.delegation_token import TokenCredential
 from pybroker.security.sasl_config import build_listener_config
 from pybroker.security.scram import ScramCredential, ScramMechanism
 from pybroker.security.ssl_factory import ServerSslFactory, SslConfigError
@@ -143,6 +145,8 @@ class Broker:
             )
         self.metadata.topic_listener = self.metadata_publisher.topic_changed
         self.client_metrics = ClientMetricsManager(self.metadata)  # KIP-714 subscriptions and pushes
+        # KIP-48 delegation tokens (their cache follows the store, whichever broker changed it).
+        self.delegation_tokens = DelegationTokenManager(config, self.metadata)
         self.metadata_cache = TopicMetadataCache()  # encoded Metadata topic entries
         self.metadata_publisher.listeners.append(self.metadata_cache.invalidate)
         # A single broker is its own controller: topic and config changes are applied here at once.
@@ -173,6 +177,7 @@ class Broker:
             cluster_mode=self.cluster is not None,
             controller_mutation_quotas=self.controller_mutation_quotas,
             client_metrics=self.client_metrics,
+            delegation_tokens=self.delegation_tokens,
         )
         self.coordinator_services = CoordinatorServices(
             config=config,
@@ -198,6 +203,9 @@ class Broker:
     def scram_credential(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:
         return self.metadata.scram_credential(user, mechanism.mechanism_name)
 
+    def delegation_token_credential(self, token_id: str, mechanism: ScramMechanism) -> TokenCredential | None:
+        return self.delegation_tokens.credential(token_id, mechanism)
+
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
         for warning in self.config.warnings:
@@ -214,6 +222,7 @@ class Broker:
         self.metadata_publisher.set_cluster_id(self.cluster_id)
         self.metadata.load()
         self.metadata.ensure_reserve()
+        self.delegation_tokens.load()
         self.authorizer = authorizer_from_config(self.config, self.metadata)
         self.services.authorizer = self.authorizer
         self.controller.load_dynamic_configs()
@@ -261,6 +270,11 @@ class Broker:
                 (self.config.log_flush_offset_checkpoint_interval_ms, self._checkpoint),
                 (self.config.log_flush_scheduler_interval_ms, self._flush),
                 (self.config.producer_id_expiration_check_interval_ms, self._expire_producers),
+                *(
+                    [(self.delegation_tokens.expiry_check_interval_ms, self.delegation_tokens.expire_tokens)]
+                    if self.delegation_tokens.enabled
+                    else []
+                ),
             )
             if 0 < interval < NEVER_MS
         ]

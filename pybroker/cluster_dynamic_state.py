@@ -1,4 +1,5 @@
-"""Cluster mode: quotas, SCRAM credentials, dynamic broker configs and ACLs shared by every broker.
+"""Cluster mode: quotas, SCRAM credentials, dynamic broker configs, ACLs and delegation tokens shared by
+every broker.
 
 ``ClusterDynamicState`` is the metadata store's ``ClusterStatePublisher`` (a change a broker is asked
 for is written to ZooKeeper first, controller/zk_dynamic_state.py, and only then kept in the broker's
@@ -16,7 +17,7 @@ import base64
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pybroker.config import ConfigError
 from pybroker.controller.zk_dynamic_state import (
@@ -32,6 +33,7 @@ from pybroker.metadata.store import MetadataStore, QuotaChanges
 from pybroker.protocol.errors import ErrorCode, KafkaError
 from pybroker.quotas.client_quotas import CLIENT_ID, IP, USER
 from pybroker.security.acl import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
+from pybroker.security.delegation_token import TokenInformation
 from pybroker.security.scram import ScramCredential
 
 if TYPE_CHECKING:
@@ -136,6 +138,7 @@ class ClusterDynamicState:
         self._authorizer = authorizer
         self._set_broker_configs = set_broker_configs  # validated and applied to this broker (LocalController)
         self._snapshot: tuple[dict[str, dict[str, str]], dict[AclResource, frozenset[Ace]]] = ({}, {})
+        self._token_snapshot: dict[str, dict[str, Any]] = {}
 
     # -- start: the store becomes what ZooKeeper holds ------------------------------------------------
     def sync_from_zookeeper(self) -> None:
@@ -143,6 +146,7 @@ class ClusterDynamicState:
         ``apply_snapshot`` then applies it on the loop."""
         self.watcher.mark_seen()
         self._snapshot = self.zk_state.read_all()
+        self._token_snapshot = self.zk_state.delegation_tokens()
 
     def apply_snapshot(self) -> None:
         configs, acls = self._snapshot
@@ -153,6 +157,8 @@ class ClusterDynamicState:
         for path in sorted(paths):
             self.on_entity_config(path, configs.get(path, {}))
         self._replace_acls({binding(r, ace) for r, aces in acls.items() for ace in aces})
+        for token_id in sorted(set(self._token_snapshot) | set(self.store.delegation_tokens)):
+            self.on_delegation_token(token_id, self._token_snapshot.get(token_id))
         log.info("cluster state from ZooKeeper: %d config entities, %d ACL resources", len(configs), len(acls))
 
     async def start_watching(self) -> None:
@@ -219,6 +225,18 @@ class ClusterDynamicState:
 
         self._publish("ACLs", write)
 
+    def publish_delegation_token(self, token: TokenInformation) -> None:
+        self._publish(
+            "a delegation token", lambda: self.zk_state.set_delegation_token(token.token_id, token.to_json())
+        )
+
+    def publish_delegation_token_removals(self, token_ids: list[str]) -> None:
+        def write() -> None:
+            for token_id in token_ids:
+                self.zk_state.remove_delegation_token(token_id)
+
+        self._publish("delegation token removals", write)
+
     # -- DynamicStateListener: what ZooKeeper says, on the loop ----------------------------------------
     def on_entity_config(self, entity_path: str, config: dict[str, str]) -> None:
         entity_type = entity_path.split("/", 1)[0]
@@ -260,6 +278,16 @@ class ClusterDynamicState:
                 self._set_broker_configs(resource_name, config)
         except ConfigError as e:
             log.warning("dynamic broker configs of %s from ZooKeeper not applied: %s", entity, e)
+
+    def on_delegation_token(self, token_id: str, token: dict[str, Any] | None) -> None:
+        wanted = None if token is None else TokenInformation.from_json(token)
+        if wanted == self.store.delegation_tokens.get(token_id):
+            return
+        with self.store.applying_cluster_state():
+            if wanted is None:
+                self.store.remove_delegation_tokens([token_id])
+            else:
+                self.store.set_delegation_token(wanted)
 
     def on_acls(self, resource: AclResource, aces: frozenset[Ace]) -> None:
         kept = {acl for acl in self.store.acls.values() if acl_resource(acl) != resource}

@@ -583,6 +583,16 @@ _BROKER_CONFIG_LIST = [
          "Principals (Type:name, separated by ';') the authorizer allows everything, whatever the ACLs."),
     _key("allow.everyone.if.no.acl.found", _T.BOOLEAN, False, None, _L,
          "With an authorizer: allow an operation on a resource no ACL applies to (default: deny)."),
+    # delegation tokens (KIP-48, controller/delegation_tokens.py)
+    _key("delegation.token.secret.key", _T.PASSWORD, None, None, _M,
+         "The secret the HMAC of every delegation token is made with (HmacSHA512); set, it enables delegation "
+         "tokens. Every broker of a cluster needs the same one."),
+    _key("delegation.token.max.lifetime.ms", _T.LONG, 604800000, at_least(1), _M,
+         "A token cannot be renewed past this long after it was created."),
+    _key("delegation.token.expiry.time.ms", _T.LONG, 86400000, at_least(1), _M,
+         "How long a token lasts from its creation or renewal unless renewed (the default renew period)."),
+    _key("delegation.token.expiry.check.interval.ms", _T.LONG, 3600000, at_least(1), _L,
+         "How often tokens past their expiry are removed."),
     # pybroker's own HTTP endpoints (not Kafka keys): off unless a listener is given
     _key("metrics.listener", _T.STRING, "", HttpListener(), _M,
          "pybroker: serve Prometheus metrics at http://host:port/metrics, e.g. http://127.0.0.1:9644 "

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from pybroker.protocol.schema import MessageSpec
     from pybroker.quotas.client_quotas import ClientQuotaManager
     from pybroker.quotas.connection_quotas import ConnectionQuotas
+    from pybroker.security.delegation_token import TokenCredential
     from pybroker.security.sasl_config import SaslListenerConfig
     from pybroker.security.scram import ScramCredential, ScramMechanism
     from pybroker.security.ssl_factory import ServerSslFactory
@@ -76,6 +77,8 @@ class ServerHost(Protocol):
     def sasl_configs(self) -> Mapping[str, SaslListenerConfig]: ...
 
     def scram_credential(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None: ...
+
+    def delegation_token_credential(self, token_id: str, mechanism: ScramMechanism) -> TokenCredential | None: ...
 
 _SIZE = struct.Struct(">i")
 API_VERSIONS = 18
@@ -161,7 +164,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.security.principal, self.security.ssl_peer_dn = principal, dn
         if uses_sasl(self.security.security_protocol):
             sasl_config = self.broker.sasl_configs[self.listener.listener_name]
-            self.authenticator = SaslServerAuthenticator(sasl_config, self.broker.scram_credential, self.security)
+            self.authenticator = SaslServerAuthenticator(
+                sasl_config,
+                self.broker.scram_credential,
+                self.security,
+                token_lookup=self.broker.delegation_token_credential,
+            )
             # sasl.server.max.receive.size bounds what an unauthenticated peer may make the broker read.
             self.reader.max_size = min(self.reader.max_size, sasl_config.max_receive_size)
         self.broker.connections.add(self)

@@ -108,6 +108,7 @@ def load_all() -> dict[int, ApiHandler]:
         config_resources,
         configs,
         consumer_groups,
+        delegation_tokens,
         fetch,
         groups,
         log_dirs,

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from pybroker.apis.metadata import TopicMetadataCache
     from pybroker.apis.telemetry import ClientMetricsManager
     from pybroker.config import BrokerConfig, ConfigSource
+    from pybroker.controller.delegation_tokens import DelegationTokenManager
     from pybroker.coordinator.coordinator import GroupCoordinator
     from pybroker.coordinator.share.manager import ShareGroupService
     from pybroker.coordinator.transaction.coordinator import TransactionCoordinator
@@ -123,6 +124,8 @@ class BrokerServices:
     controller_mutation_quotas: ClientQuotaManager
     # KIP-714 client-metrics subscriptions and the pushes received (apis/telemetry.py).
     client_metrics: ClientMetricsManager
+    # KIP-48 delegation tokens (controller/delegation_tokens.py); None only in stand-ins without one.
+    delegation_tokens: DelegationTokenManager | None = None
     # Set once they have started (None before: the handlers answer COORDINATOR_NOT_AVAILABLE).
     group_coordinator: GroupCoordinator | None = None
     transaction_coordinator: TransactionCoordinator | None = None

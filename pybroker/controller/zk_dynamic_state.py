@@ -10,6 +10,10 @@ config, CreateAcls / DeleteAcls) holds on every broker of the cluster:
   ``SCRAM-SHA-256`` / ``SCRAM-SHA-512`` keys of a user, in ScramCredentialUtils' format
   (``salt=…,stored_key=…,server_key=…,iterations=…``). Every change is followed by a sequential
   ``/config/changes/config_change_<n>`` holding ``{"version": 2, "entity_path": …}``.
+- delegation tokens (Kafka's ZK-mode DelegationTokenManagerZk): ``/delegation_token/tokens/<token id>``
+  holds the token's JSON (TokenInformation without its HMAC, which every broker computes from the shared
+  secret); a change or removal is announced by ``/delegation_token/token_changes/token_change_<n>``
+  holding the token id.
 - ACLs (Kafka's ``ZkAclStore``): ``/kafka-acl/<ResourceType>/<name>`` for LITERAL patterns and
   ``/kafka-acl-extended/prefixed/<ResourceType>/<name>`` for PREFIXED ones hold
   ``{"version": 1, "acls": [{"principal", "permissionType", "operation", "host"}]}``; a change is
@@ -50,6 +54,9 @@ ACL_PREFIXED_PATH = "/kafka-acl-extended/prefixed"
 ACL_CHANGES_PATH = "/kafka-acl-changes"
 ACL_EXTENDED_CHANGES_PATH = "/kafka-acl-extended-changes"
 ACL_CHANGE_PREFIX = "acl_changes_"
+TOKENS_PATH = "/delegation_token/tokens"
+TOKEN_CHANGES_PATH = "/delegation_token/token_changes"
+TOKEN_CHANGE_PREFIX = "token_change_"
 # Kafka's ZkNodeChangeNotificationListener.changeExpirationMs.
 NOTIFICATION_EXPIRY_S = 15 * 60
 DEFAULT_ENTITY = "<default>"
@@ -91,6 +98,9 @@ class DynamicStateListener(Protocol):
     def on_entity_config(self, entity_path: str, config: dict[str, str]) -> None: ...
 
     def on_acls(self, resource: AclResource, aces: frozenset[Ace]) -> None: ...
+
+    def on_delegation_token(self, token_id: str, token: dict[str, Any] | None) -> None:
+        """The token's JSON, or None when it was removed."""
 
 
 def _encode(doc: dict[str, Any]) -> bytes:
@@ -159,6 +169,15 @@ class ZkDynamicState:
                    "patternType": resource.pattern_type}  # fmt: skip
             self._notify(ACL_EXTENDED_CHANGES_PATH, ACL_CHANGE_PREFIX, _encode(doc))
 
+    def set_delegation_token(self, token_id: str, token: dict[str, Any]) -> None:
+        path = f"{TOKENS_PATH}/{token_id}"
+        self._read_modify_write(path, lambda _current: _encode(token))
+        self._notify(TOKEN_CHANGES_PATH, TOKEN_CHANGE_PREFIX, token_id.encode())
+
+    def remove_delegation_token(self, token_id: str) -> None:
+        self._read_modify_write(f"{TOKENS_PATH}/{token_id}", lambda _current: None)
+        self._notify(TOKEN_CHANGES_PATH, TOKEN_CHANGE_PREFIX, token_id.encode())
+
     def _read_modify_write(self, path: str, merge: Callable[[bytes | None], bytes | None]) -> None:
         kazoo = self.zk.kazoo
         while True:
@@ -224,6 +243,16 @@ class ZkDynamicState:
                     found.append(AclResource(resource_type, pattern, desanitize(name)))
         return found
 
+    def delegation_token(self, token_id: str) -> dict[str, Any] | None:
+        try:
+            data, _ = self.zk.call(self.zk.kazoo.get, f"{TOKENS_PATH}/{token_id}")
+        except NoNodeError:
+            return None
+        return json.loads(data) if data else None
+
+    def delegation_tokens(self) -> dict[str, dict[str, Any]]:
+        return {i: t for i in self._children(TOKENS_PATH) if (t := self.delegation_token(i)) is not None}
+
     def read_all(self) -> tuple[dict[str, dict[str, str]], dict[AclResource, frozenset[Ace]]]:
         configs = {p: c for p in self.entity_paths() if (c := self.entity_config(p))}
         acls = {r: a for r in self.acl_resources() if (a := self.acls_of(r))}
@@ -237,7 +266,8 @@ class ZkDynamicStateWatcher:
         self.state = state
         self.listener = listener
         self._seen: dict[str, set[str]] = {
-            CONFIG_CHANGES_PATH: set(), ACL_CHANGES_PATH: set(), ACL_EXTENDED_CHANGES_PATH: set()
+            CONFIG_CHANGES_PATH: set(), ACL_CHANGES_PATH: set(), ACL_EXTENDED_CHANGES_PATH: set(),
+            TOKEN_CHANGES_PATH: set(),
         }  # fmt: skip
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -286,6 +316,10 @@ class ZkDynamicStateWatcher:
         if path == CONFIG_CHANGES_PATH:
             entity_path = json.loads(data)["entity_path"]
             self._deliver(self.listener.on_entity_config, entity_path, self.state.entity_config(entity_path))
+            return
+        if path == TOKEN_CHANGES_PATH:
+            token_id = data.decode()
+            self._deliver(self.listener.on_delegation_token, token_id, self.state.delegation_token(token_id))
             return
         if path == ACL_CHANGES_PATH:
             resource_type, _, resource_name = data.decode().partition(":")

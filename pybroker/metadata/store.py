@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Protocol
 
 from pybroker.security.acl import AclBinding
+from pybroker.security.delegation_token import TokenInformation
 from pybroker.security.scram import ScramCredential
 from pybroker.storage.checkpoint import write_atomically
 from pybroker.storage.errors import KafkaStorageError
@@ -109,6 +110,10 @@ class ClusterStatePublisher(Protocol):
 
     def publish_acls(self, old: Mapping[uuid.UUID, AclBinding], new: Mapping[uuid.UUID, AclBinding]) -> None: ...
 
+    def publish_delegation_token(self, token: TokenInformation) -> None: ...
+
+    def publish_delegation_token_removals(self, token_ids: list[str]) -> None: ...
+
 
 class MetadataStore:
     def __init__(self, directory: Path) -> None:
@@ -133,6 +138,11 @@ class MetadataStore:
         # SCRAM credentials by user, then mechanism name (Kafka's UserScramCredentialRecords): salt,
         # StoredKey, ServerKey and iterations, never a password.
         self.scram_credentials: dict[str, dict[str, ScramCredential]] = {}
+        # Delegation tokens by id (Kafka's DelegationTokenRecords; in ZooKeeper /delegation_token/tokens), never
+        # their HMACs: the token manager computes those from delegation.token.secret.key.
+        self.delegation_tokens: dict[str, TokenInformation] = {}
+        # Told the id of every delegation token added, changed or removed (the token manager's cache follows).
+        self.delegation_token_listener: Callable[[str], None] | None = None
         # Told the name of every topic added, removed or changed (written or undone): the metadata
         # image (metadata/local.py) rebuilds that topic.
         self.topic_listener: Callable[[str], None] | None = None
@@ -161,6 +171,9 @@ class MetadataStore:
         self.scram_credentials = {
             user: {mech: ScramCredential.from_json(c) for mech, c in by_mech.items()}
             for user, by_mech in doc.get("scram_credentials", {}).items()
+        }
+        self.delegation_tokens = {
+            t.token_id: t for t in (TokenInformation.from_json(d) for d in doc.get("delegation_tokens", []))
         }
         log.info("loaded metadata for %d topics from %s", len(self.topics), self.path)
 
@@ -199,6 +212,7 @@ class MetadataStore:
                 for user, by_mech in sorted(self.scram_credentials.items())
                 if by_mech
             },
+            "delegation_tokens": [t.to_json() for _, t in sorted(self.delegation_tokens.items())],
         }
 
     @property
@@ -415,6 +429,42 @@ class MetadataStore:
             self.scram_credentials = old
 
         self._change(apply, undo)
+
+    def set_delegation_token(self, token: TokenInformation) -> None:
+        """Add a token or replace it (a renewal's new expiry): one write, as Kafka's DelegationTokenRecord."""
+        if (publisher := self._publisher()) is not None:
+            publisher.publish_delegation_token(token)
+        old = self.delegation_tokens.get(token.token_id)
+
+        def undo() -> None:
+            if old is None:
+                self.delegation_tokens.pop(token.token_id, None)
+            else:
+                self.delegation_tokens[token.token_id] = old
+
+        self._change(lambda: self.delegation_tokens.__setitem__(token.token_id, token), undo)
+        self._token_changed(token.token_id)
+
+    def remove_delegation_tokens(self, token_ids: list[str]) -> None:
+        """Remove tokens (expired, or expired at once by their owner): Kafka's RemoveDelegationTokenRecords."""
+        token_ids = [i for i in token_ids if i in self.delegation_tokens]
+        if not token_ids:
+            return
+        if (publisher := self._publisher()) is not None:
+            publisher.publish_delegation_token_removals(token_ids)
+        old = dict(self.delegation_tokens)
+
+        def apply() -> None:
+            for token_id in token_ids:
+                del self.delegation_tokens[token_id]
+
+        self._change(apply, lambda: setattr(self, "delegation_tokens", old), frees_space=True)
+        for token_id in token_ids:
+            self._token_changed(token_id)
+
+    def _token_changed(self, token_id: str) -> None:
+        if self.delegation_token_listener is not None:
+            self.delegation_token_listener(token_id)
 
     def allocate_producer_id(self) -> int:
         """Ids come from persisted blocks, as Kafka's ProducerIdManager does, so an id is never

@@ -34,7 +34,7 @@ from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.framing import Frame
 from pybroker.security.context import ConnectionSecurity, KafkaPrincipal
 from pybroker.security.mechanisms import SaslAuthenticationError, SaslError, SaslServer
-from pybroker.security.sasl_config import SaslListenerConfig, ScramLookup
+from pybroker.security.sasl_config import SaslListenerConfig, ScramLookup, TokenLookup
 
 log = logging.getLogger(__name__)
 
@@ -77,9 +77,11 @@ class SaslServerAuthenticator:
         security: ConnectionSecurity,
         monotonic: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
+        token_lookup: TokenLookup | None = None,
     ) -> None:
         self.config = config
         self.scram_lookup = scram_lookup
+        self.token_lookup = token_lookup
         self.security = security
         self.monotonic = monotonic
         self.wall_clock = wall_clock
@@ -204,7 +206,7 @@ class SaslServerAuthenticator:
             self.state = SaslState.REAUTH_BAD_MECHANISM
             return response
         self.mechanism = mechanism
-        self._server = self.config.create_server(mechanism, self.scram_lookup)
+        self._server = self.config.create_server(mechanism, self.scram_lookup, self.token_lookup)
         self.state = SaslState.AUTHENTICATE
         return response
 
@@ -276,7 +278,7 @@ class SaslServerAuthenticator:
         if self._reauth_from is None:
             return
         assert self._server is not None and self._server.authorization_id is not None
-        new = KafkaPrincipal.user(self._server.authorization_id)
+        new = self._principal()
         old = self._reauth_from[1]
         if new != old:
             raise SaslAuthenticationError(
@@ -284,10 +286,17 @@ class SaslServerAuthenticator:
                 f"{new.principal_type}.{new.name}"
             )
 
+    def _principal(self) -> KafkaPrincipal:
+        assert self._server is not None and self._server.authorization_id is not None
+        # DefaultKafkaPrincipalBuilder: User:<authorization id>, marked when a delegation token authenticated it.
+        return KafkaPrincipal(
+            KafkaPrincipal.USER_TYPE, self._server.authorization_id, token_authenticated=self._server.token_authenticated
+        )
+
     def _finish(self) -> int:
         """The exchange completed: the principal is set and the session lifetime (ms, 0 = none) computed."""
         assert self._server is not None and self._server.authorization_id is not None
-        self.security.principal = KafkaPrincipal.user(self._server.authorization_id)
+        self.security.principal = self._principal()
         now_mono, now_ms = self.monotonic(), int(self.wall_clock() * 1000)
         credential_expiration = self._server.credential_expiration_ms
         max_reauth = self.config.reauth_ms.get(self.mechanism or "", 0)

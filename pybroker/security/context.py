@@ -10,7 +10,7 @@ connection: the client certificate on an mTLS listener (set here, from the subje
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 PLAINTEXT = "PLAINTEXT"
 SSL = "SSL"
@@ -25,7 +25,9 @@ class KafkaPrincipal:
 
     principal_type: str
     name: str
-    token_authenticated: bool = False  # KIP-48: authenticated by a delegation token
+    # KIP-48: authenticated by a delegation token.  Not part of equality, as in Kafka's KafkaPrincipal.equals:
+    # a token's owner is the same principal however it authenticated.
+    token_authenticated: bool = field(default=False, compare=False)
 
     USER_TYPE = "User"
 

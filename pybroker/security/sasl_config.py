@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pybroker.config import BrokerConfig
+from pybroker.security.delegation_token import TokenCredential
 from pybroker.security.jaas import JaasConfigError, LoginModule, parse_jaas_config
 from pybroker.security.mechanisms import (
     GSSAPI,
@@ -48,6 +49,8 @@ class SaslConfigError(ConfigError):
 
 
 ScramLookup = Callable[[str, ScramMechanism], ScramCredential | None]
+# A delegation token's SCRAM credential by token id (KIP-48), None when tokens are off or it is unknown.
+TokenLookup = Callable[[str, ScramMechanism], TokenCredential | None]
 
 
 @dataclass
@@ -59,7 +62,9 @@ class SaslListenerConfig:
     oauth_validator: UnsecuredJwsValidator | JwksValidator | None = None
     max_receive_size: int = 524288
 
-    def create_server(self, mechanism: str, scram_lookup: ScramLookup) -> SaslServer:
+    def create_server(
+        self, mechanism: str, scram_lookup: ScramLookup, token_lookup: TokenLookup | None = None
+    ) -> SaslServer:
         if mechanism == PLAIN:
             return PlainSaslServer(self.plain_users)
         if mechanism == OAUTHBEARER:
@@ -67,7 +72,7 @@ class SaslListenerConfig:
             return OAuthBearerSaslServer(self.oauth_validator)
         scram = ScramMechanism.from_name(mechanism)
         assert scram is not None, mechanism
-        return ScramSaslServer(scram, scram_lookup)
+        return ScramSaslServer(scram, scram_lookup, token_lookup)
 
 
 def listener_config(config: BrokerConfig, key: str, listener: str, mechanism: str | None = None) -> object:
