@@ -555,6 +555,8 @@ _BROKER_CONFIG_LIST = [
          "The most in-flight records a share partition holds (acquired or awaiting redelivery)."),
     _key("share.coordinator.state.topic.num.partitions", _T.INT, 50, at_least(1), _M,
          "The number of partitions of __share_group_state (fixed once the topic exists)."),
+    _key("share.coordinator.snapshot.update.records.per.snapshot", _T.INT, 500, between(0, 500), _M,
+         "How many ShareUpdate records a share partition's state gets before a new ShareSnapshot is written."),
     # transactions and idempotence
     _key("transaction.state.log.replication.factor", _T.SHORT, 1, at_least(1), _H,
          "The replication factor of the __transaction_state topic (Kafka default 3; a single node has 1; "

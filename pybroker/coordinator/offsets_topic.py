@@ -80,6 +80,17 @@ class InternalTopic:
     def partition_for(self, key: str) -> int:
         return partition_for(key, self.num_partitions)
 
+    def exists(self) -> bool:
+        rec = self.services.topic(self.name)
+        if rec is not None:
+            self.num_partitions = rec.partitions
+        return rec is not None
+
+    def leads(self, key: str) -> bool:
+        """Whether this broker leads ``key``'s partition (and so coordinates the key)."""
+        p = self.services.partition(self.name, self.partition_for(key))
+        return p is not None and p.is_leader
+
     def append(
         self,
         key: str,

@@ -24,8 +24,14 @@ from typing import TYPE_CHECKING, Any
 from pybroker.coordinator.clock import Clock, LoopClock
 from pybroker.coordinator.share.share_coordinator import TOPIC, TOPIC_CONFIGS, ShareCoordinator
 from pybroker.coordinator.share.share_group import ShareGroup, ShareMember
-from pybroker.coordinator.share.share_partition import SharePartition, SharePartitionOptions
-from pybroker.coordinator.share.state_records import SharePartitionKey, ShareSnapshot
+from pybroker.coordinator.share.share_partition import (
+    RecordState,
+    SharePartition,
+    SharePartitionOptions,
+    StateBatch,
+)
+from pybroker.coordinator.share.state_records import SharePartitionKey, delivery_state
+from pybroker.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -36,6 +42,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SHARE_GROUP_CONFIG_KEYS = ("share.auto.offset.reset", "share.record.lock.duration.ms", "share.delivery.count.limit")
+_DONE = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
 INITIAL_SESSION_EPOCH = 0
 FINAL_SESSION_EPOCH = -1
 
@@ -69,8 +76,13 @@ class ShareGroupService:
         self.delivery_count_limit = c.get("group.share.delivery.count.limit")
         self.max_record_locks = c.get("group.share.partition.max.record.locks")
         topic = InternalTopic(services, TOPIC, c.get("share.coordinator.state.topic.num.partitions"), TOPIC_CONFIGS)
-        self.coordinator = ShareCoordinator(topic)
-        self.coordinator.load()
+        self.coordinator = ShareCoordinator(
+            topic,
+            self._partition_count,
+            updates_per_snapshot=c.get("share.coordinator.snapshot.update.records.per.snapshot"),
+        )
+        # The leader epoch each share partition's state was read with (what its writes carry).
+        self._leader_epochs: dict[SharePartitionKey, int] = {}
         self.groups: dict[str, ShareGroup] = {}
         self.share_partitions: dict[SharePartitionKey, SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
@@ -134,28 +146,58 @@ class ShareGroupService:
             "max_in_flight_records": self.max_record_locks,
             "on_state_change": partial(self._persist, key),
         }
-        snap = self.coordinator.read_state(key)
-        if snap is not None:
-            start = max(snap.start_offset, p.log_start_offset)
-            sp = SharePartition.from_state(group_id, topic, index, start, snap.state_batches, self.clock, **kwargs)
-            sp.state_epoch = snap.state_epoch
+        # As Kafka's persister: the share coordinator's ReadShareGroupState (which records this leader's
+        # epoch), and InitializeShareGroupState when the share partition has no state yet.
+        self.coordinator.ensure_topic()
+        self._leader_epochs[key] = p.leader_epoch
+        read, wait = self.coordinator.read_state_and_maybe_update_leader_epoch(key, p.leader_epoch)
+        self._log_failure(key, "read", read, wait)
+        if read["error_code"] == ErrorCode.NONE:
+            start = max(read["start_offset"], p.log_start_offset)
+            batches = [
+                StateBatch(b["first_offset"], b["last_offset"], delivery_state(b["delivery_state"]), b["delivery_count"])
+                for b in read["state_batches"]
+            ]
+            sp = SharePartition.from_state(group_id, topic, index, start, batches, self.clock, **kwargs)
+            sp.state_epoch = read["state_epoch"]
         else:
             reset = self._group_config(group_id, "share.auto.offset.reset", "latest")
             start = p.log_start_offset if reset == "earliest" else p.high_watermark
             sp = SharePartition(group_id, topic, index, start, self.clock, **kwargs)
-            self._persist(key, sp)  # InitializeShareGroupState: the start offset is fixed from now on
+            initialized, wait = self.coordinator.initialize_state(key, sp.state_epoch, sp.start_offset)
+            self._log_failure(key, "initialize", initialized, wait)  # the start offset is fixed from now on
         self.share_partitions[key] = sp
         return sp
+
+    def _partition_count(self, topic_id: uuid.UUID) -> int | None:
+        t = self.metadata_image().topic_by_id(topic_id)
+        return None if t is None else t.num_partitions
 
     def _group_config(self, group_id: str, key: str, default: Any) -> Any:
         return self.group_configs.get(group_id, {}).get(key, default)
 
     def _persist(self, key: SharePartitionKey, sp: SharePartition) -> None:
-        snap = ShareSnapshot(0, sp.state_epoch, 0, sp.start_offset, tuple(sp.state_batches()))
+        """Kafka's persister writeState, through the share coordinator's WriteShareGroupState: the whole
+        in-flight window (the coordinator merges it into what it has). A start offset moved from outside
+        (AlterShareGroupOffsets) raised the state epoch: that is a fresh InitializeShareGroupState."""
         try:
-            self.coordinator.write_state(key, snap)
+            if sp.state_epoch > self.coordinator.state_epoch(key):
+                result, wait = self.coordinator.initialize_state(key, sp.state_epoch, sp.start_offset)
+                self._log_failure(key, "initialize", result, wait)
+                return
+            batches = sp.state_batches()
+            done = sum(b.last_offset - b.first_offset + 1 for b in batches if b.delivery_state in _DONE)
+            result, wait = self.coordinator.write_state(
+                key, sp.state_epoch, self._leader_epochs.get(key, -1), sp.start_offset, batches, done
+            )
+            self._log_failure(key, "write", result, wait)
         except RuntimeError as exc:  # the state topic's partition is not open (shutting down)
             log.warning("could not write the share state of %s: %s", key, exc)
+
+    @staticmethod
+    def _log_failure(key: SharePartitionKey, op: str, result: dict[str, Any], wait: object) -> None:
+        if result["error_code"] not in (ErrorCode.NONE, ErrorCode.INVALID_REQUEST if op == "read" else -1):
+            log.warning("could not %s the share state of %s: %s", op, key, result["error_message"])
 
     # -- share sessions -----------------------------------------------------------------------------
 
