@@ -43,7 +43,7 @@ FETCH, METADATA, FIND_COORDINATOR = 1, 3, 10
 INITIALIZE, READ, WRITE, DELETE, READ_SUMMARY = 83, 84, 85, 86, 87
 NONE, UNKNOWN_TOPIC_OR_PARTITION, NOT_COORDINATOR, INVALID_REQUEST = 0, 3, 16, 42
 FENCED_LEADER_EPOCH, FENCED_STATE_EPOCH = 74, 124
-COORDINATOR_LOAD_IN_PROGRESS = 14
+COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE = 14, 15
 STATE_TOPIC = "__share_group_state"
 STATE_TOPIC_PARTITIONS = 50  # share.coordinator.state.topic.num.partitions, Kafka's default on both
 KEY_TYPE_SHARE = 2
@@ -62,7 +62,7 @@ def fresh_bootstrap(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[
     """A broker of the kind under test started for this test alone (no __share_group_state yet)."""
     kind = request.config.getoption("--broker")
     if kind not in ("kafka", "pybroker"):
-        pytest.skip("single-node scenario: the state topic's partitions are all led by the one node")
+        pytest.skip("single-node scenario (a cluster runs the last one)")
     launcher = _launcher(kind, tmp_path)
     launcher.start()
     try:
@@ -163,16 +163,18 @@ def batches_of(result: dict[str, Any]) -> list[tuple[int, int, int, int]]:
     return [(b["first_offset"], b["last_offset"], b["delivery_state"], b["delivery_count"]) for b in result["state_batches"]]
 
 
-def coordinator_ready(bootstrap: str, group: str, topic_id: uuid.UUID, partition: int) -> None:
+def coordinator_ready(bootstrap: str, group: str, topic_id: uuid.UUID, partition: int) -> str:
     """FindCoordinator (which creates __share_group_state on first use, on both brokers), then until a
-    summary read is no longer refused while the coordinator loads the key's state partition."""
+    summary read is no longer refused while the coordinator loads the key's state partition; the
+    coordinator's address."""
     deadline = time.monotonic() + 60
     while True:
         found = find_share_coordinator(bootstrap, share_key(group, topic_id, partition))
         if found["error_code"] == NONE:
-            code = read_summary(bootstrap, group, topic_id, partition)["error_code"]
-            if code not in (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, 15):
-                return
+            address = f"{found['host']}:{found['port']}"
+            code = read_summary(address, group, topic_id, partition)["error_code"]
+            if code not in (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE):
+                return address
         assert time.monotonic() < deadline, f"no share coordinator: {found}"
         time.sleep(0.2)
 
@@ -386,3 +388,32 @@ def test_unknown_topics_partitions_and_empty_requests(fresh_bootstrap: str, admi
     assert call(b, READ, 0, empty_group) == {"results": []}
     assert call(b, READ, 0, {"group_id": group, "topics": []}) == {"results": []}
     assert call(b, DELETE, 0, {"group_id": group, "topics": [{"topic_id": topic_id, "partitions": []}]}) == {"results": []}
+
+
+# -- a cluster: only the leader of the key's state partition coordinates it ------------------------------
+
+
+@pytest.fixture
+def cluster_bootstrap(request: pytest.FixtureRequest, bootstrap: str) -> str:
+    if request.config.getoption("--broker") not in ("kafka-cluster", "pybroker-cluster"):
+        pytest.skip("a cluster scenario (--broker kafka-cluster / pybroker-cluster)")
+    return bootstrap
+
+
+def test_only_the_state_partition_leader_coordinates_a_share_partition(cluster_bootstrap: str, make_topic: Any) -> None:
+    b = cluster_bootstrap
+    topic_id = topic_id_of(b, make_topic(partitions=1))
+    group = f"sg-{uuid.uuid4().hex[:6]}"
+    coordinator = coordinator_ready(b, group, topic_id, 0)
+    brokers = call(b, METADATA, 12, {"topics": [], "allow_auto_topic_creation": False})["brokers"]
+    others = [f"{n['host']}:{n['port']}" for n in brokers if f"{n['host']}:{n['port']}" != coordinator]
+    assert len(others) == len(brokers) - 1 >= 1
+    for other in others:
+        refused = initialize(other, group, topic_id, 0, 0, 5)
+        assert (refused["error_code"], refused["error_message"]) == (
+            NOT_COORDINATOR, "Unable to initialize share group state: This is not the correct coordinator."
+        )  # fmt: skip
+        assert read_summary(other, group, topic_id, 0)["error_code"] == NOT_COORDINATOR
+    assert initialize(coordinator, group, topic_id, 0, 0, 5)["error_code"] == NONE
+    state = read(coordinator, group, topic_id, 0, 1)
+    assert (state["error_code"], state["state_epoch"], state["start_offset"]) == (NONE, 0, 5)

@@ -60,7 +60,11 @@ class ShareSession:
 
 class ShareGroupService:
     def __init__(
-        self, services: CoordinatorServices, metadata_image: Callable[[], MetadataImage], clock: Clock | None = None
+        self,
+        services: CoordinatorServices,
+        metadata_image: Callable[[], MetadataImage],
+        clock: Clock | None = None,
+        request_state_topic: Callable[[], None] | None = None,
     ) -> None:
         from pybroker.coordinator.offsets_topic import InternalTopic
 
@@ -76,10 +80,12 @@ class ShareGroupService:
         self.delivery_count_limit = c.get("group.share.delivery.count.limit")
         self.max_record_locks = c.get("group.share.partition.max.record.locks")
         topic = InternalTopic(services, TOPIC, c.get("share.coordinator.state.topic.num.partitions"), TOPIC_CONFIGS)
+        topic.local_creation = request_state_topic is None
         self.coordinator = ShareCoordinator(
             topic,
             self._partition_count,
             updates_per_snapshot=c.get("share.coordinator.snapshot.update.records.per.snapshot"),
+            request_topic=request_state_topic,
         )
         # The leader epoch each share partition's state was read with (what its writes carry).
         self._leader_epochs: dict[SharePartitionKey, int] = {}
@@ -150,9 +156,8 @@ class ShareGroupService:
         # epoch), and InitializeShareGroupState when the share partition has no state yet.
         self.coordinator.ensure_topic()
         self._leader_epochs[key] = p.leader_epoch
-        read, wait = self.coordinator.read_state_and_maybe_update_leader_epoch(key, p.leader_epoch)
-        self._log_failure(key, "read", read, wait)
-        if read["error_code"] == ErrorCode.NONE:
+        read = self._call(key, "read", lambda: self.coordinator.read_state_and_maybe_update_leader_epoch(key, p.leader_epoch))
+        if read is not None and read["error_code"] == ErrorCode.NONE:
             start = max(read["start_offset"], p.log_start_offset)
             batches = [
                 StateBatch(b["first_offset"], b["last_offset"], delivery_state(b["delivery_state"]), b["delivery_count"])
@@ -164,8 +169,8 @@ class ShareGroupService:
             reset = self._group_config(group_id, "share.auto.offset.reset", "latest")
             start = p.log_start_offset if reset == "earliest" else p.high_watermark
             sp = SharePartition(group_id, topic, index, start, self.clock, **kwargs)
-            initialized, wait = self.coordinator.initialize_state(key, sp.state_epoch, sp.start_offset)
-            self._log_failure(key, "initialize", initialized, wait)  # the start offset is fixed from now on
+            # the start offset is fixed from now on
+            self._call(key, "initialize", lambda: self.coordinator.initialize_state(key, sp.state_epoch, sp.start_offset))
         self.share_partitions[key] = sp
         return sp
 
@@ -180,24 +185,29 @@ class ShareGroupService:
         """Kafka's persister writeState, through the share coordinator's WriteShareGroupState: the whole
         in-flight window (the coordinator merges it into what it has). A start offset moved from outside
         (AlterShareGroupOffsets) raised the state epoch: that is a fresh InitializeShareGroupState."""
-        try:
-            if sp.state_epoch > self.coordinator.state_epoch(key):
-                result, wait = self.coordinator.initialize_state(key, sp.state_epoch, sp.start_offset)
-                self._log_failure(key, "initialize", result, wait)
-                return
-            batches = sp.state_batches()
-            done = sum(b.last_offset - b.first_offset + 1 for b in batches if b.delivery_state in _DONE)
-            result, wait = self.coordinator.write_state(
-                key, sp.state_epoch, self._leader_epochs.get(key, -1), sp.start_offset, batches, done
-            )
-            self._log_failure(key, "write", result, wait)
-        except RuntimeError as exc:  # the state topic's partition is not open (shutting down)
-            log.warning("could not write the share state of %s: %s", key, exc)
+        if sp.state_epoch > self.coordinator.state_epoch(key):
+            self._call(key, "initialize", lambda: self.coordinator.initialize_state(key, sp.state_epoch, sp.start_offset))
+            return
+        batches = sp.state_batches()
+        done = sum(b.last_offset - b.first_offset + 1 for b in batches if b.delivery_state in _DONE)
+        leader_epoch = self._leader_epochs.get(key, -1)
+        self._call(
+            key, "write", lambda: self.coordinator.write_state(key, sp.state_epoch, leader_epoch, sp.start_offset, batches, done)
+        )
 
     @staticmethod
-    def _log_failure(key: SharePartitionKey, op: str, result: dict[str, Any], wait: object) -> None:
-        if result["error_code"] not in (ErrorCode.NONE, ErrorCode.INVALID_REQUEST if op == "read" else -1):
+    def _call(key: SharePartitionKey, op: str, call: Callable[[], tuple[dict[str, Any], object]]) -> dict[str, Any] | None:
+        """One share-coordinator operation for this broker's own share partition; its PartitionResult, or None
+        when the state topic's partition is not open here (shutting down, or not made yet in a cluster)."""
+        try:
+            result, _replicated = call()
+        except RuntimeError as exc:
+            log.warning("could not %s the share state of %s: %s", op, key, exc)
+            return None
+        # A read of a share partition with no state yet is expected (it is initialized next).
+        if result["error_code"] != ErrorCode.NONE and not (op == "read" and result["error_code"] == ErrorCode.INVALID_REQUEST):
             log.warning("could not %s the share state of %s: %s", op, key, result["error_message"])
+        return result
 
     # -- share sessions -----------------------------------------------------------------------------
 

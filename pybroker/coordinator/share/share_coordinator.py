@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
 from pybroker.coordinator.share.batch_combiner import combine
@@ -76,9 +76,11 @@ class StateLog(Protocol):
 
     def leads(self, key: str) -> bool: ...
 
+    def partition_for(self, key: str) -> int: ...
+
     def append(self, key: str, entries: list[Entry]) -> Awaitable[object] | None: ...
 
-    def replay(self) -> Iterator[Entry]: ...
+    def replay(self, partitions: Iterable[int] | None = None) -> Iterator[Entry]: ...
 
 
 def _result(partition: int, error: ErrorCode = ErrorCode.NONE, message: str | None = None, **fields: Any) -> dict:
@@ -97,8 +99,11 @@ class ShareCoordinator:
         *,
         updates_per_snapshot: int = DEFAULT_UPDATES_PER_SNAPSHOT,
         now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        request_topic: Callable[[], None] | None = None,
     ) -> None:
         self.state_log = state_log
+        # In a cluster the topic is made through ZooKeeper (a moment later), not by this broker alone.
+        self.request_topic = request_topic
         # The partition count of a topic id in the metadata, None for an unknown topic (Kafka's metadata image).
         self.partition_count = partition_count
         self.updates_per_snapshot = updates_per_snapshot
@@ -113,8 +118,36 @@ class ShareCoordinator:
 
     def ensure_topic(self) -> None:
         """Create the state topic if it is absent (FindCoordinator of a share key does), and load it."""
-        self.state_log.ensure_topic()
+        if self.request_topic is not None:
+            self.request_topic()
+        else:
+            self.state_log.ensure_topic()
         self.maybe_load()
+
+    # Kafka's ShareCoordinatorService.onElection / onResignation: a partition's state is (re)loaded when this
+    # broker becomes its leader (it may have missed records as a follower) and forgotten when it stops.
+
+    def on_election(self, partition: int) -> None:
+        if not self.loaded:
+            return  # the first load replays every partition
+        self._forget(partition)
+        self._replay(self.state_log.replay([partition]))
+        log.info("loaded %s-%d (share coordinator elected)", TOPIC, partition)
+
+    def on_resignation(self, partition: int) -> None:
+        self._forget(partition)
+
+    def _forget(self, partition: int) -> None:
+        for key in [k for k in self._state if self.state_log.partition_for(k.coordinator_key) == partition]:
+            for m in (self._state, self._leader_epochs, self._state_epochs, self._update_counts):
+                m.pop(key, None)
+
+    def _replay(self, records: Iterator[Entry]) -> None:
+        for raw_key, raw_value in records:
+            try:
+                self.replay(raw_key, raw_value)
+            except (ValueError, IndexError) as exc:
+                log.warning("skipping an undecodable %s record: %s", TOPIC, exc)
 
     def maybe_load(self) -> bool:
         """Replay the state topic once it exists; whether the coordinator is loaded."""
@@ -122,11 +155,7 @@ class ShareCoordinator:
             return True
         if not self.state_log.exists():
             return False
-        for raw_key, raw_value in self.state_log.replay():
-            try:
-                self.replay(raw_key, raw_value)
-            except (ValueError, IndexError) as exc:
-                log.warning("skipping an undecodable %s record: %s", TOPIC, exc)
+        self._replay(self.state_log.replay())
         self.loaded = True
         log.info("loaded the state of %d share partitions from %s", len(self._state), TOPIC)
         return True

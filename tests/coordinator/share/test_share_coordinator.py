@@ -9,7 +9,12 @@ from collections.abc import Iterator
 from pybroker.coordinator.clock import FakeClock
 from pybroker.coordinator.share.batch_combiner import combine
 from pybroker.coordinator.share.share_coordinator import ShareCoordinator
-from pybroker.coordinator.share.share_partition import AcknowledgementBatch, RecordState, SharePartition, StateBatch
+from pybroker.coordinator.share.share_partition import (
+    AcknowledgementBatch,
+    RecordState,
+    SharePartition,
+    StateBatch,
+)
 from pybroker.coordinator.share.state_records import (
     SHARE_SNAPSHOT_RECORD_TYPE,
     SHARE_UPDATE_RECORD_TYPE,
@@ -37,10 +42,13 @@ class ListLog:
     def leads(self, key: str) -> bool:
         return True
 
+    def partition_for(self, key: str) -> int:
+        return 0
+
     def append(self, key: str, entries: list[tuple[bytes, bytes | None]]) -> None:
         self.records.extend((key, k, v) for k, v in entries)
 
-    def replay(self) -> Iterator[tuple[bytes, bytes | None]]:
+    def replay(self, partitions: object = None) -> Iterator[tuple[bytes, bytes | None]]:
         for _, k, v in self.records:
             yield k, v
 
@@ -133,3 +141,17 @@ def test_combine_prunes_below_the_start_offset_and_the_higher_count_or_state_win
         StateBatch(0, 3, A, 1), StateBatch(6, 6, A, 1)
     )  # fmt: skip
     assert combine([StateBatch(0, 1, A, 1)], [], 5) == ()
+
+
+def test_an_elected_coordinator_reloads_what_it_missed_as_a_follower() -> None:
+    key = SharePartitionKey("g", uuid.uuid4(), 0)
+    log = ListLog()
+    follower = coordinator(log)
+    assert follower.maybe_load()  # loaded while the state partition had nothing
+    leader = coordinator(log)
+    leader.initialize_state(key, 1, 42)
+    assert follower.read_state(key) is None  # a follower's memory is not kept up to date
+    follower.on_election(0)
+    assert follower.read_state(key) == leader.read_state(key)
+    follower.on_resignation(0)
+    assert follower.read_state(key) is None
