@@ -297,6 +297,8 @@ class Broker:
             await self._http.stop()
         if self.group_coordinator is not None:
             await self.group_coordinator.stop()
+        if self.services.share_groups is not None:  # acquisition locks and the state pruning job end
+            self.services.share_groups.close()
         if self.log_manager is not None:
             self.log_manager.finish_writes()  # produced batches still queued are written and answered
         self.replica_manager.close()

@@ -560,6 +560,8 @@ _BROKER_CONFIG_LIST = [
          "in cluster mode, where it is at most the number of live brokers when the topic is made)."),
     _key("share.coordinator.state.topic.min.isr", _T.SHORT, 1, at_least(1), _H,
          "min.insync.replicas of the __share_group_state topic (Kafka default 2; a single node has 1)."),
+    _key("share.coordinator.state.topic.prune.interval.ms", _T.LONG, 300000, at_least(1), _M,
+         "How often the share coordinator deletes the __share_group_state records its snapshots made redundant."),
     _key("share.coordinator.snapshot.update.records.per.snapshot", _T.INT, 500, between(0, 500), _M,
          "How many ShareUpdate records a share partition's state gets before a new ShareSnapshot is written."),
     # transactions and idempotence

@@ -39,7 +39,7 @@ from pybroker.records.reader import read_records
 
 LEDGER_COLUMN = "raw-socket"
 
-FETCH, METADATA, FIND_COORDINATOR = 1, 3, 10
+FETCH, LIST_OFFSETS, METADATA, FIND_COORDINATOR = 1, 2, 3, 10
 INITIALIZE, READ, WRITE, DELETE, READ_SUMMARY = 83, 84, 85, 86, 87
 NONE, UNKNOWN_TOPIC_OR_PARTITION, NOT_COORDINATOR, INVALID_REQUEST = 0, 3, 16, 42
 FENCED_LEADER_EPOCH, FENCED_STATE_EPOCH = 74, 124
@@ -49,26 +49,39 @@ STATE_TOPIC_PARTITIONS = 50  # share.coordinator.state.topic.num.partitions, Kaf
 KEY_TYPE_SHARE = 2
 
 
-def _launcher(kind: str, workdir: Path) -> Any:
+PRUNE_INTERVAL_S = 1.0
+
+
+def _launcher(kind: str, workdir: Path, overrides: dict[str, str]) -> Any:
     if kind == "kafka":
         from compat_tests.reference.apache_kafka import ApacheKafka
 
-        return ApacheKafka(workdir)
-    return PyBroker(workdir)
+        return ApacheKafka(workdir, overrides=overrides)
+    return PyBroker(workdir, overrides=overrides)
 
 
-@pytest.fixture
-def fresh_bootstrap(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A broker of the kind under test started for this test alone (no __share_group_state yet)."""
+def _fresh(request: pytest.FixtureRequest, workdir: Path, overrides: dict[str, str]) -> Iterator[str]:
     kind = request.config.getoption("--broker")
     if kind not in ("kafka", "pybroker"):
         pytest.skip("single-node scenario (a cluster runs the last one)")
-    launcher = _launcher(kind, tmp_path)
+    launcher = _launcher(kind, workdir, overrides)
     launcher.start()
     try:
         yield launcher.bootstrap
     finally:
         launcher.stop()
+
+
+@pytest.fixture
+def fresh_bootstrap(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A broker of the kind under test started for this test alone (no __share_group_state yet)."""
+    yield from _fresh(request, tmp_path, {})
+
+
+@pytest.fixture
+def pruning_bootstrap(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The same, pruning the state topic every second (Kafka's default is every 5 minutes)."""
+    yield from _fresh(request, tmp_path, {"share.coordinator.state.topic.prune.interval.ms": str(int(PRUNE_INTERVAL_S * 1000))})
 
 
 def kafka_uuid(topic_id: uuid.UUID) -> str:
@@ -179,8 +192,19 @@ def coordinator_ready(bootstrap: str, group: str, topic_id: uuid.UUID, partition
         time.sleep(0.2)
 
 
+def state_partition_log_start(bootstrap: str, key: SharePartitionKey) -> int:
+    partition = partition_for(key.coordinator_key, STATE_TOPIC_PARTITIONS)
+    body = {"replica_id": -1, "isolation_level": 0,
+            "topics": [{"name": STATE_TOPIC, "partitions": [{"partition_index": partition, "current_leader_epoch": -1, "timestamp": -2}]}]}  # fmt: skip
+    (topic,) = call(bootstrap, LIST_OFFSETS, 7, body)["topics"]
+    (part,) = topic["partitions"]
+    assert part["error_code"] == NONE, part
+    return int(part["offset"])
+
+
 def state_records(bootstrap: str, key: SharePartitionKey) -> list[tuple[int, Any]]:
-    """The records of ``key`` in its __share_group_state partition, decoded: (record type, value or None)."""
+    """The records of ``key`` in its __share_group_state partition from its log start, decoded: (record
+    type, value or None)."""
     partition = partition_for(share_key(key.group_id, key.topic_id, key.partition), STATE_TOPIC_PARTITIONS)
     answer = call(
         bootstrap,
@@ -201,7 +225,7 @@ def state_records(bootstrap: str, key: SharePartitionKey) -> list[tuple[int, Any
                         {
                             "partition": partition,
                             "current_leader_epoch": -1,
-                            "fetch_offset": 0,
+                            "fetch_offset": state_partition_log_start(bootstrap, key),
                             "last_fetched_epoch": -1,
                             "log_start_offset": -1,
                             "partition_max_bytes": 1 << 20,
@@ -388,6 +412,29 @@ def test_unknown_topics_partitions_and_empty_requests(fresh_bootstrap: str, admi
     assert call(b, READ, 0, empty_group) == {"results": []}
     assert call(b, READ, 0, {"group_id": group, "topics": []}) == {"results": []}
     assert call(b, DELETE, 0, {"group_id": group, "topics": [{"topic_id": topic_id, "partitions": []}]}) == {"results": []}
+
+
+# -- pruning: records older than every live share partition's last snapshot are deleted ----------------
+
+
+def test_records_before_the_last_snapshot_are_pruned(pruning_bootstrap: str, admin: Any) -> None:
+    b = pruning_bootstrap
+    _, topic_id = create_topic(b, admin)
+    group = f"sg-{uuid.uuid4().hex[:6]}"
+    key = SharePartitionKey(group, topic_id, 0)
+    coordinator_ready(b, group, topic_id, 0)
+    assert initialize(b, group, topic_id, 0, 0, 0)["error_code"] == NONE
+    for i in range(3):
+        assert write(b, group, topic_id, 0, state_epoch=0, leader_epoch=0, start=0, batches=[(i, i, ACKED, 1)])["error_code"] == NONE
+    time.sleep(3 * PRUNE_INTERVAL_S)
+    assert state_partition_log_start(b, key) == 0  # the only snapshot is the first record: nothing to prune
+    assert initialize(b, group, topic_id, 0, 1, 3)["error_code"] == NONE  # a new snapshot at offset 4
+    deadline = time.monotonic() + 30
+    while state_partition_log_start(b, key) != 4 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert state_partition_log_start(b, key) == 4
+    assert [t for t, _ in state_records(b, key)] == [SHARE_SNAPSHOT_RECORD_TYPE]
+    assert summary_of(read_summary(b, group, topic_id, 0)) == (NONE, 1, 0, 3, 0)
 
 
 # -- a cluster: only the leader of the key's state partition coordinates it ------------------------------

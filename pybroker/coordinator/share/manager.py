@@ -89,6 +89,9 @@ class ShareGroupService:
         )
         # The leader epoch each share partition's state was read with (what its writes carry).
         self._leader_epochs: dict[SharePartitionKey, int] = {}
+        self._remote_keys: set[SharePartitionKey] = set()  # warned once: coordinated elsewhere
+        self.prune_interval_ms = c.get("share.coordinator.state.topic.prune.interval.ms")
+        self._prune_timer = self.clock.call_later(self.prune_interval_ms, self._prune)
         self.groups: dict[str, ShareGroup] = {}
         self.share_partitions: dict[SharePartitionKey, SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
@@ -195,10 +198,16 @@ class ShareGroupService:
             key, "write", lambda: self.coordinator.write_state(key, sp.state_epoch, leader_epoch, sp.start_offset, batches, done)
         )
 
-    @staticmethod
-    def _call(key: SharePartitionKey, op: str, call: Callable[[], tuple[dict[str, Any], object]]) -> dict[str, Any] | None:
+    def _call(self, key: SharePartitionKey, op: str, call: Callable[[], tuple[dict[str, Any], object]]) -> dict[str, Any] | None:
         """One share-coordinator operation for this broker's own share partition; its PartitionResult, or None
-        when the state topic's partition is not open here (shutting down, or not made yet in a cluster)."""
+        when the state topic's partition is not open here (shutting down, or not made yet in a cluster) or is
+        led by another broker: Kafka's persister would send the request there; this broker does not (yet), and
+        never appends to a partition it only follows."""
+        if not self.coordinator.owns(key):
+            if key not in self._remote_keys:
+                self._remote_keys.add(key)
+                log.warning("the share state of %s is coordinated by another broker: not persisted from here", key)
+            return None
         try:
             result, _replicated = call()
         except RuntimeError as exc:
@@ -230,6 +239,14 @@ class ShareGroupService:
                 del self.sessions[key]
                 self._release_session(session)
 
+    def _prune(self) -> None:
+        try:
+            self.coordinator.prune()
+        except Exception:  # noqa: BLE001 - a failed pass must not end the job (Kafka logs and reschedules)
+            log.exception("pruning %s failed", TOPIC)
+        self._prune_timer = self.clock.call_later(self.prune_interval_ms, self._prune)
+
     def close(self) -> None:
+        self._prune_timer.cancel()
         for sp in self.share_partitions.values():
             sp.close()

@@ -49,8 +49,15 @@ from pybroker.protocol.errors import ErrorCode
 log = logging.getLogger(__name__)
 
 TOPIC = "__share_group_state"
-# What Kafka gives the topic (ShareCoordinatorConfig: compacted, 100 MiB segments, producer compression).
-TOPIC_CONFIGS = {"cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": "104857600"}
+# What Kafka gives the topic (ShareCoordinatorService.shareGroupStateTopicConfigs, as KIP-932 defines it): not
+# compacted (a ShareUpdate's key is its share partition's, so compaction would keep only the last update) but
+# kept forever, the coordinator itself deleting what its snapshots made redundant; 100 MiB segments.
+TOPIC_CONFIGS = {
+    "cleanup.policy": "delete",
+    "compression.type": "producer",
+    "segment.bytes": "104857600",
+    "retention.ms": "-1",
+}
 DEFAULT_NUM_PARTITIONS = 50  # share.coordinator.state.topic.num.partitions
 DEFAULT_UPDATES_PER_SNAPSHOT = 500  # share.coordinator.snapshot.update.records.per.snapshot
 
@@ -78,9 +85,16 @@ class StateLog(Protocol):
 
     def partition_for(self, key: str) -> int: ...
 
+    # (partition, offset) of the last record ``append`` wrote.
+    last_append: tuple[int, int]
+
     def append(self, key: str, entries: list[Entry]) -> Awaitable[object] | None: ...
 
-    def replay(self, partitions: Iterable[int] | None = None) -> Iterator[Entry]: ...
+    def replay(
+        self, partitions: Iterable[int] | None = None, at: Callable[[int, int], None] | None = None
+    ) -> Iterator[Entry]: ...
+
+    def delete_records_before(self, index: int, offset: int) -> None: ...
 
 
 def _result(partition: int, error: ErrorCode = ErrorCode.NONE, message: str | None = None, **fields: Any) -> dict:
@@ -113,6 +127,11 @@ class ShareCoordinator:
         self._leader_epochs: dict[SharePartitionKey, int] = {}
         self._state_epochs: dict[SharePartitionKey, int] = {}
         self._update_counts: dict[SharePartitionKey, int] = {}
+        # Kafka's ShareCoordinatorOffsetsManager: where each share partition's last ShareSnapshot is; the
+        # records of a state partition below the lowest of them are redundant and are deleted.
+        self._snapshot_offsets: dict[SharePartitionKey, tuple[int, int]] = {}
+        self._position = (-1, -1)  # (partition, offset) of the record being replayed
+        self._last_snapshot_record: dict[int, int] = {}  # partition -> offset of its last snapshot or tombstone
 
     # -- loading --------------------------------------------------------------------------------------
 
@@ -131,16 +150,23 @@ class ShareCoordinator:
         if not self.loaded:
             return  # the first load replays every partition
         self._forget(partition)
-        self._replay(self.state_log.replay([partition]))
+        self._replay(self.state_log.replay([partition], self._at))
         log.info("loaded %s-%d (share coordinator elected)", TOPIC, partition)
 
     def on_resignation(self, partition: int) -> None:
         self._forget(partition)
 
+    def _at(self, partition: int, offset: int) -> None:
+        self._position = (partition, offset)
+
     def _forget(self, partition: int) -> None:
+        self._last_snapshot_record.pop(partition, None)
         for key in [k for k in self._state if self.state_log.partition_for(k.coordinator_key) == partition]:
-            for m in (self._state, self._leader_epochs, self._state_epochs, self._update_counts):
-                m.pop(key, None)
+            self._drop(key)
+
+    def _drop(self, key: SharePartitionKey) -> None:
+        for m in (self._state, self._leader_epochs, self._state_epochs, self._update_counts, self._snapshot_offsets):
+            m.pop(key, None)
 
     def _replay(self, records: Iterator[Entry]) -> None:
         for raw_key, raw_value in records:
@@ -155,7 +181,7 @@ class ShareCoordinator:
             return True
         if not self.state_log.exists():
             return False
-        self._replay(self.state_log.replay())
+        self._replay(self.state_log.replay(None, self._at))
         self.loaded = True
         log.info("loaded the state of %d share partitions from %s", len(self._state), TOPIC)
         return True
@@ -170,11 +196,12 @@ class ShareCoordinator:
         if key is None:
             return
         if decode_record_type(raw_key) == SHARE_SNAPSHOT_RECORD_TYPE:
+            self._last_snapshot_record[self._position[0]] = self._position[1]
             if raw_value is None:  # tombstone
-                for m in (self._state, self._leader_epochs, self._state_epochs, self._update_counts):
-                    m.pop(key, None)
+                self._drop(key)
                 return
             snap = decode_value(raw_value)
+            self._snapshot_offsets[key] = self._position
             self._raise_epochs(key, snap.leader_epoch, snap.state_epoch)
             self._state[key] = snap
             if self._update_counts.get(key, 0) >= self.updates_per_snapshot:
@@ -365,9 +392,21 @@ class ShareCoordinator:
         return update_key(key), update_value(update)
 
     def _write(self, key: SharePartitionKey, entries: list[Entry]) -> Awaitable | None:
+        """Append ``entries`` (one record: each operation writes one) and apply it, as Kafka's runtime replays
+        what a shard wrote; a ShareSnapshot may make older records of its partition redundant."""
+        wait = self.state_log.append(key.coordinator_key, entries)
+        self._position = self.state_log.last_append
         for raw_key, raw_value in entries:
             self.replay(raw_key, raw_value)
-        return self.state_log.append(key.coordinator_key, entries)
+        return wait
+
+    def prune(self) -> None:
+        """Kafka's record pruning (every ``share.coordinator.state.topic.prune.interval.ms``): in each state
+        partition, the records below the oldest last-ShareSnapshot of its live share partitions are redundant
+        and deleted; with none live, those below its last snapshot or tombstone."""
+        for partition, last in self._last_snapshot_record.items():
+            live = [offset for p, offset in self._snapshot_offsets.values() if p == partition]
+            self.state_log.delete_records_before(partition, min(live) if live else last)
 
 
 def _from_update(update: ShareUpdate) -> ShareSnapshot:

@@ -4,7 +4,7 @@ and a SharePartition rebuilt from them; Kafka's batch combiner."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from pybroker.coordinator.clock import FakeClock
 from pybroker.coordinator.share.batch_combiner import combine
@@ -27,11 +27,13 @@ A, ACK, ARC = RecordState.AVAILABLE, RecordState.ACKNOWLEDGED, RecordState.ARCHI
 
 
 class ListLog:
-    """An in-memory stand-in for the internal topic: an append-only list of (key, value), led here."""
+    """An in-memory stand-in for the internal topic: one partition, led here; a record's offset is its index."""
 
     def __init__(self) -> None:
         self.records: list[tuple[str, bytes, bytes | None]] = []
         self.created = True
+        self.log_start = 0
+        self.last_append = (-1, -1)
 
     def exists(self) -> bool:
         return self.created
@@ -47,10 +49,19 @@ class ListLog:
 
     def append(self, key: str, entries: list[tuple[bytes, bytes | None]]) -> None:
         self.records.extend((key, k, v) for k, v in entries)
+        self.last_append = (0, len(self.records) - 1)
 
-    def replay(self, partitions: object = None) -> Iterator[tuple[bytes, bytes | None]]:
-        for _, k, v in self.records:
+    def replay(
+        self, partitions: object = None, at: Callable[[int, int], None] | None = None
+    ) -> Iterator[tuple[bytes, bytes | None]]:
+        for offset in range(self.log_start, len(self.records)):
+            _, k, v = self.records[offset]
+            if at is not None:
+                at(0, offset)
             yield k, v
+
+    def delete_records_before(self, index: int, offset: int) -> None:
+        self.log_start = max(self.log_start, min(offset, len(self.records)))
 
 
 def coordinator(log: ListLog, updates_per_snapshot: int = 500) -> ShareCoordinator:
@@ -155,3 +166,29 @@ def test_an_elected_coordinator_reloads_what_it_missed_as_a_follower() -> None:
     assert follower.read_state(key) == leader.read_state(key)
     follower.on_resignation(0)
     assert follower.read_state(key) is None
+
+
+def test_records_before_every_live_snapshot_are_deleted_and_the_state_replays_the_same() -> None:
+    a, b = SharePartitionKey("g", uuid.uuid4(), 0), SharePartitionKey("g", uuid.uuid4(), 0)
+    log = ListLog()
+    coord = coordinator(log, updates_per_snapshot=2)
+    coord.initialize_state(a, 0, 0)  # offset 0
+    coord.initialize_state(b, 0, 0)  # offset 1
+    for i in range(3):  # a: updates at 2, 3, then a snapshot at 4 (b's snapshot at 1 still holds the log)
+        coord.write_state(a, 0, 0, 0, [StateBatch(i, i, ACK, 1)])
+    coord.prune()
+    assert log.log_start == 1
+    coord.write_state(b, 0, 0, 0, [StateBatch(0, 0, ARC, 2)])  # offset 5
+    coord.initialize_state(b, 1, 10)  # offset 6: b's new snapshot; a's (4) is now the oldest
+    assert log.log_start == 1  # only the pruning job deletes
+    coord.prune()
+    assert log.log_start == 4
+    again = coordinator(log)
+    assert (again.read_state(a), again.read_state(b)) == (coord.read_state(a), coord.read_state(b))
+    coord.delete_state(a)  # offset 7: b's snapshot at 6 is the only one left
+    coord.prune()
+    assert log.log_start == 6
+    coord.delete_state(b)  # offset 8: nothing is live: all but the tombstone goes
+    coord.prune()
+    assert log.log_start == 8 and coordinator(log).read_state(b) is None
+
