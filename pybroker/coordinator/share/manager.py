@@ -9,8 +9,11 @@ single pybroker node they live side by side on the event loop:
   from the persisted snapshot or at ``share.auto.offset.reset`` (latest by default, a group config);
 - ``sessions``: the share fetch session per (group, member): its epoch, and which connection holds it,
   so that closing the connection releases the member's acquired records (as Kafka does);
-- ``coordinator``: ``ShareCoordinator`` over ``__share_group_state``; every state change of a share
-  partition is written there as a snapshot.
+- ``coordinator``: ``ShareCoordinator`` over ``__share_group_state``, called as Kafka's persister calls the
+  share coordinator: a share partition's state is read (or initialized) when it is first used and every
+  state change is a WriteShareGroupState of its in-flight window. The calls are in-process, for the keys
+  whose state partition this broker leads; in a cluster a key led elsewhere is not persisted from here
+  (Kafka's persister would send the request to that broker).
 """
 
 from __future__ import annotations
