@@ -42,6 +42,8 @@ CLUSTER_SETTINGS: dict[str, str] = {
     "offsets.topic.replication.factor": "3",
     "transaction.state.log.replication.factor": "3",
     "transaction.state.log.min.isr": "2",
+    "share.coordinator.state.topic.replication.factor": "3",
+    "share.coordinator.state.topic.min.isr": "2",
 }
 
 

@@ -247,6 +247,8 @@ class Broker:
         self.controller.internal_topic_creators[OFFSETS_TOPIC] = group_coordinator.ensure_offsets_topic
         self.controller.topics_deleted_listeners.append(group_coordinator.on_topics_deleted)
         await group_coordinator.start()
+        if self.cluster is not None:  # share states follow the leadership of __share_group_state
+            self.services.share_state_topic_creator = self.cluster.ensure_share_state_topic
         if self.cluster is not None:  # transactional ids follow the leadership of __transaction_state
             self.services.transaction_router = self.cluster.transaction_router
             self.services.transaction_coordinator = await start_transaction_coordinator(
@@ -309,6 +311,8 @@ class Broker:
             await self._http.stop()
         if self.group_coordinator is not None:
             await self.group_coordinator.stop()
+        if self.services.share_groups is not None:  # acquisition locks and the state pruning job end
+            self.services.share_groups.close()
         if self.log_manager is not None:
             self.log_manager.finish_writes()  # produced batches still queued are written and answered
         self.replica_manager.close()

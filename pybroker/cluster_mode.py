@@ -54,6 +54,8 @@ from pybroker.controller.producer_id_manager import PRODUCER_ID_BLOCK_SIZE, Prod
 from pybroker.controller.zk_data import BrokerInfo, TopicAssignment
 from pybroker.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
 from pybroker.coordinator.offsets_topic import TOPIC_CONFIGS
+from pybroker.coordinator.share.share_coordinator import TOPIC as SHARE_STATE_TOPIC
+from pybroker.coordinator.share.share_coordinator import TOPIC_CONFIGS as SHARE_STATE_TOPIC_CONFIGS
 from pybroker.coordinator.transaction.service import TOPIC as TRANSACTION_TOPIC
 from pybroker.coordinator.transaction.service import TOPIC_CONFIGS as TRANSACTION_TOPIC_CONFIGS
 from pybroker.metadata.image import (
@@ -382,6 +384,8 @@ class ClusterMode:
             self._offsets_leadership(partition, state.leader == self.node_id)
         elif topic == TRANSACTION_TOPIC:
             self._transactions_leadership(partition, state.leader == self.node_id, state.leader_epoch)
+        elif topic == SHARE_STATE_TOPIC:
+            self._share_state_leadership(partition, state.leader == self.node_id)
 
     def _spawn(self, work: Awaitable[Any]) -> None:
         """Run ``work`` in the background; stop() cancels what is still running."""
@@ -425,6 +429,33 @@ class ClusterMode:
             coordinator.on_election(partition, leader_epoch)
         else:
             coordinator.on_resignation(partition)
+
+    def _share_state_leadership(self, partition: int, leader: bool) -> None:
+        """The share coordinator's onElection / onResignation for a __share_group_state partition (nothing to
+        do before share groups are first used: the coordinator then loads what it leads)."""
+        share_groups = self.broker.services.share_groups
+        if share_groups is None:
+            return
+        if leader:
+            share_groups.coordinator.on_election(partition)
+        else:
+            share_groups.coordinator.on_resignation(partition)
+
+    def ensure_share_state_topic(self) -> None:
+        """__share_group_state through ZooKeeper on first use (FindCoordinator of a share key, as Kafka's):
+        share.coordinator.state.topic.replication.factor replicas, its min.insync.replicas
+        share.coordinator.state.topic.min.isr."""
+        configs = {
+            **SHARE_STATE_TOPIC_CONFIGS,
+            "min.insync.replicas": str(self.config.get("share.coordinator.state.topic.min.isr")),
+        }
+        self._ensure_internal_topic(
+            SHARE_STATE_TOPIC,
+            self.config.get("share.coordinator.state.topic.num.partitions"),
+            self.config.get("share.coordinator.state.topic.replication.factor"),
+            configs,
+            "share.coordinator.state.topic.replication.factor",
+        )
 
     def wrap_marker_writer(self, local: Any) -> ClusterMarkerWriter:
         """The transaction coordinator's marker writer: this broker's partitions, and the leaders of the others."""

@@ -555,6 +555,15 @@ _BROKER_CONFIG_LIST = [
          "The most in-flight records a share partition holds (acquired or awaiting redelivery)."),
     _key("share.coordinator.state.topic.num.partitions", _T.INT, 50, at_least(1), _M,
          "The number of partitions of __share_group_state (fixed once the topic exists)."),
+    _key("share.coordinator.state.topic.replication.factor", _T.SHORT, 1, at_least(1), _H,
+         "The replication factor of __share_group_state (Kafka default 3; a single node has 1; above 1 only "
+         "in cluster mode, where it is at most the number of live brokers when the topic is made)."),
+    _key("share.coordinator.state.topic.min.isr", _T.SHORT, 1, at_least(1), _H,
+         "min.insync.replicas of the __share_group_state topic (Kafka default 2; a single node has 1)."),
+    _key("share.coordinator.state.topic.prune.interval.ms", _T.LONG, 300000, at_least(1), _M,
+         "How often the share coordinator deletes the __share_group_state records its snapshots made redundant."),
+    _key("share.coordinator.snapshot.update.records.per.snapshot", _T.INT, 500, between(0, 500), _M,
+         "How many ShareUpdate records a share partition's state gets before a new ShareSnapshot is written."),
     # transactions and idempotence
     _key("transaction.state.log.replication.factor", _T.SHORT, 1, at_least(1), _H,
          "The replication factor of the __transaction_state topic (Kafka default 3; a single node has 1; "
@@ -614,7 +623,6 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in _BROKER_CONFIG_LIST}
 _NO_THREAD_POOLS = "pybroker serves every connection on one event loop, it has no such thread pool"
 _SINGLE_NODE = "pybroker is a single combined broker and controller, there is no controller quorum"
 _NO_REPLICAS = "pybroker is a single node and has no replica fetchers"
-_SHARE_STATE_ONE_REPLICA = "__share_group_state has the one replica of a single node"
 _NO_SECURITY = "pybroker does not implement SASL yet"
 _PYTHON_TLS = "pybroker's TLS is Python's ssl module (OpenSSL): Java's security providers do not apply"
 UNUSED_KAFKA_KEYS: dict[str, str] = {
@@ -638,8 +646,6 @@ UNUSED_KAFKA_KEYS: dict[str, str] = {
     "metadata.max.retention.ms": "pybroker keeps its metadata in the first log dir",
     "cluster.id": "the cluster id is generated once and kept in <log.dir>/meta.properties",
     "offsets.topic.min.isr": "a single node always has one in-sync replica",
-    "share.coordinator.state.topic.replication.factor": _SHARE_STATE_ONE_REPLICA,
-    "share.coordinator.state.topic.min.isr": _SHARE_STATE_ONE_REPLICA,
     "group.share.enable": "share groups are always on (Kafka 4.3 turns them on with the share.version feature)",
     "group.coordinator.rebalance.protocols": "pybroker always serves the classic, consumer and streams group protocols",
     "sasl.mechanism.inter.broker.protocol": _NO_SECURITY,
@@ -1267,6 +1273,7 @@ def _resolve(explicit: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str
             "default.replication.factor",
             "offsets.topic.replication.factor",
             "transaction.state.log.replication.factor",
+            "share.coordinator.state.topic.replication.factor",
         ):
             if values[key] != 1:
                 raise ConfigError(

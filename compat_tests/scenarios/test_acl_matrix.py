@@ -17,6 +17,7 @@ what every request sees, so they run one at a time.
 
 from __future__ import annotations
 
+import base64
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -459,3 +460,53 @@ def test_the_model_is_not_trivial() -> None:
         for cell in make_cells(rtype, "x"):
             by_op.setdefault(cell.operation, set()).add(expected(cell))
         assert all(v == {True, False} for v in by_op.values()), (rtype, by_op)
+
+
+CLUSTER_ACTION = 9
+SHARE_STATE_REQUESTS = {  # api key -> (version, partition data besides "partition")
+    83: (0, {"state_epoch": 0, "start_offset": 0}),
+    84: (0, {"leader_epoch": -1}),
+    85: (1, {"state_epoch": 0, "leader_epoch": -1, "start_offset": 0, "state_batches": []}),
+    86: (0, {}),
+    87: (1, {"leader_epoch": -1}),
+}
+
+
+def share_state_codes(wire: WireClient, group: str, topic_id: uuid.UUID) -> dict[int, tuple[int, str | None]]:
+    """(error code, message) of each share coordinator RPC (KIP-932) for partition 0 of ``topic_id``."""
+    out = {}
+    for api_key, (version, fields) in SHARE_STATE_REQUESTS.items():
+        body = {"group_id": group, "topics": [{"topic_id": topic_id, "partitions": [{"partition": 0, **fields}]}]}
+        (partition,) = wire.request(api_key, version, body)["results"][0]["partitions"]
+        out[api_key] = (partition["error_code"], partition["error_message"])
+    return out
+
+
+def test_share_state_apis_and_share_coordinator_lookup_need_cluster_action(wires: tuple[WireClient, WireClient]) -> None:
+    """Only brokers' persisters send the share-state RPCs and look share coordinators up: Kafka asks
+    CLUSTER_ACTION on the cluster for all five and for FindCoordinator key type 2."""
+    admin, alice = wires
+    topic = f"m{uuid.uuid4().hex[:6]}-share"
+    create_topics(admin, [topic])
+    topic_id = admin.request(3, 12, {"topics": [{"name": topic}], "allow_auto_topic_creation": False})["topics"][0]["topic_id"]
+    group = f"m{uuid.uuid4().hex[:6]}"
+    key = f"{group}:{base64.urlsafe_b64encode(topic_id.bytes).rstrip(b'=').decode()}:0"
+    find = {"key_type": 2, "coordinator_keys": [key]}
+    refused = (REFUSED[CLUSTER], "Cluster authorization failed.")
+    assert alice.request(10, 6, find)["coordinators"][0]["error_code"] == REFUSED[CLUSTER]
+    assert share_state_codes(alice, group, topic_id) == dict.fromkeys(SHARE_STATE_REQUESTS, refused)
+    # The super user finds the coordinator (which makes __share_group_state) and initializes the state.
+    wait_for(lambda: admin.request(10, 6, find)["coordinators"][0]["error_code"] == 0, what="share coordinator")
+    wait_for(lambda: share_state_codes(admin, group, topic_id)[83][0] == 0, what="share state initialized")
+    binding = {"resource_type": CLUSTER, "resource_name": CLUSTER_NAME, "resource_pattern_type": LITERAL,
+               "principal": ALICE, "host": "*", "operation": CLUSTER_ACTION, "permission_type": ALLOW}  # fmt: skip
+    create_acls(admin, [binding])
+    try:
+        wait_until_applied(admin, [binding], present=True)
+        wait_for(lambda: alice.request(10, 6, find)["coordinators"][0]["error_code"] == 0, what="CLUSTER_ACTION applied")
+        assert {k: code for k, (code, _) in share_state_codes(alice, group, topic_id).items()} == dict.fromkeys(
+            SHARE_STATE_REQUESTS, 0
+        )
+    finally:
+        delete_acls(admin, [binding])
+        wait_until_applied(admin, [binding], present=False)

@@ -119,6 +119,7 @@ def load_all() -> dict[int, ApiHandler]:
         producer_ids,
         sasl,
         share_groups,
+        share_state,
         streams_groups,
         telemetry,
         topic_partitions,

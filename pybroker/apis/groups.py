@@ -73,6 +73,7 @@ _Response = TypeVar("_Response")
 
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
+KEY_TYPE_SHARE = 2
 
 
 def _coordinator(ctx: RequestContext, group_id: str | None = None) -> GroupCoordinator | None:
@@ -115,7 +116,40 @@ def _coordinator_partition_leader(ctx: RequestContext, topic_name: str, key: str
     return -1 if registration is None else registration.leader
 
 
+def _find_share_coordinator(ctx: RequestContext, key: str) -> Coordinator:
+    """Key type 2 (KIP-932): the share coordinator of ``group:topicId:partition``, the leader of the key's
+    __share_group_state partition, made here on first use. Kafka asks FindCoordinator v6 and CLUSTER_ACTION
+    (only brokers' persisters look share coordinators up)."""
+    from pybroker.apis.share_groups import service
+    from pybroker.coordinator.share.share_coordinator import TOPIC as SHARE_STATE_TOPIC
+    from pybroker.coordinator.share.state_records import SharePartitionKey
+
+    def refused(error: ErrorCode, message: str | None) -> Coordinator:
+        return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": error, "error_message": message}
+
+    if ctx.version < 6:
+        return refused(ErrorCode.INVALID_REQUEST, ErrorCode.INVALID_REQUEST.message)
+    if not auth.authorize_cluster(ctx, auth.CLUSTER_ACTION):
+        return refused(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
+    try:
+        share_key = SharePartitionKey.parse(key)
+    except ValueError:
+        return refused(ErrorCode.INVALID_REQUEST, "")
+    try:
+        service(ctx).coordinator.ensure_topic()
+    except RuntimeError:
+        return refused(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")
+    node_id = _coordinator_partition_leader(ctx, SHARE_STATE_TOPIC, share_key.coordinator_key)
+    node = ctx.metadata_image().brokers.get(node_id)
+    if node is None:
+        return refused(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")
+    host, port = node.endpoint(ctx.security.listener_name) or (node.host, node.port)
+    return {"key": key, "node_id": node.node_id, "host": host, "port": port, "error_code": ErrorCode.NONE, "error_message": None}
+
+
 def _find_one(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
+    if key_type == KEY_TYPE_SHARE:
+        return _find_share_coordinator(ctx, key)
     b = ctx.services
     # Kafka: Describe on the group, or on the transactional id, before anything else.
     refused = None

@@ -133,6 +133,9 @@ class BrokerServices:
     authorizer: Authorizer | None = None
     # KIP-932 share groups (coordinator/share/manager.py), made on first use by apis/share_groups.py.
     share_groups: ShareGroupService | None = None
+    # Cluster mode: makes __share_group_state through ZooKeeper (ClusterMode.ensure_share_state_topic); the
+    # share coordinator then follows the leadership of its partitions.
+    share_state_topic_creator: Callable[[], None] | None = None
     # zookeeper.connect is set: this broker is one of a cluster (cluster_mode.py).
     cluster_mode: bool = False
     # Cluster mode: AddPartitionsToTxn to whichever broker coordinates a transactional id

@@ -54,7 +54,11 @@ def service(ctx: RequestContext) -> ShareGroupService:
         coordinator = ctx.services.group_coordinator
         if coordinator is None or coordinator.services is None:
             raise RuntimeError("the group coordinator has not started")
-        svc = ShareGroupService(coordinator.services, ctx.services.metadata_image)
+        svc = ShareGroupService(
+            coordinator.services,
+            ctx.services.metadata_image,
+            request_state_topic=ctx.services.share_state_topic_creator,
+        )
         ctx.services.share_groups = svc
     return svc
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from pybroker.protocol.errors import ErrorCode
@@ -65,6 +65,7 @@ class InternalTopic:
         self.open_transactions: dict[int, list[tuple[bytes, bytes | None]]] = {}
         # False in cluster mode: the topic is created through ZooKeeper, never by this broker alone.
         self.local_creation = True
+        self.last_append = (-1, -1)  # (partition, offset) of the last record appended
 
     def ensure_topic(self) -> None:
         rec = self.services.topic(self.name)
@@ -79,6 +80,27 @@ class InternalTopic:
 
     def partition_for(self, key: str) -> int:
         return partition_for(key, self.num_partitions)
+
+    def exists(self) -> bool:
+        rec = self.services.topic(self.name)
+        if rec is not None:
+            self.num_partitions = rec.partitions
+        return rec is not None
+
+    def delete_records_before(self, index: int, offset: int) -> None:
+        """Move a partition's log start offset up to ``offset`` (at most its high watermark), as the leader
+        (the share coordinator prunes the records its snapshots made redundant)."""
+        p = self.services.partition(self.name, index)
+        if p is None or not p.is_leader:
+            return
+        offset = min(offset, p.high_watermark)
+        if offset > p.log_start_offset:
+            p.log.delete_records_before(offset)
+
+    def leads(self, key: str) -> bool:
+        """Whether this broker leads ``key``'s partition (and so coordinates the key)."""
+        p = self.services.partition(self.name, self.partition_for(key))
+        return p is not None and p.is_leader
 
     def append(
         self,
@@ -108,10 +130,14 @@ class InternalTopic:
             )
         )
         info = p.append_as_leader(buf, list(iter_batch_headers(buf)), now_ms)
+        self.last_append = (p.index, info.last_offset)
         return p.wait_replicated(info.last_offset)
 
-    def replay(self, partitions: Iterable[int] | None = None) -> Iterator[tuple[bytes, bytes | None]]:
-        """Every (key, value) of every partition (or of ``partitions``), each partition in offset order."""
+    def replay(
+        self, partitions: Iterable[int] | None = None, at: Callable[[int, int], None] | None = None
+    ) -> Iterator[tuple[bytes, bytes | None]]:
+        """Every (key, value) of every partition (or of ``partitions``), each partition in offset order;
+        ``at(partition, offset)`` is told where each non-transactional record is before it is yielded."""
         self.open_transactions = {}
         for index in range(self.num_partitions) if partitions is None else partitions:
             p = self.services.partition(self.name, index)
@@ -142,6 +168,8 @@ class InternalTopic:
                         if header.is_transactional:
                             self.open_transactions.setdefault(header.producer_id, []).append((r.key, r.value))
                         else:
+                            if at is not None:
+                                at(index, r.offset)
                             yield r.key, r.value
                 # A compacted batch keeps its last offset even when its last records are gone.
                 offset = max(headers[-1].last_offset + 1, offset + 1)

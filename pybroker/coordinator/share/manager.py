@@ -9,8 +9,11 @@ single pybroker node they live side by side on the event loop:
   from the persisted snapshot or at ``share.auto.offset.reset`` (latest by default, a group config);
 - ``sessions``: the share fetch session per (group, member): its epoch, and which connection holds it,
   so that closing the connection releases the member's acquired records (as Kafka does);
-- ``coordinator``: ``ShareCoordinator`` over ``__share_group_state``; every state change of a share
-  partition is written there as a snapshot.
+- ``coordinator``: ``ShareCoordinator`` over ``__share_group_state``, called as Kafka's persister calls the
+  share coordinator: a share partition's state is read (or initialized) when it is first used and every
+  state change is a WriteShareGroupState of its in-flight window. The calls are in-process, for the keys
+  whose state partition this broker leads; in a cluster a key led elsewhere is not persisted from here
+  (Kafka's persister would send the request to that broker).
 """
 
 from __future__ import annotations
@@ -24,8 +27,14 @@ from typing import TYPE_CHECKING, Any
 from pybroker.coordinator.clock import Clock, LoopClock
 from pybroker.coordinator.share.share_coordinator import TOPIC, TOPIC_CONFIGS, ShareCoordinator
 from pybroker.coordinator.share.share_group import ShareGroup, ShareMember
-from pybroker.coordinator.share.share_partition import SharePartition, SharePartitionOptions
-from pybroker.coordinator.share.state_records import SharePartitionKey, ShareSnapshot
+from pybroker.coordinator.share.share_partition import (
+    RecordState,
+    SharePartition,
+    SharePartitionOptions,
+    StateBatch,
+)
+from pybroker.coordinator.share.state_records import SharePartitionKey, delivery_state
+from pybroker.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -36,6 +45,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SHARE_GROUP_CONFIG_KEYS = ("share.auto.offset.reset", "share.record.lock.duration.ms", "share.delivery.count.limit")
+_DONE = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
 INITIAL_SESSION_EPOCH = 0
 FINAL_SESSION_EPOCH = -1
 
@@ -53,7 +63,11 @@ class ShareSession:
 
 class ShareGroupService:
     def __init__(
-        self, services: CoordinatorServices, metadata_image: Callable[[], MetadataImage], clock: Clock | None = None
+        self,
+        services: CoordinatorServices,
+        metadata_image: Callable[[], MetadataImage],
+        clock: Clock | None = None,
+        request_state_topic: Callable[[], None] | None = None,
     ) -> None:
         from pybroker.coordinator.offsets_topic import InternalTopic
 
@@ -69,8 +83,18 @@ class ShareGroupService:
         self.delivery_count_limit = c.get("group.share.delivery.count.limit")
         self.max_record_locks = c.get("group.share.partition.max.record.locks")
         topic = InternalTopic(services, TOPIC, c.get("share.coordinator.state.topic.num.partitions"), TOPIC_CONFIGS)
-        self.coordinator = ShareCoordinator(topic)
-        self.coordinator.load()
+        topic.local_creation = request_state_topic is None
+        self.coordinator = ShareCoordinator(
+            topic,
+            self._partition_count,
+            updates_per_snapshot=c.get("share.coordinator.snapshot.update.records.per.snapshot"),
+            request_topic=request_state_topic,
+        )
+        # The leader epoch each share partition's state was read with (what its writes carry).
+        self._leader_epochs: dict[SharePartitionKey, int] = {}
+        self._remote_keys: set[SharePartitionKey] = set()  # warned once: coordinated elsewhere
+        self.prune_interval_ms = c.get("share.coordinator.state.topic.prune.interval.ms")
+        self._prune_timer = self.clock.call_later(self.prune_interval_ms, self._prune)
         self.groups: dict[str, ShareGroup] = {}
         self.share_partitions: dict[SharePartitionKey, SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
@@ -134,28 +158,68 @@ class ShareGroupService:
             "max_in_flight_records": self.max_record_locks,
             "on_state_change": partial(self._persist, key),
         }
-        snap = self.coordinator.read_state(key)
-        if snap is not None:
-            start = max(snap.start_offset, p.log_start_offset)
-            sp = SharePartition.from_state(group_id, topic, index, start, snap.state_batches, self.clock, **kwargs)
-            sp.state_epoch = snap.state_epoch
+        # As Kafka's persister: the share coordinator's ReadShareGroupState (which records this leader's
+        # epoch), and InitializeShareGroupState when the share partition has no state yet.
+        self.coordinator.ensure_topic()
+        self._leader_epochs[key] = p.leader_epoch
+        read = self._call(key, "read", lambda: self.coordinator.read_state_and_maybe_update_leader_epoch(key, p.leader_epoch))
+        if read is not None and read["error_code"] == ErrorCode.NONE:
+            start = max(read["start_offset"], p.log_start_offset)
+            batches = [
+                StateBatch(b["first_offset"], b["last_offset"], delivery_state(b["delivery_state"]), b["delivery_count"])
+                for b in read["state_batches"]
+            ]
+            sp = SharePartition.from_state(group_id, topic, index, start, batches, self.clock, **kwargs)
+            sp.state_epoch = read["state_epoch"]
         else:
             reset = self._group_config(group_id, "share.auto.offset.reset", "latest")
             start = p.log_start_offset if reset == "earliest" else p.high_watermark
             sp = SharePartition(group_id, topic, index, start, self.clock, **kwargs)
-            self._persist(key, sp)  # InitializeShareGroupState: the start offset is fixed from now on
+            # the start offset is fixed from now on
+            self._call(key, "initialize", lambda: self.coordinator.initialize_state(key, sp.state_epoch, sp.start_offset))
         self.share_partitions[key] = sp
         return sp
+
+    def _partition_count(self, topic_id: uuid.UUID) -> int | None:
+        t = self.metadata_image().topic_by_id(topic_id)
+        return None if t is None else t.num_partitions
 
     def _group_config(self, group_id: str, key: str, default: Any) -> Any:
         return self.group_configs.get(group_id, {}).get(key, default)
 
     def _persist(self, key: SharePartitionKey, sp: SharePartition) -> None:
-        snap = ShareSnapshot(0, sp.state_epoch, 0, sp.start_offset, tuple(sp.state_batches()))
+        """Kafka's persister writeState, through the share coordinator's WriteShareGroupState: the whole
+        in-flight window (the coordinator merges it into what it has). A start offset moved from outside
+        (AlterShareGroupOffsets) raised the state epoch: that is a fresh InitializeShareGroupState."""
+        if sp.state_epoch > self.coordinator.state_epoch(key):
+            self._call(key, "initialize", lambda: self.coordinator.initialize_state(key, sp.state_epoch, sp.start_offset))
+            return
+        batches = sp.state_batches()
+        done = sum(b.last_offset - b.first_offset + 1 for b in batches if b.delivery_state in _DONE)
+        leader_epoch = self._leader_epochs.get(key, -1)
+        self._call(
+            key, "write", lambda: self.coordinator.write_state(key, sp.state_epoch, leader_epoch, sp.start_offset, batches, done)
+        )
+
+    def _call(self, key: SharePartitionKey, op: str, call: Callable[[], tuple[dict[str, Any], object]]) -> dict[str, Any] | None:
+        """One share-coordinator operation for this broker's own share partition; its PartitionResult, or None
+        when the state topic's partition is not open here (shutting down, or not made yet in a cluster) or is
+        led by another broker: Kafka's persister would send the request there; this broker does not (yet), and
+        never appends to a partition it only follows."""
+        if not self.coordinator.owns(key):
+            if key not in self._remote_keys:
+                self._remote_keys.add(key)
+                log.warning("the share state of %s is coordinated by another broker: not persisted from here", key)
+            return None
         try:
-            self.coordinator.write_state(key, snap)
-        except RuntimeError as exc:  # the state topic's partition is not open (shutting down)
-            log.warning("could not write the share state of %s: %s", key, exc)
+            result, _replicated = call()
+        except RuntimeError as exc:
+            log.warning("could not %s the share state of %s: %s", op, key, exc)
+            return None
+        # A read of a share partition with no state yet is expected (it is initialized next).
+        if result["error_code"] != ErrorCode.NONE and not (op == "read" and result["error_code"] == ErrorCode.INVALID_REQUEST):
+            log.warning("could not %s the share state of %s: %s", op, key, result["error_message"])
+        return result
 
     # -- share sessions -----------------------------------------------------------------------------
 
@@ -178,6 +242,14 @@ class ShareGroupService:
                 del self.sessions[key]
                 self._release_session(session)
 
+    def _prune(self) -> None:
+        try:
+            self.coordinator.prune()
+        except Exception:  # noqa: BLE001 - a failed pass must not end the job (Kafka logs and reschedules)
+            log.exception("pruning %s failed", TOPIC)
+        self._prune_timer = self.clock.call_later(self.prune_interval_ms, self._prune)
+
     def close(self) -> None:
+        self._prune_timer.cancel()
         for sp in self.share_partitions.values():
             sp.close()
