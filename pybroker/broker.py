@@ -27,6 +27,7 @@ from pybroker.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
 from pybroker.coordinator.services import CoordinatorServices
 from pybroker.coordinator.transaction.coordinator import TransactionCoordinator
 from pybroker.coordinator.transaction.service import start_transaction_coordinator
+from pybroker.metadata.features import FinalizedFeatures
 from pybroker.metadata.image import BrokerRegistration, MetadataImage
 from pybroker.metadata.local import LocalMetadataPublisher, MetadataPublisher
 from pybroker.metadata.store import MetadataStore, TopicRecord
@@ -157,6 +158,8 @@ class Broker:
         allocate_producer_id = (
             self.metadata.allocate_producer_id if self.cluster is None else self.cluster.allocate_producer_id
         )
+        # Finalized features: loaded from the metadata store at start, or ZooKeeper's in a cluster.
+        self.features = FinalizedFeatures(self.node_id)
         self.services = BrokerServices(
             node_id=self.node_id,
             config=config,
@@ -173,6 +176,7 @@ class Broker:
             cluster_mode=self.cluster is not None,
             controller_mutation_quotas=self.controller_mutation_quotas,
             client_metrics=self.client_metrics,
+            features=self.features,
         )
         self.coordinator_services = CoordinatorServices(
             config=config,
@@ -198,6 +202,19 @@ class Broker:
     def scram_credential(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:
         return self.metadata.scram_credential(user, mechanism.mechanism_name)
 
+    def _keep_features_in_metadata_store(self) -> None:
+        """A single broker keeps its finalized features in the metadata store, as Kafka keeps
+        FeatureLevelRecords in its metadata log: a change is written before it is answered."""
+        store = self.metadata
+        if store.finalized_features is not None:
+            self.features.set(store.finalized_features, store.finalized_features_epoch)
+
+        def write(levels: dict[str, int], epoch: int) -> int:
+            store.set_finalized_features(levels, epoch + 1)
+            return epoch + 1
+
+        self.features.writer = write
+
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
         for warning in self.config.warnings:
@@ -214,6 +231,8 @@ class Broker:
         self.metadata_publisher.set_cluster_id(self.cluster_id)
         self.metadata.load()
         self.metadata.ensure_reserve()
+        if self.cluster is None:
+            self._keep_features_in_metadata_store()
         self.authorizer = authorizer_from_config(self.config, self.metadata)
         self.services.authorizer = self.authorizer
         self.controller.load_dynamic_configs()

@@ -108,6 +108,7 @@ def load_all() -> dict[int, ApiHandler]:
         config_resources,
         configs,
         consumer_groups,
+        features,
         fetch,
         groups,
         log_dirs,

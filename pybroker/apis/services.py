@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from pybroker.coordinator.coordinator import GroupCoordinator
     from pybroker.coordinator.share.manager import ShareGroupService
     from pybroker.coordinator.transaction.coordinator import TransactionCoordinator
+    from pybroker.metadata.features import FinalizedFeatures
     from pybroker.metadata.image import MetadataImage
     from pybroker.metadata.store import MetadataStore, TopicRecord
     from pybroker.metrics.recorder import BrokerMetrics
@@ -123,6 +124,8 @@ class BrokerServices:
     controller_mutation_quotas: ClientQuotaManager
     # KIP-714 client-metrics subscriptions and the pushes received (apis/telemetry.py).
     client_metrics: ClientMetricsManager
+    # Finalized features (ApiVersions, UpdateFeatures): the cluster's in ZooKeeper in cluster mode.
+    features: FinalizedFeatures
     # Set once they have started (None before: the handlers answer COORDINATOR_NOT_AVAILABLE).
     group_coordinator: GroupCoordinator | None = None
     transaction_coordinator: TransactionCoordinator | None = None

@@ -133,6 +133,10 @@ class MetadataStore:
         # SCRAM credentials by user, then mechanism name (Kafka's UserScramCredentialRecords): salt,
         # StoredKey, ServerKey and iterations, never a password.
         self.scram_credentials: dict[str, dict[str, ScramCredential]] = {}
+        # Finalized features (UpdateFeatures) and their epoch; None until a change was made (then a
+        # new cluster's levels apply, metadata/features.py).
+        self.finalized_features: dict[str, int] | None = None
+        self.finalized_features_epoch = 0
         # Told the name of every topic added, removed or changed (written or undone): the metadata
         # image (metadata/local.py) rebuilds that topic.
         self.topic_listener: Callable[[str], None] | None = None
@@ -162,6 +166,9 @@ class MetadataStore:
             user: {mech: ScramCredential.from_json(c) for mech, c in by_mech.items()}
             for user, by_mech in doc.get("scram_credentials", {}).items()
         }
+        if "finalized_features" in doc:
+            self.finalized_features = {str(k): int(v) for k, v in doc["finalized_features"].items()}
+            self.finalized_features_epoch = int(doc.get("finalized_features_epoch", 0))
         log.info("loaded metadata for %d topics from %s", len(self.topics), self.path)
 
     def save(self, *, may_use_reserve: bool = False) -> None:
@@ -199,6 +206,11 @@ class MetadataStore:
                 for user, by_mech in sorted(self.scram_credentials.items())
                 if by_mech
             },
+            **(
+                {"finalized_features": self.finalized_features, "finalized_features_epoch": self.finalized_features_epoch}
+                if self.finalized_features is not None
+                else {}
+            ),
         }
 
     @property
@@ -413,6 +425,18 @@ class MetadataStore:
 
         def undo() -> None:
             self.scram_credentials = old
+
+        self._change(apply, undo)
+
+    def set_finalized_features(self, levels: dict[str, int], epoch: int) -> None:
+        """Keep UpdateFeatures' new levels (written before the change is answered)."""
+        old = (self.finalized_features, self.finalized_features_epoch)
+
+        def apply() -> None:
+            self.finalized_features, self.finalized_features_epoch = dict(levels), epoch
+
+        def undo() -> None:
+            self.finalized_features, self.finalized_features_epoch = old
 
         self._change(apply, undo)
 

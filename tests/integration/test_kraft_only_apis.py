@@ -26,6 +26,7 @@ def test_kraft_only_apis_are_not_advertised(shared_broker) -> None:
     error_code, ranges = api_versions_probe(host, port, timeout_s=5)
     assert error_code == 0
     assert not set(KRAFT_ONLY_API_KEYS) & set(ranges), ranges
+    assert ranges[57] == (0, 2)  # UpdateFeatures is a zkBroker API, and offered
 
 
 @pytest.mark.parametrize("api_key", sorted(KRAFT_ONLY_API_KEYS), ids=KRAFT_ONLY_API_KEYS.get)
