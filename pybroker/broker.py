@@ -36,6 +36,7 @@ from pybroker.protocol.api import REQUESTS
 from pybroker.protocol.memory_pool import MemoryPool
 from pybroker.quotas.client_quotas import ClientQuotaManager
 from pybroker.quotas.connection_quotas import ConnectionQuotas, parse_overrides
+from pybroker.replication.log_dir_mover import ReplicaAlterLogDirsManager
 from pybroker.replication.partition import Partition
 from pybroker.replication.replica_manager import ReplicaManager
 from pybroker.security.authorizer import Authorizer, authorizer_from_config
@@ -241,6 +242,14 @@ class Broker:
         config_of = functools.lru_cache(maxsize=None)(self.controller.log_config_for)
         await asyncio.get_running_loop().run_in_executor(None, self.log_manager.startup, config_of)
         self.controller.load_partitions()
+        mover = ReplicaAlterLogDirsManager(
+            self.log_manager,
+            self.replica_manager,
+            self.controller.log_config_for,
+            lambda: self.config.replica_alter_log_dirs_io_max_bytes_per_second,
+        )
+        self.services.log_dir_mover = mover
+        mover.start()  # moves between log dirs that a stop interrupted start again
         log.info(
             "loaded %d partitions of %d topics in %.2fs",
             len(self.partitions),
@@ -314,6 +323,8 @@ class Broker:
             await self._http.stop()
         if self.group_coordinator is not None:
             await self.group_coordinator.stop()
+        if self.services.log_dir_mover is not None:
+            self.services.log_dir_mover.stop()
         if self.log_manager is not None:
             self.log_manager.finish_writes()  # produced batches still queued are written and answered
         self.replica_manager.close()

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from pybroker.metrics.recorder import BrokerMetrics
     from pybroker.protocol.errors import KafkaError
     from pybroker.quotas.client_quotas import ClientQuotaManager
+    from pybroker.replication.log_dir_mover import ReplicaAlterLogDirsManager
     from pybroker.replication.replica_manager import ReplicaManager
     from pybroker.security.authorizer import Authorizer
 
@@ -133,6 +134,8 @@ class BrokerServices:
     authorizer: Authorizer | None = None
     # KIP-932 share groups (coordinator/share/manager.py), made on first use by apis/share_groups.py.
     share_groups: ShareGroupService | None = None
+    # Moves of replicas between this broker's log dirs (AlterReplicaLogDirs), set at start.
+    log_dir_mover: ReplicaAlterLogDirsManager | None = None
     # zookeeper.connect is set: this broker is one of a cluster (cluster_mode.py).
     cluster_mode: bool = False
     # Cluster mode: AddPartitionsToTxn to whichever broker coordinates a transactional id
