@@ -18,14 +18,16 @@ from typing import Any
 import pytest
 
 from compat_tests.brokers import encode_request, read_response, split_bootstrap
+from compat_tests.clients.base import Record
+from compat_tests.clients.registry import make_client
 from compat_tests.kafka_tools import run_tool
 from compat_tests.scenarios.test_newest_versions import call
 from pybroker.protocol import codec
 from pybroker.protocol.api import REQUESTS, RESPONSES
 
-from .support import wait_for
+from .support import partition_leader, wait_for
 
-API_VERSIONS, UPDATE_FEATURES = 18, 57
+API_VERSIONS, UPDATE_FEATURES, DESCRIBE_PRODUCERS = 18, 57, 61
 CONSUMER_GROUP_HEARTBEAT, SHARE_GROUP_HEARTBEAT, STREAMS_GROUP_HEARTBEAT = 68, 76, 88
 NONE, UNSUPPORTED_VERSION, INVALID_UPDATE_VERSION = 0, 35, 95
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
@@ -102,7 +104,7 @@ def every_broker_reports(bootstrap: str, levels: dict[str, int]) -> int:
         answers[:] = [finalized(address) for address in bootstrap.split(",")]
         return all(a == (levels, answers[0][1]) for a in answers)
 
-    wait_for(same, timeout_s=30, what=f"every broker reporting {levels}: {answers}")
+    wait_for(same, timeout_s=30, what=f"every broker reporting {levels}")
     return answers[0][1]
 
 
@@ -237,3 +239,26 @@ def test_a_feature_at_level_0_turns_its_api_off(bootstrap: str, features_restore
         group = f"features-{name}-{uuid.uuid4().hex[:8]}"
         answer = call(bootstrap, key, version, {"group_id": group, "member_id": _member_id(), **body})
         assert answer["error_code"] != UNSUPPORTED_VERSION, (name, answer)
+
+
+@pytest.mark.parametrize("level", [1, 2])
+def test_transaction_version_decides_what_the_java_producer_does(
+    bootstrap: str, make_topic, features_restored: None, level: int
+) -> None:
+    """The Java producer (kafka-clients 4.4) uses transactions version 2 only when the cluster finalizes
+    transaction.version 2: then every EndTxn bumps its epoch, so after three committed transactions the
+    partition's producer state (DescribeProducers, from the last marker) is at epoch 3; at level 1 the
+    epoch stays 0."""
+    topic = make_topic()
+    if level != 2:
+        answer = update(bootstrap, 1, [{"feature": "transaction.version", "max_version_level": level,
+                                        "upgrade_type": SAFE_DOWNGRADE}])  # fmt: skip
+        assert answer["error_code"] == NONE, answer
+    every_broker_reports(bootstrap, {**NEW_CLUSTER, "transaction.version": level})
+    transactions = [([Record(None, f"txn-{i}".encode(), partition=0)], True) for i in range(3)]
+    make_client("java4").produce_transactions(bootstrap, topic, f"tv{level}-{uuid.uuid4().hex[:8]}", transactions)
+    leader = partition_leader(bootstrap, topic)[1]
+    answer = call(leader, DESCRIBE_PRODUCERS, 0, {"topics": [{"name": topic, "partition_indexes": [0]}]})
+    [partition] = answer["topics"][0]["partitions"]
+    [producer] = partition["active_producers"]
+    assert producer["producer_epoch"] == (3 if level == 2 else 0), producer
