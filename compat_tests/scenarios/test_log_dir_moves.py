@@ -24,12 +24,13 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from compat_tests.brokers import PyBroker
 from compat_tests.conftest import CLUSTER_BROKERS
 from compat_tests.kafka_tools import run_tool
+from compat_tests.reference import kafka_probe
 from compat_tests.scenarios.test_newest_versions import call
 
 from .support import first_broker, wait_for
 
 ALTER_REPLICA_LOG_DIRS = 34
-NONE, UNKNOWN_TOPIC_OR_PARTITION, LOG_DIR_NOT_FOUND = 0, 3, 57
+NONE, UNKNOWN_TOPIC_OR_PARTITION, REPLICA_NOT_AVAILABLE, LOG_DIR_NOT_FOUND = 0, 3, 9, 57
 THROTTLE_BYTES_PER_S = 100_000
 VALUE = b"v" * 1000
 
@@ -175,3 +176,25 @@ def test_alter_replica_log_dirs_errors(two_dirs: Any) -> None:
         # Empty partitions move at once: both end up in that dir.
         resolved = str(Path(path).resolve())
         wait_for(lambda r=resolved: set(log_dirs_of(bootstrap, topic)) == {r}, what=f"{topic}-0 in {path}")
+
+
+def test_a_broker_without_the_replica_answers_replica_not_available(
+    request: pytest.FixtureRequest, broker: Any, bootstrap: str, unique_topic: str
+) -> None:
+    """In a cluster: AlterReplicaLogDirs, to one of its own log dirs, on a broker that holds no replica of
+    the partition answers REPLICA_NOT_AVAILABLE (Kafka maps its NotLeaderOrFollowerException so)."""
+    if broker is None or request.config.getoption("--broker") not in CLUSTER_BROKERS:
+        pytest.skip("needs a cluster this run started (another broker holds the only replica)")
+    host, _, port = bootstrap.split(",")[0].rpartition(":")
+    endpoints, _ = kafka_probe.topic_metadata(host, int(port), None)
+    holder, other = sorted(endpoints)[:2]
+    run_tool("kafka-topics", "--bootstrap-server", bootstrap, "--create", "--topic", unique_topic,
+             "--replica-assignment", str(holder)).check()  # fmt: skip
+    address = "{}:{}".format(*endpoints[other])
+    body = {"dirs": [{"path": str(broker.data_dir(other)), "topics": [{"name": unique_topic, "partitions": [0]}]}]}
+
+    def code() -> int:
+        return call(address, ALTER_REPLICA_LOG_DIRS, 2, body)["results"][0]["partitions"][0]["error_code"]
+
+    # UNKNOWN_TOPIC_OR_PARTITION until that broker's metadata has the new topic.
+    assert wait_for(lambda: code() != UNKNOWN_TOPIC_OR_PARTITION and code(), what="metadata") == REPLICA_NOT_AVAILABLE

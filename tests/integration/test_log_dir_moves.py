@@ -61,3 +61,28 @@ def test_a_move_interrupted_by_a_restart_completes_after_it(tmp_path: Path) -> N
         assert consume_all(broker.bootstrap, topic, len(expected)) == expected
     finally:
         broker.stop()
+
+
+def test_deleting_a_topic_during_a_move_deletes_its_future_copy(tmp_path: Path) -> None:
+    broker = PyBroker(tmp_path, log_dirs=2, overrides={THROTTLE: "20000"})
+    broker.start()
+    try:
+        topic = "deleted-while-moving"
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+        produce(broker.bootstrap, topic, "before", 300)
+        [source] = hosting(broker, topic)
+        [destination] = [d for d in broker.log_dirs if d != source]
+        answer = call(broker.bootstrap, ALTER_REPLICA_LOG_DIRS, 2,
+                      {"dirs": [{"path": str(destination), "topics": [{"name": topic, "partitions": [0]}]}]})  # fmt: skip
+        assert answer["results"][0]["partitions"][0]["error_code"] == NONE, answer
+        wait_for(lambda: futures(broker, topic), what="the future copy")
+        admin.delete_topics([topic])[topic].result(30)
+        wait_for(lambda: not futures(broker, topic) and not hosting(broker, topic), what="both copies gone")
+        # The name is free again, in either dir, and the broker serves it.
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+        again = wait_for(lambda: produce(broker.bootstrap, topic, "again", 10), what="the new topic writable")
+        assert consume_all(broker.bootstrap, topic, len(again)) == again
+        assert "moving the replica failed" not in broker.log_path.read_text()
+    finally:
+        broker.stop()
