@@ -3,9 +3,9 @@
 ``/feature`` holds ``{"version": 2, "status": 1, "features": {name: {"max_version_level": n}}}``
 and its znode version is the finalized features epoch, as Kafka's ZK-mode brokers reported it
 (FinalizedFeatureChangeListener).  The first broker to start creates it with a new cluster's levels;
-UpdateFeatures on any broker writes it with the version it read (a concurrent change fails the
-write rather than being overwritten), and every broker follows it with a data watch, so all report
-the same levels and epoch.
+UpdateFeatures on any broker writes it with the version it read (after a concurrent change the
+update is checked again against the newer levels, never written over them), and every broker follows
+it with a data watch, so all report the same levels and epoch.
 """
 
 from __future__ import annotations
@@ -15,21 +15,18 @@ import json
 import logging
 from collections.abc import Callable, Mapping
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NodeExistsError
 from kazoo.protocol.states import ZnodeStat
 from kazoo.recipe.watchers import DataWatch
 
 from pybroker.controller.zk_client import KafkaZkClient
+from pybroker.metadata.features import StaleFeatures
 
 log = logging.getLogger(__name__)
 
 FEATURE_PATH = "/feature"
 FEATURE_ZNODE_VERSION = 2  # FeatureZNode.V2
 ENABLED = 1  # FeatureZNodeStatus.Enabled
-
-
-class ConcurrentFeatureUpdate(Exception):
-    """``/feature`` changed since it was read: the update is not applied."""
 
 
 def encode(levels: Mapping[str, int]) -> bytes:
@@ -67,11 +64,13 @@ class ZkFeatures:
         return decode(data), stat.version
 
     def write(self, levels: dict[str, int], epoch: int) -> int:
-        """Replace the levels of epoch ``epoch``; the new epoch."""
+        """Replace the levels of epoch ``epoch``; the new epoch.  StaleFeatures (with what
+        ``/feature`` holds now) when another broker changed it since."""
         try:
             stat = self.zk.call(self.zk.kazoo.set, FEATURE_PATH, encode(levels), version=epoch)
-        except (BadVersionError, NoNodeError) as e:
-            raise ConcurrentFeatureUpdate(f"{FEATURE_PATH} changed since epoch {epoch}") from e
+        except BadVersionError:
+            data, now = self.zk.call(self.zk.kazoo.get, FEATURE_PATH)
+            raise StaleFeatures(decode(data), now.version) from None
         return int(stat.version)
 
     async def watch(self, on_change: Callable[[dict[str, int], int], None]) -> None:

@@ -49,6 +49,16 @@ class FeatureUpdateFailed(Exception):
     """INVALID_UPDATE_VERSION, with the message Kafka answers."""
 
 
+class StaleFeatures(Exception):
+    """The writer found newer levels than the ones an update was checked against (another broker's
+    change): the update is checked again against these."""
+
+    def __init__(self, levels: Mapping[str, int], epoch: int) -> None:
+        super().__init__(f"finalized features changed (now epoch {epoch})")
+        self.levels = dict(levels)
+        self.epoch = epoch
+
+
 @dataclass(frozen=True, slots=True)
 class FeatureUpdate:
     feature: str
@@ -57,8 +67,10 @@ class FeatureUpdate:
 
 
 # Given the new levels and the epoch they replace, keeps them durably and returns the new epoch;
-# raises (e.g. a concurrent change in ZooKeeper) when they could not be kept.
+# raises StaleFeatures when they changed meanwhile, another exception when they could not be kept.
 FeatureWriter = Callable[[dict[str, int], int], int]
+# How often an update is checked again after another broker changed the features under it.
+MAX_STALE_RETRIES = 5
 
 
 def _reason_not_supported(node_id: int, feature: str, level: int) -> str | None:
@@ -114,6 +126,18 @@ class FinalizedFeatures:
             log.info("finalized features at epoch %d: %s", epoch, levels)
         self.levels, self.epoch = levels, epoch
 
+    def _check(self, updates: list[FeatureUpdate]) -> dict[str, int]:
+        """The levels ``updates`` lead to from the current ones, or FeatureUpdateFailed."""
+        proposed = dict(self.levels)
+        for u in updates:
+            reason = check_update(self.node_id, self.level(u.feature), u)
+            if reason is not None:
+                raise FeatureUpdateFailed(
+                    f"The update failed for all features since the following feature had an error: {reason}"
+                )
+            proposed[u.feature] = u.level
+        return {name: level for name, level in proposed.items() if level > 0}
+
     def supported(self) -> list[tuple[str, int, int]]:
         return [(name, low, high) for name, (low, high) in sorted(SUPPORTED_FEATURES.items())]
 
@@ -123,20 +147,24 @@ class FinalizedFeatures:
 
     def update(self, updates: Iterable[FeatureUpdate], validate_only: bool) -> None:
         """All updates or none (Kafka's atomic FeatureLevelRecords): FeatureUpdateFailed names the
-        first refused one.  A repeated feature takes its last level."""
+        first refused one.  A repeated feature takes its last level.  Kafka's single controller orders
+        the updates; here the writer refuses levels that changed since they were read (StaleFeatures),
+        and the update is checked again against the newer ones."""
         updates = list(updates)
-        proposed = dict(self.levels)
-        for u in updates:
-            reason = check_update(self.node_id, self.level(u.feature), u)
-            if reason is not None:
-                raise FeatureUpdateFailed(
-                    f"The update failed for all features since the following feature had an error: {reason}"
-                )
-            proposed[u.feature] = u.level
-        if validate_only or not updates:
-            return
-        proposed = {name: level for name, level in proposed.items() if level > 0}
-        epoch = self.writer(proposed, self.epoch) if self.writer is not None else self.epoch + 1
+        for attempt in range(MAX_STALE_RETRIES + 1):
+            proposed = self._check(updates)
+            if validate_only or not updates:
+                return
+            if self.writer is None:
+                epoch = self.epoch + 1
+                break
+            try:
+                epoch = self.writer(proposed, self.epoch)
+                break
+            except StaleFeatures as stale:
+                if attempt == MAX_STALE_RETRIES:
+                    raise
+                self.set(stale.levels, stale.epoch)
         for u in updates:
             log.info("feature %s finalized at level %d (upgrade type %d)", u.feature, u.level, u.upgrade_type)
         self.set(proposed, epoch)
