@@ -14,6 +14,7 @@ from compat_tests.scenarios.test_log_dir_moves import ALTER_REPLICA_LOG_DIRS, NO
 from compat_tests.scenarios.test_newest_versions import call
 
 THROTTLE = "replica.alter.log.dirs.io.max.bytes.per.second"
+KAFKA_STORAGE_ERROR = 56
 
 
 def hosting(broker: PyBroker, topic: str) -> list[Path]:
@@ -84,5 +85,29 @@ def test_deleting_a_topic_during_a_move_deletes_its_future_copy(tmp_path: Path) 
         again = wait_for(lambda: produce(broker.bootstrap, topic, "again", 10), what="the new topic writable")
         assert consume_all(broker.bootstrap, topic, len(again)) == again
         assert "moving the replica failed" not in broker.log_path.read_text()
+    finally:
+        broker.stop()
+
+
+def test_a_destination_that_cannot_take_the_copy_answers_kafka_storage_error(tmp_path: Path) -> None:
+    """The destination dir has gone (a file stands at its path): KAFKA_STORAGE_ERROR, the replica stays
+    and serves where it was."""
+    broker = PyBroker(tmp_path, log_dirs=2)
+    broker.start()
+    try:
+        topic = "stays"
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+        before = produce(broker.bootstrap, topic, "before", 20)
+        [source] = hosting(broker, topic)
+        [destination] = [d for d in broker.log_dirs if d != source]
+        destination.rename(destination.with_name("gone"))
+        destination.write_text("not a directory")
+        answer = call(broker.bootstrap, ALTER_REPLICA_LOG_DIRS, 2,
+                      {"dirs": [{"path": str(destination), "topics": [{"name": topic, "partitions": [0]}]}]})  # fmt: skip
+        assert answer["results"][0]["partitions"][0]["error_code"] == KAFKA_STORAGE_ERROR, answer
+        after = produce(broker.bootstrap, topic, "after", 20)
+        assert hosting(broker, topic) == [source]
+        assert consume_all(broker.bootstrap, topic, 40) == before + after
     finally:
         broker.stop()
