@@ -117,8 +117,11 @@ class PyBroker:
         extra_args: list[str] | None = None,
         env: dict[str, str] | None = None,
         command_prefix: list[str] | None = None,
+        log_dirs: int = 1,
     ) -> None:
         self.workdir = Path(workdir)
+        # log.dirs: <workdir>/data, or with several, <workdir>/data-1 ... data-<n> (AlterReplicaLogDirs).
+        self.log_dirs = [self.workdir / "data"] if log_dirs == 1 else [self.workdir / f"data-{i}" for i in range(1, log_dirs + 1)]
         self.port = port or free_port()
         self.overrides = dict(overrides or {})
         self.extra_args = list(extra_args or [])  # e.g. ["--event-loop", "asyncio"]
@@ -137,12 +140,12 @@ class PyBroker:
 
     @property
     def data_dir(self) -> Path:
-        return self.workdir / "data"
+        return self.log_dirs[0]
 
     def command(self) -> list[str]:
         settings = {
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
-            "log.dirs": str(self.data_dir),
+            "log.dirs": ",".join(str(d) for d in self.log_dirs),
             **self.overrides,
         }
         args = [*self.command_prefix, sys.executable, "-m", "pybroker", "serve"]

@@ -2,7 +2,8 @@
 
 Where each tool's main class lives in 4.3.1:
 - org.apache.kafka:kafka-tools — TopicCommand, ConsumerGroupCommand, StreamsGroupCommand, ConsoleProducer, ConsoleConsumer,
-  GetOffsetShell, DeleteRecordsCommand, LogDirsCommand, DumpLogSegments, AclCommand, DelegationTokenCommand (resolved by
+  GetOffsetShell, DeleteRecordsCommand, LogDirsCommand, DumpLogSegments, AclCommand, DelegationTokenCommand, FeatureCommand,
+  ReassignPartitionsCommand (resolved by
   bench/java/pom.xml);
 - org.apache.kafka:kafka_2.13 (the broker's core jar) — kafka.admin.ConfigCommand (resolved with the
   reference broker, compat_tests/reference/pom.xml).
@@ -27,6 +28,8 @@ TOOLS: dict[str, tuple[str, str]] = {
     "kafka-dump-log": ("tools", "org.apache.kafka.tools.DumpLogSegments"),
     "kafka-acls": ("tools", "org.apache.kafka.tools.AclCommand"),
     "kafka-delegation-tokens": ("tools", "org.apache.kafka.tools.DelegationTokenCommand"),
+    "kafka-features": ("tools", "org.apache.kafka.tools.FeatureCommand"),
+    "kafka-reassign-partitions": ("tools", "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"),
     "kafka-configs": ("core", "kafka.admin.ConfigCommand"),
 }
 JVM_OPTIONS = [

@@ -53,8 +53,21 @@ def _versions(low: int, high: int) -> str:
     return f"v{low}" if low == high else f"v{low}–{high}"
 
 
+# The KRaft quorum's own APIs: Kafka's 3.x message definitions (the last with ZooKeeper-mode
+# brokers, the "zkBroker" listener) list these for the "broker" and "controller" listeners only, so a
+# ZooKeeper-mode Kafka broker never advertised them and closed a connection that sent one.
+# pybroker's cluster is coordinated by ZooKeeper (issue 11): there is no quorum to describe or change.
+KRAFT_ONLY_API_KEYS = {55: "DescribeQuorum", 64: "UnregisterBroker", 80: "AddRaftVoter", 81: "RemoveRaftVoter"}
+KRAFT_ONLY_REASON = (
+    "not applicable: KRaft quorum API; pybroker's cluster is coordinated by ZooKeeper, and Kafka's"
+    " ZooKeeper-mode brokers never offered it (no zkBroker listener in Kafka's definitions)"
+)
+
+
 def gap_for_api(name: str, key: int, kafka: tuple[int, int] | None, ours: tuple[int, int] | None) -> str:
     """Why pybroker's ApiVersions entry differs from Apache Kafka's, and what would close it."""
+    if key in KRAFT_ONLY_API_KEYS and ours is None:
+        return KRAFT_ONLY_REASON
     declared = declared_max_version(key)
     if ours is not None and kafka is not None:
         reasons = []

@@ -28,6 +28,7 @@ from pybroker.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
 from pybroker.coordinator.services import CoordinatorServices
 from pybroker.coordinator.transaction.coordinator import TransactionCoordinator
 from pybroker.coordinator.transaction.service import start_transaction_coordinator
+from pybroker.metadata.features import FinalizedFeatures
 from pybroker.metadata.image import BrokerRegistration, MetadataImage
 from pybroker.metadata.local import LocalMetadataPublisher, MetadataPublisher
 from pybroker.metadata.store import MetadataStore, TopicRecord
@@ -36,6 +37,7 @@ from pybroker.protocol.api import REQUESTS
 from pybroker.protocol.memory_pool import MemoryPool
 from pybroker.quotas.client_quotas import ClientQuotaManager
 from pybroker.quotas.connection_quotas import ConnectionQuotas, parse_overrides
+from pybroker.replication.log_dir_mover import ReplicaAlterLogDirsManager
 from pybroker.replication.partition import Partition
 from pybroker.replication.replica_manager import ReplicaManager
 from pybroker.security.authorizer import Authorizer, authorizer_from_config
@@ -161,6 +163,8 @@ class Broker:
         allocate_producer_id = (
             self.metadata.allocate_producer_id if self.cluster is None else self.cluster.allocate_producer_id
         )
+        # Finalized features: loaded from the metadata store at start, or ZooKeeper's in a cluster.
+        self.features = FinalizedFeatures(self.node_id)
         self.services = BrokerServices(
             node_id=self.node_id,
             config=config,
@@ -178,6 +182,7 @@ class Broker:
             controller_mutation_quotas=self.controller_mutation_quotas,
             client_metrics=self.client_metrics,
             delegation_tokens=self.delegation_tokens,
+            features=self.features,
         )
         self.coordinator_services = CoordinatorServices(
             config=config,
@@ -205,6 +210,18 @@ class Broker:
 
     def delegation_token_credential(self, token_id: str, mechanism: ScramMechanism) -> TokenCredential | None:
         return self.delegation_tokens.credential(token_id, mechanism)
+    def _keep_features_in_metadata_store(self) -> None:
+        """A single broker keeps its finalized features in the metadata store, as Kafka keeps
+        FeatureLevelRecords in its metadata log: a change is written before it is answered."""
+        store = self.metadata
+        if store.finalized_features is not None:
+            self.features.set(store.finalized_features, store.finalized_features_epoch)
+
+        def write(levels: dict[str, int], epoch: int) -> int:
+            store.set_finalized_features(levels, epoch + 1)
+            return epoch + 1
+
+        self.features.writer = write
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -223,6 +240,8 @@ class Broker:
         self.metadata.load()
         self.metadata.ensure_reserve()
         self.delegation_tokens.load()
+        if self.cluster is None:
+            self._keep_features_in_metadata_store()
         self.authorizer = authorizer_from_config(self.config, self.metadata)
         self.services.authorizer = self.authorizer
         self.controller.load_dynamic_configs()
@@ -231,6 +250,14 @@ class Broker:
         config_of = functools.lru_cache(maxsize=None)(self.controller.log_config_for)
         await asyncio.get_running_loop().run_in_executor(None, self.log_manager.startup, config_of)
         self.controller.load_partitions()
+        mover = ReplicaAlterLogDirsManager(
+            self.log_manager,
+            self.replica_manager,
+            self.controller.log_config_for,
+            lambda: self.config.replica_alter_log_dirs_io_max_bytes_per_second,
+        )
+        self.services.log_dir_mover = mover
+        mover.start()  # moves between log dirs that a stop interrupted start again
         log.info(
             "loaded %d partitions of %d topics in %.2fs",
             len(self.partitions),
@@ -313,6 +340,8 @@ class Broker:
             await self.group_coordinator.stop()
         if self.services.share_groups is not None:  # acquisition locks and the state pruning job end
             self.services.share_groups.close()
+        if self.services.log_dir_mover is not None:
+            self.services.log_dir_mover.stop()
         if self.log_manager is not None:
             self.log_manager.finish_writes()  # produced batches still queued are written and answered
         self.replica_manager.close()

@@ -52,12 +52,14 @@ from pybroker.controller.controller import ElectionType, decode_results
 from pybroker.controller.metadata_loader import PartitionState
 from pybroker.controller.producer_id_manager import PRODUCER_ID_BLOCK_SIZE, ProducerIdManager
 from pybroker.controller.zk_data import BrokerInfo, TopicAssignment
+from pybroker.controller.zk_features import ZkFeatures
 from pybroker.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
 from pybroker.coordinator.offsets_topic import TOPIC_CONFIGS
 from pybroker.coordinator.share.share_coordinator import TOPIC as SHARE_STATE_TOPIC
 from pybroker.coordinator.share.share_coordinator import TOPIC_CONFIGS as SHARE_STATE_TOPIC_CONFIGS
 from pybroker.coordinator.transaction.service import TOPIC as TRANSACTION_TOPIC
 from pybroker.coordinator.transaction.service import TOPIC_CONFIGS as TRANSACTION_TOPIC_CONFIGS
+from pybroker.metadata.features import DEFAULT_LEVELS
 from pybroker.metadata.image import (
     NO_LEADER,
     BrokerRegistration,
@@ -220,6 +222,7 @@ class ClusterMode:
         # any more (no leader or follower changes, no fetchers, no log deletions on closing logs).
         self._stopping = False
         self.dynamic_state: ClusterDynamicState | None = None  # quotas, SCRAM, broker configs, ACLs
+        self.zk_features: ZkFeatures | None = None  # the /feature znode: finalized features
         self.local: LocalController  # set by topic_admin(): the store mirror and partition factory
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -267,6 +270,7 @@ class ClusterMode:
         dynamic.apply_snapshot()
         self.broker.metadata.publisher = dynamic
         await dynamic.start_watching()
+        await self._follow_features()
         await self.membership.start()
         # Logs of topics ZooKeeper does not know (deleted while this broker was down) go now.
         known = set(await asyncio.to_thread(self.membership.zk.get_all_topics))
@@ -278,6 +282,22 @@ class ClusterMode:
                 run_isr_expiration(self.broker.replica_manager.all_partitions, self.config.replica_lag_time_max_ms)
             )
         )
+
+    async def _follow_features(self) -> None:
+        """Finalized features are the cluster's: ``/feature`` in ZooKeeper (controller/zk_features.py),
+        read before clients are served, written by UpdateFeatures on any broker, followed by all."""
+        assert self.membership is not None
+        zk_features = self.zk_features = ZkFeatures(self.membership.zk)
+        features = self.broker.features
+        levels, epoch = await asyncio.to_thread(zk_features.read_or_create, DEFAULT_LEVELS)
+        features.set(levels, epoch)
+        features.writer = zk_features.write
+
+        def follow(levels: dict[str, int], epoch: int) -> None:
+            if epoch >= features.epoch:  # a watch event older than this broker's own write changes nothing
+                features.set(levels, epoch)
+
+        await zk_features.watch(follow)
 
     async def controlled_shutdown(self, timeout_s: float = 15.0) -> None:
         """``controlled.shutdown.enable``: before this broker stops serving, the controller moves its
@@ -313,6 +333,8 @@ class ClusterMode:
         await self.channels.close()
         if self.dynamic_state is not None:
             self.dynamic_state.stop()
+        if self.zk_features is not None:
+            self.zk_features.stop()
         for t in self._tasks:
             t.cancel()
         await self.fetchers.shutdown()

@@ -582,6 +582,8 @@ _BROKER_CONFIG_LIST = [
          "How often transactional ids idle past transactional.id.expiration.ms are removed."),
     _key("producer.id.expiration.ms", _T.INT, 86400000, at_least(1), _L,
          "How long producer state of an idle producer id is kept."),
+    _key("replica.alter.log.dirs.io.max.bytes.per.second", _T.LONG, 2**63 - 1, at_least(1), _M,
+         "The most bytes per second copied by moves of replicas between log dirs (AlterReplicaLogDirs)."),
     _key("producer.id.expiration.check.interval.ms", _T.INT, 600000, at_least(1), _L,
          "How often producer ids idle for longer than producer.id.expiration.ms are removed."),
     # authorization (pybroker.security.authorizer): Kafka's StandardAuthorizer semantics
@@ -673,11 +675,11 @@ _BROKER_SYNONYMS = {name: group for group in _BROKER_SYNONYM_GROUPS for name in 
 
 # The keys Kafka lets IncrementalAlterConfigs change on a running broker that pybroker has: the broker
 # default of every topic config (Kafka's DynamicLogConfig.ReconfigurableConfigs, i.e. the first broker
-# synonym of each topic config: log.retention.ms, not log.retention.hours) and producer.id.expiration.ms
-# (DynamicProducerStateManagerConfig). Everything else is read-only, as in Kafka.
+# synonym of each topic config: log.retention.ms, not log.retention.hours), producer.id.expiration.ms
+# (DynamicProducerStateManagerConfig) and replica.alter.log.dirs.io.max.bytes.per.second (DynamicReplicationConfig). Everything else is read-only, as in Kafka.
 DYNAMIC_BROKER_CONFIGS: frozenset[str] = frozenset(
     {d.synonyms[0].name for d in TOPIC_CONFIGS.values() if d.synonyms and d.synonyms[0].name in BROKER_CONFIGS}
-    | {"producer.id.expiration.ms"}
+    | {"producer.id.expiration.ms", "replica.alter.log.dirs.io.max.bytes.per.second"}
 )
 # Resolved values that follow a dynamic key (log.retention.ms is recomputed from the dynamic layers).
 _SECONDARY_OF_DYNAMIC = frozenset({"log.roll.ms", "log.roll.jitter.ms", "log.retention.ms", "log.flush.interval.ms"})
@@ -817,6 +819,7 @@ class BrokerConfig:
     group_max_session_timeout_ms: int
     transactional_id_expiration_ms: int
     producer_id_expiration_ms: int
+    replica_alter_log_dirs_io_max_bytes_per_second: int
     producer_id_expiration_check_interval_ms: int
     event_loop: str
     connections_max_idle_ms: int

@@ -135,8 +135,11 @@ class ApacheKafka:
         command_prefix: Sequence[str] = (),
         extra_listeners: dict[str, tuple[str, int]] | None = None,
         authorizer: bool = False,
+        log_dirs: int = 1,
     ):
         self.workdir = Path(workdir)
+        # log.dirs: <workdir>/data, or with several, <workdir>/data-1 ... data-<n> (AlterReplicaLogDirs).
+        self.log_dirs = [self.workdir / "data"] if log_dirs == 1 else [self.workdir / f"data-{i}" for i in range(1, log_dirs + 1)]
         self.requested_port = port
         self.overrides = dict(overrides or {})
         # More client listeners beside PLAINTEXT: name -> (security protocol, port), e.g. an SSL one
@@ -166,7 +169,8 @@ class ApacheKafka:
 
     @property
     def data_dir(self) -> Path:
-        return self.workdir / "data"
+        """The first log dir (the one holding meta.properties' first copy and __cluster_metadata)."""
+        return self.log_dirs[0]
 
     @property
     def log_file(self) -> Path:
@@ -245,7 +249,7 @@ class ApacheKafka:
             "inter.broker.listener.name": "PLAINTEXT",
             "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map": f"PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT{protocols}",
-            "log.dirs": str(self.data_dir),
+            "log.dirs": ",".join(str(d) for d in self.log_dirs),
             **DEFAULT_SETTINGS,
             **(self._authorizer_settings(extra, protocols) if self.authorizer else {}),
             **self.overrides,

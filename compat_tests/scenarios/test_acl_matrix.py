@@ -510,3 +510,31 @@ def test_share_state_apis_and_share_coordinator_lookup_need_cluster_action(wires
     finally:
         delete_acls(admin, [binding])
         wait_until_applied(admin, [binding], present=False)
+
+
+def test_update_features_and_alter_replica_log_dirs_need_alter_on_the_cluster(
+    wires: tuple[WireClient, WireClient],
+) -> None:
+    """UpdateFeatures and AlterReplicaLogDirs: refused (CLUSTER_AUTHORIZATION_FAILED, for every partition of
+    the latter) without ALTER on the cluster, answered on their merits with it."""
+    admin, alice = wires
+    upgrade = {"timeout_ms": 30000, "validate_only": True,
+               "feature_updates": [{"feature": "transaction.version", "max_version_level": 2, "upgrade_type": 1}]}  # fmt: skip
+    move = {"dirs": [{"path": "/no/such/dir", "topics": [{"name": "any-topic", "partitions": [0, 1]}]}]}
+
+    def codes() -> tuple[int, list[int]]:
+        features = alice.request(57, 1, upgrade)
+        moved = alice.request(34, 2, move)
+        return features["error_code"], [p["error_code"] for t in moved["results"] for p in t["partitions"]]
+
+    assert codes() == (REFUSED[CLUSTER], [REFUSED[CLUSTER]] * 2)
+    binding = {"resource_type": CLUSTER, "resource_name": CLUSTER_NAME, "resource_pattern_type": LITERAL,
+               "principal": ALICE, "host": "*", "operation": ALTER, "permission_type": ALLOW}  # fmt: skip
+    create_acls(admin, [binding])
+    try:
+        wait_until_applied(admin, [binding], present=True)
+        # LOG_DIR_NOT_FOUND: the path is checked once the request may be made.
+        wait_for(lambda: codes() == (0, [57, 57]), what="ALTER on the cluster applied")
+    finally:
+        delete_acls(admin, [binding])
+        wait_until_applied(admin, [binding], present=False)

@@ -109,6 +109,7 @@ def load_all() -> dict[int, ApiHandler]:
         configs,
         consumer_groups,
         delegation_tokens,
+        features,
         fetch,
         groups,
         log_dirs,

@@ -14,8 +14,6 @@ if TYPE_CHECKING:
         ApiVersion,
         ApiVersionsRequest,
         ApiVersionsResponse,
-        FinalizedFeatureKey,
-        SupportedFeatureKey,
     )
 
 # KIP-511: Apache brokers validate the client's self-description with this pattern.
@@ -39,14 +37,6 @@ def advertised_api_keys(telemetry_receiver: bool = True) -> list[ApiVersion]:
         if telemetry_receiver or h.api_key not in TELEMETRY_API_KEYS
     ]
 
-TRANSACTION_VERSION = 2
-SUPPORTED_FEATURES: list[SupportedFeatureKey] = [{"name": "transaction.version", "min_version": 0, "max_version": TRANSACTION_VERSION}]
-FINALIZED_FEATURES: list[FinalizedFeatureKey] = [
-    {"name": "transaction.version", "min_version_level": TRANSACTION_VERSION, "max_version_level": TRANSACTION_VERSION}
-]
-FINALIZED_FEATURES_EPOCH = 1
-
-
 @handles(ApiKey.API_VERSIONS, 0, 4)
 def handle_api_versions(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse:
     if ctx.version >= 3:
@@ -54,15 +44,21 @@ def handle_api_versions(ctx: RequestContext, request: ApiVersionsRequest) -> Api
         version = request.get("client_software_version", "")
         if not _SOFTWARE_RE.match(name) or not _SOFTWARE_RE.match(version):
             return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": []}
-    # Only transaction.version is advertised (finalized at 2, as a new Kafka 4.3.1 cluster): clients
-    # then use transaction version 2 (EndTxn v5, implicit partitions); without the other features they
-    # stay on the behaviour every broker supports (pitfall 24).
+    # The finalized features (UpdateFeatures, metadata/features.py) tell clients what the cluster has
+    # turned on: a Java producer uses transaction version 2 (EndTxn v5, implicit partitions) only when
+    # transaction.version is finalized at 2.  Features at level 0 are left out, as Kafka does.
+    features = ctx.services.features
     return {
         "error_code": ErrorCode.NONE,
         # Without a receiver, clients such as librdkafka would otherwise subscribe and push for nothing.
         "api_keys": advertised_api_keys(bool(ctx.services.config.get("metrics.listener"))),
         "throttle_time_ms": 0,
-        "supported_features": SUPPORTED_FEATURES,
-        "finalized_features_epoch": FINALIZED_FEATURES_EPOCH,
-        "finalized_features": FINALIZED_FEATURES,
+        "supported_features": [
+            {"name": name, "min_version": low, "max_version": high} for name, low, high in features.supported()
+        ],
+        "finalized_features_epoch": features.epoch,
+        "finalized_features": [
+            {"name": name, "min_version_level": level, "max_version_level": level}
+            for name, level in features.finalized()
+        ],
     }

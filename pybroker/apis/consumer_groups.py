@@ -13,6 +13,7 @@ from pybroker.apis import RequestContext, auth, handles
 from pybroker.apis.groups import _after, _client_host, _client_id, _coordinator, _coordinator_error
 from pybroker.coordinator.consumer_coordinator import HeartbeatRequest
 from pybroker.coordinator.consumer_records import assignment_from_wire
+from pybroker.metadata.features import GROUP_VERSION
 from pybroker.protocol.api import AUTHORIZED_OPERATIONS_OMITTED
 from pybroker.protocol.errors import ErrorCode
 
@@ -22,6 +23,17 @@ CONSUMER_GROUP_DESCRIBE = 69
 
 @handles(CONSUMER_GROUP_HEARTBEAT, 0, 1)
 def handle_consumer_group_heartbeat(ctx: RequestContext, request: dict):  # noqa: ANN201
+    if not ctx.services.features.enabled(GROUP_VERSION):
+        # Kafka: the consumer rebalance protocol is off below group.version 1 (checked before any ACL).
+        return {
+            "throttle_time_ms": 0,
+            "error_code": ErrorCode.UNSUPPORTED_VERSION,
+            "error_message": None,
+            "member_id": None,
+            "member_epoch": 0,
+            "heartbeat_interval_ms": 0,
+            "assignment": None,
+        }
     coordinator = _coordinator(ctx, request["group_id"])
     # Kafka: Read on the group, then Describe on every topic subscribed to by name.
     refused = None
@@ -64,6 +76,11 @@ def handle_consumer_group_heartbeat(ctx: RequestContext, request: dict):  # noqa
 
 @handles(CONSUMER_GROUP_DESCRIBE, 0, 1)
 def handle_consumer_group_describe(ctx: RequestContext, request: dict) -> dict[str, Any]:
+    if not ctx.services.features.enabled(GROUP_VERSION):
+        return {
+            "throttle_time_ms": 0,
+            "groups": [_group_error(g, ErrorCode.UNSUPPORTED_VERSION, None) for g in request["group_ids"]],
+        }
     coordinator = _coordinator(ctx)
     include_ops = bool(request.get("include_authorized_operations"))
     groups = []

@@ -24,11 +24,13 @@ if TYPE_CHECKING:
     from pybroker.coordinator.coordinator import GroupCoordinator
     from pybroker.coordinator.share.manager import ShareGroupService
     from pybroker.coordinator.transaction.coordinator import TransactionCoordinator
+    from pybroker.metadata.features import FinalizedFeatures
     from pybroker.metadata.image import MetadataImage
     from pybroker.metadata.store import MetadataStore, TopicRecord
     from pybroker.metrics.recorder import BrokerMetrics
     from pybroker.protocol.errors import KafkaError
     from pybroker.quotas.client_quotas import ClientQuotaManager
+    from pybroker.replication.log_dir_mover import ReplicaAlterLogDirsManager
     from pybroker.replication.replica_manager import ReplicaManager
     from pybroker.security.authorizer import Authorizer
 
@@ -124,6 +126,8 @@ class BrokerServices:
     controller_mutation_quotas: ClientQuotaManager
     # KIP-714 client-metrics subscriptions and the pushes received (apis/telemetry.py).
     client_metrics: ClientMetricsManager
+    # Finalized features (ApiVersions, UpdateFeatures): the cluster's in ZooKeeper in cluster mode.
+    features: FinalizedFeatures
     # KIP-48 delegation tokens (controller/delegation_tokens.py); None only in stand-ins without one.
     delegation_tokens: DelegationTokenManager | None = None
     # Set once they have started (None before: the handlers answer COORDINATOR_NOT_AVAILABLE).
@@ -133,6 +137,8 @@ class BrokerServices:
     authorizer: Authorizer | None = None
     # KIP-932 share groups (coordinator/share/manager.py), made on first use by apis/share_groups.py.
     share_groups: ShareGroupService | None = None
+    # Moves of replicas between this broker's log dirs (AlterReplicaLogDirs), set at start.
+    log_dir_mover: ReplicaAlterLogDirsManager | None = None
     # Cluster mode: makes __share_group_state through ZooKeeper (ClusterMode.ensure_share_state_topic); the
     # share coordinator then follows the leadership of its partitions.
     share_state_topic_creator: Callable[[], None] | None = None

@@ -17,6 +17,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from pybroker.apis import RequestContext, auth, handles
+from pybroker.apis.consumer_groups import _group_error
 from pybroker.apis.groups import _client_host, _client_id
 from pybroker.coordinator.share.manager import (
     FINAL_SESSION_EPOCH,
@@ -28,6 +29,7 @@ from pybroker.coordinator.share.manager import (
 from pybroker.coordinator.share.share_partition import AcknowledgementBatch, SharePartition
 from pybroker.coordinator.share.state_records import SharePartitionKey
 from pybroker.coordinator.streams.manager import STREAMS_GROUP_CONFIG_KEYS
+from pybroker.metadata.features import SHARE_VERSION
 from pybroker.protocol.api import AUTHORIZED_OPERATIONS_OMITTED
 from pybroker.protocol.errors import ErrorCode
 from pybroker.records.batch import iter_batch_headers, whole_batches
@@ -72,6 +74,9 @@ def _partition(ctx: RequestContext, topic: str | None, index: int) -> Partition 
 
 @handles(SHARE_GROUP_HEARTBEAT, 1, 1)
 def handle_share_group_heartbeat(ctx: RequestContext, request: dict) -> dict[str, Any]:
+    if not ctx.services.features.enabled(SHARE_VERSION):
+        # Kafka: share groups are off below share.version 1 (checked before anything else).
+        return _heartbeat_error(ErrorCode.UNSUPPORTED_VERSION, None)
     svc = service(ctx)
     group_id = request["group_id"]
     if not group_id:
@@ -128,6 +133,8 @@ def _heartbeat_error(code: ErrorCode, message: str | None) -> dict[str, Any]:
 
 @handles(SHARE_GROUP_DESCRIBE, 1, 1)
 def handle_share_group_describe(ctx: RequestContext, request: dict) -> dict[str, Any]:
+    if not ctx.services.features.enabled(SHARE_VERSION):
+        return {"throttle_time_ms": 0, "groups": [_group_error(g, ErrorCode.UNSUPPORTED_VERSION, None) for g in request["group_ids"]]}
     svc = service(ctx)
     names = {tid: name for name, (tid, _) in svc.topics().items()}
     groups = []
@@ -260,6 +267,8 @@ def _fetch_error(code: ErrorCode, message: str | None = None, lock_ms: int = 0) 
 
 @handles(SHARE_FETCH, 1, 2)
 def handle_share_fetch(ctx: RequestContext, request: dict):  # noqa: ANN201
+    if not ctx.services.features.enabled(SHARE_VERSION):
+        return _fetch_error(ErrorCode.UNSUPPORTED_VERSION)
     svc = service(ctx)
     group_id = request.get("group_id") or ""
     member_id = request.get("member_id") or ""
@@ -442,6 +451,8 @@ def handle_share_acknowledge(ctx: RequestContext, request: dict) -> dict[str, An
     base: dict[str, Any] = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "responses": [], "node_endpoints": []}
     if ctx.version >= 2:
         base["acquisition_lock_timeout_ms"] = svc.record_lock_duration_ms
+    if not ctx.services.features.enabled(SHARE_VERSION):
+        return {**base, "error_code": ErrorCode.UNSUPPORTED_VERSION}
     if not group_id or not member_id:
         return {**base, "error_code": ErrorCode.INVALID_REQUEST}
     if not auth.authorize(ctx, auth.READ, auth.GROUP, group_id):

@@ -17,6 +17,7 @@ from pybroker.apis import RequestContext, auth, handles
 from pybroker.apis.groups import _after, _client_host, _client_id, _coordinator, _coordinator_error
 from pybroker.coordinator.streams.manager import described_error, error_response
 from pybroker.coordinator.streams.topology import MISSING_INTERNAL_TOPICS, InternalTopic
+from pybroker.metadata.features import STREAMS_VERSION
 from pybroker.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,9 @@ _creating: set[str] = set()
 
 @handles(STREAMS_GROUP_HEARTBEAT, 0, 0)
 def handle_streams_group_heartbeat(ctx: RequestContext, request: dict):  # noqa: ANN201
+    if not ctx.services.features.enabled(STREAMS_VERSION):
+        # Kafka: the streams rebalance protocol is off below streams.version 1 (checked first).
+        return error_response(ErrorCode.UNSUPPORTED_VERSION, None)
     group_id = request["group_id"]
     if not auth.authorize(ctx, auth.READ, auth.GROUP, group_id):
         return error_response(ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
@@ -101,6 +105,11 @@ async def _create(ctx: RequestContext, topic: InternalTopic) -> None:
 
 @handles(STREAMS_GROUP_DESCRIBE, 0, 0)
 def handle_streams_group_describe(ctx: RequestContext, request: dict) -> dict[str, Any]:
+    if not ctx.services.features.enabled(STREAMS_VERSION):
+        return {
+            "throttle_time_ms": 0,
+            "groups": [described_error(g, ErrorCode.UNSUPPORTED_VERSION, None) for g in request["group_ids"]],
+        }
     coordinator = _coordinator(ctx)
     include_ops = bool(request.get("include_authorized_operations"))
     groups = []

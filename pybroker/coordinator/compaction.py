@@ -92,6 +92,8 @@ class CompactionTask:
                 cleanable_upper_bound(lg),
                 last_records_of_active_producers(lg),
             )
+            if partition.log is not lg:
+                continue  # moved to another log dir meanwhile (AlterReplicaLogDirs): its files are gone
             stats.segments_rewritten, stats.segments_deleted = apply_cleaning(lg, results)
             log_clean_stats(lg, stats)
             removed += stats.records_removed

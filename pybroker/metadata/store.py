@@ -143,6 +143,10 @@ class MetadataStore:
         self.delegation_tokens: dict[str, TokenInformation] = {}
         # Told the id of every delegation token added, changed or removed (the token manager's cache follows).
         self.delegation_token_listener: Callable[[str], None] | None = None
+        # Finalized features (UpdateFeatures) and their epoch; None until a change was made (then a
+        # new cluster's levels apply, metadata/features.py).
+        self.finalized_features: dict[str, int] | None = None
+        self.finalized_features_epoch = 0
         # Told the name of every topic added, removed or changed (written or undone): the metadata
         # image (metadata/local.py) rebuilds that topic.
         self.topic_listener: Callable[[str], None] | None = None
@@ -175,6 +179,9 @@ class MetadataStore:
         self.delegation_tokens = {
             t.token_id: t for t in (TokenInformation.from_json(d) for d in doc.get("delegation_tokens", []))
         }
+        if "finalized_features" in doc:
+            self.finalized_features = {str(k): int(v) for k, v in doc["finalized_features"].items()}
+            self.finalized_features_epoch = int(doc.get("finalized_features_epoch", 0))
         log.info("loaded metadata for %d topics from %s", len(self.topics), self.path)
 
     def save(self, *, may_use_reserve: bool = False) -> None:
@@ -213,6 +220,11 @@ class MetadataStore:
                 if by_mech
             },
             "delegation_tokens": [t.to_json() for _, t in sorted(self.delegation_tokens.items())],
+            **(
+                {"finalized_features": self.finalized_features, "finalized_features_epoch": self.finalized_features_epoch}
+                if self.finalized_features is not None
+                else {}
+            ),
         }
 
     @property
@@ -465,6 +477,17 @@ class MetadataStore:
     def _token_changed(self, token_id: str) -> None:
         if self.delegation_token_listener is not None:
             self.delegation_token_listener(token_id)
+    def set_finalized_features(self, levels: dict[str, int], epoch: int) -> None:
+        """Keep UpdateFeatures' new levels (written before the change is answered)."""
+        old = (self.finalized_features, self.finalized_features_epoch)
+
+        def apply() -> None:
+            self.finalized_features, self.finalized_features_epoch = dict(levels), epoch
+
+        def undo() -> None:
+            self.finalized_features, self.finalized_features_epoch = old
+
+        self._change(apply, undo)
 
     def allocate_producer_id(self) -> int:
         """Ids come from persisted blocks, as Kafka's ProducerIdManager does, so an id is never

@@ -20,7 +20,7 @@ from pybroker.storage.checkpoint import (
 )
 from pybroker.storage.config import LogConfig
 from pybroker.storage.errors import LogDirLockedError, StorageError, io_failure
-from pybroker.storage.log import Log
+from pybroker.storage.log import Log, _fsync_dir
 from pybroker.storage.syncfs import syncfs, syncfs_available
 from pybroker.storage.writer import LogDirWriter
 
@@ -31,6 +31,9 @@ LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 DELETE_DIR_SUFFIX = "-delete"
+# A replica being moved to another log dir (AlterReplicaLogDirs) is copied into
+# ``<topic>-<partition>.<uuid>-future`` there, Kafka's future log, until it replaces the current one.
+FUTURE_DIR_SUFFIX = "-future"
 # Threads that close logs at shutdown; fsync-bound, so more than the 2 cores pays off.
 SHUTDOWN_THREADS = 8
 # Writer threads per log directory (storage/writer.py; each partition's writes go to one of them, so a
@@ -44,6 +47,14 @@ def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
     if not sep or not topic or not partition.isdigit():
         return None
     return topic, int(partition)
+
+
+def parse_future_dir_name(name: str) -> tuple[str, int] | None:
+    """``<topic>-<partition>.<uuid>-future`` -> (topic, partition)."""
+    if not name.endswith(FUTURE_DIR_SUFFIX):
+        return None
+    stem, dot, _unique = name[: -len(FUTURE_DIR_SUFFIX)].rpartition(".")
+    return parse_partition_dir_name(stem) if dot else None
 
 
 def remove_directories(paths: list[Path]) -> list[Path]:
@@ -71,6 +82,11 @@ class LogManager:
         self._lock_fds: list[int] = []
         self.loaded = False  # startup() has loaded the logs; only then may shutdown() mark a clean stop
         self._pending_deletes: list[tuple[int, Path]] = []
+        # Future logs (replicas being moved to another log dir) and their directories.
+        self._future_logs: dict[tuple[str, int], Log] = {}
+        self._future_dir_of: dict[tuple[str, int], Path] = {}
+        # Moves a restart interrupted: the partition and its destination dir (the copy starts again).
+        self.interrupted_moves: dict[tuple[str, int], Path] = {}
         # Writer threads per log directory for produced batches (storage/writer.py: each log bound to
         # one); PYBROKER_LOG_WRITER_THREADS=0 writes them all on the event loop (to compare the two).
         threads = int(os.environ.get("PYBROKER_LOG_WRITER_THREADS", str(WRITER_THREADS_PER_DIR)))
@@ -105,6 +121,7 @@ class LogManager:
         """Lock the dirs and load every partition, recovering after an unclean shutdown."""
         now_ms = self.now_ms()
         self.lock_dirs()
+        futures: list[tuple[tuple[str, int], Path, Path, bool]] = []
         for log_dir in self.log_dirs:
             clean_marker = log_dir / CLEAN_SHUTDOWN_FILE
             clean_shutdown = clean_marker.exists()
@@ -117,6 +134,10 @@ class LogManager:
                     continue
                 if entry.name.endswith(DELETE_DIR_SUFFIX):
                     shutil.rmtree(entry, ignore_errors=True)
+                    continue
+                future = parse_future_dir_name(entry.name)
+                if future is not None:
+                    futures.append((future, log_dir, entry, clean_shutdown))
                     continue
                 parsed = parse_partition_dir_name(entry.name)
                 if parsed is None:
@@ -144,8 +165,37 @@ class LogManager:
                 logger.info(
                     "loaded log dir %s (%s shutdown)", log_dir, "clean" if clean_shutdown else "unclean"
                 )
+        for key, log_dir, entry, clean_shutdown in futures:
+            self._recover_future_dir(key, log_dir, entry, config_for, now_ms, clean_shutdown)
         self.checkpoint()
         self.loaded = True
+
+    def _recover_future_dir(
+        self,
+        key: tuple[str, int],
+        log_dir: Path,
+        entry: Path,
+        config_for: Callable[[str], LogConfig] | None,
+        now_ms: int,
+        clean_shutdown: bool,
+    ) -> None:
+        """A move a restart interrupted.  With the current log in place the copy is dropped and the
+        move recorded to start again; without it (stopped between the two renames of the swap) the
+        future log is the partition's only complete copy, and becomes its log."""
+        if key in self._logs:
+            shutil.rmtree(entry, ignore_errors=True)
+            self.interrupted_moves[key] = log_dir
+            logger.info("%s-%d: the move to %s was interrupted; it starts again", key[0], key[1], log_dir)
+            return
+        target = log_dir / f"{key[0]}-{key[1]}"
+        os.replace(entry, target)
+        config = config_for(key[0]) if config_for else self.default_config
+        log = Log.open(target, key[0], key[1], config, now_ms, clean_shutdown=clean_shutdown)
+        self._attach_writer(log, log_dir)
+        self._logs[key] = log
+        self._log_dir_of[key] = log_dir
+        self.topic_ids[key] = read_partition_metadata(target)
+        logger.info("%s-%d: the future log in %s completes an interrupted move", key[0], key[1], log_dir)
 
     def _lock(self, log_dir: Path) -> None:
         fd = os.open(log_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
@@ -250,18 +300,111 @@ class LogManager:
         self.topic_ids[key] = topic_id
 
     def delete_log(self, topic: str, partition: int) -> None:
-        """Rename the partition dir to `<name>.<uuid>-delete` now; its files go at the next purge."""
+        """Rename the partition dir to `<name>.<uuid>-delete` now; its files go at the next purge.
+        A future log of the partition goes with it."""
         key = (topic, partition)
+        self.remove_future_log(topic, partition)
         log = self._logs.pop(key, None)
         if log is None:
             return
         self._log_dir_of.pop(key, None)
         self.topic_ids.pop(key, None)
+        self._schedule_delete(log)
+
+    def _schedule_delete(self, log: Log) -> None:
         target = log.directory.with_name(f"{log.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
         os.replace(log.directory, target)
         for segment in log.segments:
             segment.file = None  # type: ignore[assignment]
         self._pending_deletes.append((self.now_ms() + log.config.file_delete_delay_ms, target))
+
+    # ---- moving a replica to another log dir (AlterReplicaLogDirs) ----------------------------------------
+
+    def log_dir_of(self, topic: str, partition: int) -> Path | None:
+        return self._log_dir_of.get((topic, partition))
+
+    def configured_log_dir(self, path: str) -> Path | None:
+        """The log dir ``path`` names, compared as Kafka's LogManager does: an absolute path,
+        exactly (a trailing slash or a relative path names none)."""
+        for d in self.log_dirs:
+            if path in (str(d.absolute()), str(d.resolve())):
+                return d
+        return None
+
+    def future_log(self, topic: str, partition: int) -> Log | None:
+        return self._future_logs.get((topic, partition))
+
+    def future_log_dir_of(self, topic: str, partition: int) -> Path | None:
+        return self._future_dir_of.get((topic, partition))
+
+    def future_logs(self) -> list[tuple[Path, Log]]:
+        return [(self._future_dir_of[k], log) for k, log in self._future_logs.items()]
+
+    def create_future_log(self, topic: str, partition: int, log_dir: Path, config: LogConfig) -> Log:
+        """An empty future log of the partition in ``log_dir`` (Kafka's maybeCreateFutureReplica)."""
+        key = (topic, partition)
+        if key in self._future_logs:
+            raise StorageError(f"{topic}-{partition} already has a future log")
+        directory = log_dir / f"{topic}-{partition}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}"
+        try:
+            log = Log.create(directory, topic, partition, config, self.now_ms())
+            topic_id = self.topic_ids.get(key)
+            if topic_id is not None:
+                write_partition_metadata(directory, topic_id)
+        except OSError as e:
+            raise io_failure(log_dir, f"creating the future log of {topic}-{partition}", e) from e
+        self._future_logs[key] = log
+        self._future_dir_of[key] = log_dir
+        return log
+
+    def remove_future_log(self, topic: str, partition: int) -> None:
+        key = (topic, partition)
+        log = self._future_logs.pop(key, None)
+        self._future_dir_of.pop(key, None)
+        if log is not None:
+            self._schedule_delete(log)
+
+    def replace_current_with_future_log(self, topic: str, partition: int) -> Log:
+        """The caught-up future log becomes the partition's log (Kafka's replaceCurrentWithFutureLog):
+        the current directory is renamed away first, then the future one takes the partition's name, so a
+        stop between the two leaves only the future copy (``startup`` completes the move).  The caller
+        holds the event loop: nothing is appended to the current log meanwhile."""
+        key = (topic, partition)
+        current = self._logs[key]
+        future = self._future_logs.pop(key)
+        log_dir = self._future_dir_of.pop(key)
+        current.wait_for_writes()
+        if current.log_end_offset != future.log_end_offset:
+            raise StorageError(f"{topic}-{partition}: the future log is not caught up")
+        future.close()
+        # Entries the current log has and the copy cannot (a leader epoch begun at the log end).
+        epochs = [e for e in current.leader_epochs.entries if e[0] > future.leader_epochs.latest_epoch]
+        config = current.config
+        self._logs.pop(key)
+        self._schedule_delete(current)
+        target = log_dir / f"{topic}-{partition}"
+        try:
+            os.replace(future.directory, target)
+            _fsync_dir(log_dir)  # both renames durable before the move is reported done
+            log = Log.open(
+                target,
+                topic,
+                partition,
+                config,
+                self.now_ms(),
+                recovery_point=future.log_end_offset,
+                log_start_offset=max(current.log_start_offset, future.log_start_offset),
+                clean_shutdown=True,
+            )
+        except OSError as e:
+            raise io_failure(log_dir, f"replacing {topic}-{partition} with its future log", e) from e
+        for epoch, start in epochs:
+            log.leader_epochs.assign(epoch, start)
+        self._attach_writer(log, log_dir)
+        self._logs[key] = log
+        self._log_dir_of[key] = log_dir
+        self.checkpoint()
+        return log
 
     def purge_deleted(self, force: bool = False) -> int:
         return len(remove_directories(self.take_due_deletes(force)))

@@ -17,7 +17,9 @@ SESSION_TIMEOUT_MS = "4000"
 
 
 class Cluster:
-    def __init__(self, workdir: Path, connect: str, size: int = 3, overrides: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, workdir: Path, connect: str, size: int = 3, overrides: dict[str, str] | None = None, log_dirs: int = 1
+    ) -> None:
         self.brokers: dict[int, PyBroker] = {}
         for node in range(1, size + 1):
             self.brokers[node] = PyBroker(
@@ -33,6 +35,7 @@ class Cluster:
                     "default.replication.factor": "3",
                     **(overrides or {}),
                 },
+                log_dirs=log_dirs,
             )
 
     @property
