@@ -650,47 +650,50 @@ def _compile_struct(fields: tuple[FieldSpec, ...], version: int, flexible: bool)
 
 
 def _build_struct(fields: tuple[FieldSpec, ...], version: int, flexible: bool) -> _StructCodec:
-    """The struct's reader and writer at ``version``, as Python source compiled once (``_StructSource``):
-    straight-line code with the field names, offsets and formats of this version written in, so a
-    Produce request decodes in about the time a hand-written parser takes (no per-field call)."""
-    tagged_fields: list[tuple[int, FieldSpec]] = []  # (tag, field)
-    absent_checks: list[FieldSpec] = []
-    factories: list[tuple[str, Callable[[], Any]]] = []
-    source = _StructSource(version, flexible)
-    run: list[FieldSpec] = []  # consecutive fixed-size untagged fields share one Struct
-
-    for field in fields:
-        if not in_range(field.versions, version):
-            if not field.ignorable:
-                absent_checks.append(field)
-            continue
-        factories.append((field.name, _default_factory(field, version, flexible)))
-        if flexible and in_range(field.tagged_versions, version):
-            assert field.tag is not None  # the schema gives every field with tagged versions its tag
-            tagged_fields.append((field.tag, field))
-            continue
-        if not field.is_array and field.type in _FIXED_FORMATS:
-            run.append(field)
-            continue
-        source.fixed_run(run)
-        run = []
-        source.field(field)
-    source.fixed_run(run)
-
-    tagged_fields.sort(key=lambda tf: tf[0])
-    tagged_readers = {tag: (f.name, _field_reader(f, version, flexible, True)) for tag, f in tagged_fields}
-    tagged_writers = tuple(
-        (tag, f.name, _field_writer(f, version, flexible, True), _encoded_default(f, version, flexible))
-        for tag, f in tagged_fields
+    """The struct's reader and writer at ``version``: Python source written once from the declaration
+    (``_StructSource``), so a message decodes and encodes in straight-line code."""
+    read, write = _StructSource(version, flexible).compile(fields)
+    factories_t = tuple(
+        (f.name, _default_factory(f, version, flexible)) for f in fields if in_range(f.versions, version)
     )
-    tagged_factories = tuple((f.name, _default_factory(f, version, flexible)) for _, f in tagged_fields)
-    factories_t = tuple(factories)
-    # Every name the struct declares at any version: anything else is a misspelling, which would
-    # otherwise be written silently as the field's default.
-    known = frozenset(f.name for f in fields) | {UNKNOWN_TAGS}
+
+    def default_factory() -> dict:
+        return {name: factory() for name, factory in factories_t}
+
+    return _StructCodec(read, write, default_factory)
+
+
+class _Tags(NamedTuple):
+    """A struct's tagged fields at one version, and the code for a tagged-field section that is not
+    empty (the generated code handles the empty one, what nearly every message has, itself)."""
+
+    fields: tuple[FieldSpec, ...]  # in tag order
+    read: Callable[[memoryview, int, dict], int]
+    write: Callable[[list, dict], None]
+
+
+def _tags(fields: tuple[FieldSpec, ...], version: int, flexible: bool) -> _Tags:
+    tagged = sorted(
+        (
+            f
+            for f in fields
+            if in_range(f.versions, version) and flexible and in_range(f.tagged_versions, version)
+        ),
+        key=lambda f: f.tag or 0,  # every tagged field has its tag (the schema's rule)
+    )
+    tagged_readers = {f.tag: (f.name, _field_reader(f, version, flexible, True)) for f in tagged}
+    tagged_writers = tuple(
+        (
+            f.tag or 0,
+            f.name,
+            _field_writer(f, version, flexible, True),
+            _encoded_default(f, version, flexible),
+        )
+        for f in tagged
+    )
+    tagged_factories = tuple((f.name, _default_factory(f, version, flexible)) for f in tagged)
 
     def read_tags(mv: memoryview, pos: int, out: dict) -> int:
-        """The tagged-field section (one the generated reader found not empty)."""
         count, pos = _decode_uvarint(mv, pos)
         unknown = None
         for _ in range(count):
@@ -716,7 +719,6 @@ def _build_struct(fields: tuple[FieldSpec, ...], version: int, flexible: bool) -
         return pos
 
     def write_tags(out: list, value: dict) -> None:
-        """The tagged-field section when a tagged field or an unknown tag may be written."""
         tags: list[tuple[int, bytes]] = []
         for tag, name, writer, default_bytes in tagged_writers:
             if name in value:
@@ -734,32 +736,26 @@ def _build_struct(fields: tuple[FieldSpec, ...], version: int, flexible: bool) -
             out.append(_uvarint_bytes(tag) + _uvarint_bytes(len(data)))
             out.append(data)
 
-    read, write = source.compile(
-        tagged=[(f.name, _default_factory(f, version, flexible), f) for _, f in tagged_fields],
-        read_tags=read_tags,
-        write_tags=write_tags,
-        absent=tuple(absent_checks),
-        known=known if strict_field_names() else None,
-    )
+    return _Tags(tuple(tagged), read_tags, write_tags)
 
-    def default_factory() -> dict:
-        return {name: factory() for name, factory in factories_t}
 
-    return _StructCodec(read, write, default_factory)
+def _indent(lines: list[str], depth: int = 1) -> list[str]:
+    return ["    " * depth + line for line in lines]
 
 
 class _StructSource:
-    """Builds the source of one struct's ``read(mv, pos)`` and ``write(out, value)`` at one version.
+    """Writes the source of a struct's ``read(mv, pos)`` and ``write(out, value)`` at one version.
 
-    The common field kinds (runs of fixed-size fields, strings, bytes and records, arrays of structs)
-    are written out inline with this version's encoding; any other field calls its compiled closure
-    (``_field_reader``/``_field_writer``), as do the tagged-field sections that are not empty.  Error
-    messages are the closures'.  Values the code needs (Structs, closures, defaults) are bound as
-    globals of the compiled functions, named ``_g<n>``."""
+    Runs of fixed-size fields are one ``struct.Struct``; strings, bytes and records, and arrays of
+    structs (their elements' code written into the loop, however deep) are inline; any other field
+    (nullable structs, arrays of primitives, uuids) calls its compiled closure (``_field_reader`` /
+    ``_field_writer``), as does a tagged-field section that is not empty.  The error messages are the
+    closures'.  What the code needs (Structs, closures, defaults) is bound as globals ``_g<n>``."""
 
     def __init__(self, version: int, flexible: bool) -> None:
         self.version = version
         self.flexible = flexible
+        self.strict = strict_field_names()
         self.env: dict[str, Any] = {
             "_DecodeError": DecodeError,
             "_EncodeError": EncodeError,
@@ -773,41 +769,84 @@ class _StructSource:
             "_check_absent": _check_absent,
             "_refuse_unknown": _refuse_unknown,
         }
-        self.read_lines: list[str] = []
-        self.write_lines: list[str] = []
-        self.keys: list[tuple[str, str]] = []  # (field name, local variable) in the order read
+        self.variables = 0
 
     def bind(self, value: Any) -> str:
         name = f"_g{len(self.env)}"
         self.env[name] = value
         return name
 
-    def local(self, field: FieldSpec) -> str:
-        var = f"v{len(self.keys)}"
-        self.keys.append((field.name, var))
-        return var
+    def variable(self) -> str:
+        self.variables += 1
+        return f"v{self.variables}"
 
-    def fixed_run(self, run: list[FieldSpec]) -> None:
+    def compile(self, fields: tuple[FieldSpec, ...]) -> tuple[Reader, Writer]:
+        read = ["def read(mv, pos):", *_indent(self.read_struct(fields, "res", 0)), "    return res, pos"]
+        write = [
+            "def write(out, value):",
+            "    app = out.append",
+            *_indent(self.write_struct(fields, "value", 0)),
+        ]
+        namespace: dict[str, Any] = {}
+        source = "\n".join(read + write)
+        exec(compile(source, f"<codec v{self.version}>", "exec"), self.env, namespace)  # noqa: S102
+        return namespace["read"], namespace["write"]
+
+    # -- reading -------------------------------------------------------------------------------------
+    def read_struct(self, fields: tuple[FieldSpec, ...], target: str, depth: int) -> list[str]:
+        """Lines that read the struct at ``pos`` into a new dict ``target``, ``pos`` then past it."""
+        lines: list[str] = []
+        pairs: list[str] = []
+        tags = _tags(fields, self.version, self.flexible)
+        run: list[FieldSpec] = []
+        for field in fields:
+            if not in_range(field.versions, self.version) or field in tags.fields:
+                continue
+            if not field.is_array and field.type in _FIXED_FORMATS:
+                run.append(field)
+                continue
+            lines += self.read_run(run, pairs)
+            run = []
+            var = self.variable()
+            pairs.append(f"{field.name!r}: {var}")
+            lines += self.read_field(field, var, depth)
+        lines += self.read_run(run, pairs)
+        if not self.flexible:
+            return [*lines, f"{target} = {{{', '.join(pairs)}}}"]
+        defaults = []
+        for field in tags.fields:
+            factory = _default_factory(field, self.version, self.flexible)
+            immutable = not field.is_array and not field.is_struct
+            defaults.append(
+                f"{field.name!r}: {self.bind(factory()) if immutable else self.bind(factory) + '()'}"
+            )
+        return [
+            *lines,
+            "if mv[pos] == 0:",  # no tagged fields: what nearly every struct has
+            "    pos += 1",
+            f"    {target} = {{{', '.join(pairs + defaults)}}}",
+            "else:",
+            f"    {target} = {{{', '.join(pairs)}}}",
+            f"    pos = {self.bind(tags.read)}(mv, pos, {target})",
+        ]
+
+    def read_run(self, run: list[FieldSpec], pairs: list[str]) -> list[str]:
         if not run:
-            return
+            return []
         packer = struct.Struct(">" + "".join(_FIXED_FORMATS[f.type] for f in run))
-        unpack, pack = self.bind(packer.unpack_from), self.bind(packer.pack)
-        names = [self.local(f) for f in run]
-        self.read_lines += [f"{', '.join(names)}, = {unpack}(mv, pos)", f"pos += {packer.size}"]
-        args = ", ".join(f"get({f.name!r}, {self.bind(_default_value(f))})" for f in run)
-        self.write_lines.append(f"app({pack}({args}))")
+        names = []
+        for field in run:
+            names.append(self.variable())
+            pairs.append(f"{field.name!r}: {names[-1]}")
+        return [f"{', '.join(names)}, = {self.bind(packer.unpack_from)}(mv, pos)", f"pos += {packer.size}"]
 
-    def field(self, field: FieldSpec) -> None:
+    def read_field(self, field: FieldSpec, var: str, depth: int) -> list[str]:
         flexible = _field_is_flexible(field, self.version, self.flexible)
         nullable = in_range(field.nullable_versions, self.version)
-        var = self.local(field)
-        get = f"get({field.name!r}, {self.bind(_default_value(field))})"
         name = field.json_name
         if field.is_struct and field.is_array:
-            element = _compile_struct(field.fields, self.version, self.flexible)
-            self._read_length(flexible, "_u32", 4)
-            read_element = self.bind(element.read)
-            self.read_lines += self._null_or(
+            item, append = f"item{depth}", f"append{depth}"
+            return self.read_length(flexible, "_u32", 4) + self.null_or(
                 name,
                 nullable,
                 var,
@@ -815,38 +854,14 @@ class _StructSource:
                     "if n > len(mv) - pos:",
                     f"    raise _DecodeError(f'{name}: array of {{n}} elements but only {{len(mv) - pos}} bytes remain')",
                     f"{var} = []",
-                    "append = " + var + ".append",
+                    f"{append} = {var}.append",
                     "for _ in range(n):",
-                    f"    item, pos = {read_element}(mv, pos)",
-                    "    append(item)",
+                    *_indent(self.read_struct(field.fields, item, depth + 1)),
+                    f"    {append}({item})",
                 ],
             )
-            key = self.bind(_encoding_key(field.fields, self.version, self.flexible))
-            write_element = self.bind(element.write)
-            self.write_lines += self._write_null_or(
-                name,
-                nullable,
-                var,
-                get,
-                "b'\\x00'" if flexible else "b'\\xff\\xff\\xff\\xff'",
-                [
-                    f"app(_uvb(len({var}) + 1))" if flexible else f"app(_p32(len({var})))",
-                    f"for item in {var}:",
-                    "    if item.__class__ is _Encoded:",
-                    f"        if item.encoding_key is not {key}:",
-                    f"            raise _EncodeError('{name}: an element encoded for another version\\'s layout')",
-                    "        app(item)",
-                    "    else:",
-                    f"        {write_element}(out, item)",
-                ],
-            )
-            return
         if not field.is_struct and not field.is_array and field.type in ("string", "bytes", "records"):
             text = field.type == "string"
-            if text:
-                self._read_length(flexible, "_u16", 2)
-            else:
-                self._read_length(flexible, "_u32", 4)
             value = {
                 "string": "str(mv[pos:end], 'utf-8')",
                 "bytes": "bytes(mv[pos:end])",
@@ -856,7 +871,8 @@ class _StructSource:
                 f"if n > {_MAX_STRING_LENGTH}:",
                 f"    raise _DecodeError(f'string field {name} had invalid length {{n}}')",
             ]
-            self.read_lines += self._null_or(
+            length = self.read_length(flexible, "_u16", 2) if text else self.read_length(flexible, "_u32", 4)
+            return length + self.null_or(
                 name,
                 nullable,
                 var,
@@ -869,32 +885,15 @@ class _StructSource:
                     "pos = end",
                 ],
             )
-        else:
-            reader = self.bind(_field_reader(field, self.version, self.flexible, False))
-            self.read_lines.append(f"{var}, pos = {reader}(mv, pos)")
-        if field.type == "string":
-            null = "b'\\x00'" if flexible else "b'\\xff\\xff'"
-            self.write_lines += self._write_null_or(
-                name,
-                nullable,
-                var,
-                get,
-                null,
-                [
-                    f"data = {var}.encode('utf-8')",
-                    f"if len(data) > {_MAX_STRING_LENGTH}:",
-                    f"    raise _EncodeError(f'{name}: string of {{len(data)}} bytes is longer than {_MAX_STRING_LENGTH}')",
-                    "app(_uvb(len(data) + 1) + data)" if flexible else "app(_p16(len(data)) + data)",
-                ],
-            )
-        else:  # bytes and records (whose values may be memoryviews or file slices), and the rest
-            writer = self.bind(_field_writer(field, self.version, self.flexible, False))
-            self.write_lines.append(f"{writer}(out, {get})")
+        return [
+            f"{var}, pos = {self.bind(_field_reader(field, self.version, self.flexible, False))}(mv, pos)"
+        ]
 
-    def _read_length(self, flexible: bool, unpack: str, size: int) -> None:
+    @staticmethod
+    def read_length(flexible: bool, unpack: str, size: int) -> list[str]:
         """``n``: a length or count, -1 for null."""
         if flexible:
-            self.read_lines += [
+            return [
                 "n = mv[pos]",
                 "if n < 0x80:",
                 "    pos += 1",
@@ -902,11 +901,10 @@ class _StructSource:
                 "    n, pos = _duv(mv, pos)",
                 "n -= 1",
             ]
-        else:
-            self.read_lines += [f"n = {unpack}(mv, pos)[0]", f"pos += {size}"]
+        return [f"n = {unpack}(mv, pos)[0]", f"pos += {size}"]
 
     @staticmethod
-    def _null_or(name: str, nullable: bool, var: str, body: list[str]) -> list[str]:
+    def null_or(name: str, nullable: bool, var: str, body: list[str]) -> list[str]:
         refuse = f"raise _DecodeError(f'non-nullable field {name} was serialized as null or negative length {{n}}')"
         return [
             "if n < 0:",
@@ -916,79 +914,107 @@ class _StructSource:
                 else [f"    {refuse}"]
             ),
             "else:",
-            *("    " + line for line in body),
+            *_indent(body),
         ]
 
+    # -- writing -------------------------------------------------------------------------------------
+    def write_struct(self, fields: tuple[FieldSpec, ...], value: str, depth: int) -> list[str]:
+        """Lines that write the struct dict ``value`` (with ``app``, ``out.append``)."""
+        get = f"get{depth}"
+        lines: list[str] = []
+        if self.strict:  # strict_field_names: a misspelt key is an error, not a default
+            known = frozenset(f.name for f in fields) | {UNKNOWN_TAGS}
+            lines += [
+                f"if not {self.bind(known.issuperset)}({value}):",
+                f"    _refuse_unknown({self.bind(known)}, {value})",
+            ]
+        absent = tuple(f for f in fields if not in_range(f.versions, self.version) and not f.ignorable)
+        if absent:  # fields this version lacks: only a default value may be given for them
+            given = " or ".join(f"{f.name!r} in {value}" for f in absent)
+            lines += [f"if {given}:", f"    _check_absent({self.bind(absent)}, {value}, {self.version})"]
+        lines.append(f"{get} = {value}.get")
+        tags = _tags(fields, self.version, self.flexible)
+        run: list[FieldSpec] = []
+        for field in fields:
+            if not in_range(field.versions, self.version) or field in tags.fields:
+                continue
+            if not field.is_array and field.type in _FIXED_FORMATS:
+                run.append(field)
+                continue
+            lines += self.write_run(run, get)
+            run = []
+            lines += self.write_field(field, get, depth)
+        lines += self.write_run(run, get)
+        if self.flexible:
+            present = " or ".join(
+                [f"{f.name!r} in {value}" for f in tags.fields] + [f"{get}({UNKNOWN_TAGS!r})"]
+            )
+            lines += [
+                f"if {present}:",
+                f"    {self.bind(tags.write)}(out, {value})",
+                "else:",
+                "    app(b'\\x00')",
+            ]
+        return lines
+
+    def write_run(self, run: list[FieldSpec], get: str) -> list[str]:
+        if not run:
+            return []
+        pack = self.bind(struct.Struct(">" + "".join(_FIXED_FORMATS[f.type] for f in run)).pack)
+        args = ", ".join(f"{get}({f.name!r}, {self.bind(_default_value(f))})" for f in run)
+        return [f"app({pack}({args}))"]
+
+    def write_field(self, field: FieldSpec, get: str, depth: int) -> list[str]:
+        flexible = _field_is_flexible(field, self.version, self.flexible)
+        nullable = in_range(field.nullable_versions, self.version)
+        name = field.json_name
+        var = self.variable()
+        value = f"{get}({field.name!r}, {self.bind(_default_value(field))})"
+        if field.is_struct and field.is_array:
+            item = f"item{depth}"
+            key = self.bind(_encoding_key(field.fields, self.version, self.flexible))
+            return self.write_null_or(
+                name,
+                nullable,
+                var,
+                value,
+                "b'\\x00'" if flexible else "b'\\xff\\xff\\xff\\xff'",
+                [
+                    f"app(_uvb(len({var}) + 1))" if flexible else f"app(_p32(len({var})))",
+                    f"for {item} in {var}:",
+                    f"    if {item}.__class__ is _Encoded:",
+                    f"        if {item}.encoding_key is not {key}:",
+                    f"            raise _EncodeError('{name}: an element encoded for another version\\'s layout')",
+                    f"        app({item})",
+                    "    else:",
+                    *_indent(self.write_struct(field.fields, item, depth + 1), 2),
+                ],
+            )
+        if field.type == "string":
+            return self.write_null_or(
+                name,
+                nullable,
+                var,
+                value,
+                "b'\\x00'" if flexible else "b'\\xff\\xff'",
+                [
+                    f"data = {var}.encode('utf-8')",
+                    f"if len(data) > {_MAX_STRING_LENGTH}:",
+                    f"    raise _EncodeError(f'{name}: string of {{len(data)}} bytes is longer than {_MAX_STRING_LENGTH}')",
+                    "app(_uvb(len(data) + 1) + data)" if flexible else "app(_p16(len(data)) + data)",
+                ],
+            )
+        # bytes and records (whose values may be memoryviews or file slices), and the rest
+        return [f"{self.bind(_field_writer(field, self.version, self.flexible, False))}(out, {value})"]
+
     @staticmethod
-    def _write_null_or(
-        name: str, nullable: bool, var: str, get: str, null: str, body: list[str]
+    def write_null_or(
+        name: str, nullable: bool, var: str, value: str, null: str, body: list[str]
     ) -> list[str]:
         on_null = (
             f"app({null})" if nullable else f"raise _EncodeError('non-nullable field {name} cannot be null')"
         )
-        return [
-            f"{var} = {get}",
-            f"if {var} is None:",
-            f"    {on_null}",
-            "else:",
-            *("    " + line for line in body),
-        ]
-
-    def compile(
-        self,
-        tagged: list[tuple[str, Callable[[], Any], FieldSpec]],
-        read_tags: Callable,
-        write_tags: Callable,
-        absent: tuple[FieldSpec, ...],
-        known: frozenset | None,
-    ) -> tuple[Reader, Writer]:
-        env = self.env
-        pairs = [f"{key!r}: {var}" for key, var in self.keys]
-        read = ["def read(mv, pos):", *("    " + line for line in self.read_lines)]
-        if not self.flexible:
-            read.append(f"    return {{{', '.join(pairs)}}}, pos")
-        else:
-            defaults = []
-            for name, factory, field in tagged:
-                immutable = not field.is_array and not field.is_struct
-                default = self.bind(factory()) if immutable else self.bind(factory) + "()"
-                defaults.append(f"{name!r}: {default}")
-            read += [
-                "    if mv[pos] == 0:",  # no tagged fields: what nearly every message has
-                f"        return {{{', '.join(pairs + defaults)}}}, pos + 1",
-                f"    out = {{{', '.join(pairs)}}}",
-                f"    return out, {self.bind(read_tags)}(mv, pos, out)",
-            ]
-        write = ["def write(out, value):"]
-        if known is not None:  # strict_field_names: a misspelt key is an error, not a default
-            write += [
-                f"    if not {self.bind(known.issuperset)}(value):",
-                f"        _refuse_unknown({self.bind(known)}, value)",
-            ]
-        if absent:  # fields this version lacks: only a default value may be given for them
-            given = " or ".join(f"{field.name!r} in value" for field in absent)
-            write += [
-                f"    if {given}:",
-                f"        _check_absent({self.bind(absent)}, value, {self.version})",
-            ]
-        write += [
-            "    get = value.get",
-            "    app = out.append",
-            *("    " + line for line in self.write_lines),
-        ]
-        if self.flexible:
-            present = " or ".join(
-                [f"{name!r} in value" for name, _, _ in tagged] + [f"get({UNKNOWN_TAGS!r})"]
-            )
-            write += [
-                f"    if {present}:",
-                f"        {self.bind(write_tags)}(out, value)",
-                "    else:",
-                "        app(b'\\x00')",
-            ]
-        namespace: dict[str, Any] = {}
-        exec(compile("\n".join(read + write), f"<codec v{self.version}>", "exec"), env, namespace)  # noqa: S102
-        return namespace["read"], namespace["write"]
+        return [f"{var} = {value}", f"if {var} is None:", f"    {on_null}", "else:", *_indent(body)]
 
 
 def strict_field_names() -> bool:
@@ -1050,8 +1076,12 @@ def _as_byte_view(buf: Any) -> memoryview:
 
 def decode(spec: MessageSpec, version: int, buf: Any, offset: int = 0) -> tuple[dict, int]:
     """Decodes one message starting at ``offset``; returns it and the offset just past it."""
-    codec = _message_codec(spec, version)
-    view = memoryview(buf) if type(buf) is bytes else _as_byte_view(buf)  # the server's frames: bytes
+    cached = _MESSAGE_CACHE.get((id(spec), version))
+    codec = cached[1] if cached is not None else _message_codec(spec, version)
+    kind = type(buf)
+    view = (
+        memoryview(buf) if kind is bytearray or kind is bytes else _as_byte_view(buf)
+    )  # the server's frames
     try:
         return codec.read(view, offset)
     except DecodeError:
