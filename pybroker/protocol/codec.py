@@ -1091,7 +1091,8 @@ def decode(spec: MessageSpec, version: int, buf: Any, offset: int = 0) -> tuple[
 
 
 def _write_message(spec: MessageSpec, version: int, msg: Mapping[str, Any]) -> list:
-    codec = _message_codec(spec, version)
+    cached = _MESSAGE_CACHE.get((id(spec), version))
+    codec = cached[1] if cached is not None else _message_codec(spec, version)
     out: list = []
     try:
         codec.write(out, msg)
