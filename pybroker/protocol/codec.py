@@ -762,6 +762,7 @@ class _StructSource:
             "_Encoded": Encoded,
             "_duv": _decode_uvarint,
             "_uvb": _uvarint_bytes,
+            "_small": _UVARINT_SMALL,
             "_p16": _INT16.pack,
             "_p32": _INT32.pack,
             "_u16": _INT16.unpack_from,
@@ -980,7 +981,11 @@ class _StructSource:
                 value,
                 "b'\\x00'" if flexible else "b'\\xff\\xff\\xff\\xff'",
                 [
-                    f"app(_uvb(len({var}) + 1))" if flexible else f"app(_p32(len({var})))",
+                    *(
+                        [f"k = len({var}) + 1", "app(_small[k] if k < 0x80 else _uvb(k))"]
+                        if flexible
+                        else [f"app(_p32(len({var})))"]
+                    ),
                     f"for {item} in {var}:",
                     f"    if {item}.__class__ is _Encoded:",
                     f"        if {item}.encoding_key is not {key}:",
@@ -1001,7 +1006,11 @@ class _StructSource:
                     f"data = {var}.encode('utf-8')",
                     f"if len(data) > {_MAX_STRING_LENGTH}:",
                     f"    raise _EncodeError(f'{name}: string of {{len(data)}} bytes is longer than {_MAX_STRING_LENGTH}')",
-                    "app(_uvb(len(data) + 1) + data)" if flexible else "app(_p16(len(data)) + data)",
+                    *(
+                        ["k = len(data) + 1", "app((_small[k] if k < 0x80 else _uvb(k)) + data)"]
+                        if flexible
+                        else ["app(_p16(len(data)) + data)"]
+                    ),
                 ],
             )
         # bytes and records (whose values may be memoryviews or file slices), and the rest
