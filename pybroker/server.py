@@ -28,11 +28,8 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from pybroker.apis import REGISTRY, CloseConnection, RequestContext
 from pybroker.protocol import codec
-from pybroker.protocol.api import RESPONSES
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.framing import Frame, FrameError, FrameReader, thread_scratch_buffer
-from pybroker.protocol.produce_request import decode_produce_request
-from pybroker.protocol.produce_response import encode_produce_response
 from pybroker.quotas.client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
 from pybroker.quotas.rate import throttle_time_ms
 from pybroker.replication.append import Appended
@@ -457,15 +454,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 f"unsupported version {version} of api key {header.api_key} "
                 f"(supported {handler.min_version}-{handler.max_version})"
             )
-        decoded = (
-            decode_produce_request(version, memoryview(frame), header.body_offset)
-            if header.api_key == PRODUCE
-            else None
-        )  # the shape clients send, in one pass (protocol/produce_request.py); else the codec
         try:
-            request, end = decoded or codec.decode(
-                self.broker.request_specs[header.api_key], version, frame, header.body_offset
-            )
+            request, end = codec.decode(self.broker.request_specs[header.api_key], version, frame, header.body_offset)
         except Exception as e:  # noqa: BLE001
             raise CloseConnection(
                 f"unparseable {codec_name(header.api_key)} v{version} request: {e}"
@@ -612,17 +602,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     @staticmethod
     def _encode_response(api_key: int, version: int, correlation_id: int, response: dict) -> list[Any]:
-        if api_key == PRODUCE:  # the common shapes in one pass (protocol/produce_response.py)
-            frame = encode_produce_response(version, correlation_id, response)
-            if frame is not None:
-                return [frame]
-        head = codec.encode_response_header(api_key, version, correlation_id)
-        parts = codec.encode_parts(RESPONSES[api_key], version, response)
-        size = len(head) + sum(_part_size(p) for p in parts)
-        if parts and isinstance(parts[0], bytes):
-            parts[0] = _SIZE.pack(size) + head + parts[0]
-            return parts
-        return [_SIZE.pack(size) + head, *parts]
+        return codec.encode_response_frame(api_key, version, correlation_id, response)
 
     # -- output ------------------------------------------------------------------------------
     # Large file slices go out with os.sendfile on a dup() of the socket (neither event loop offers

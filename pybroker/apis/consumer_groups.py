@@ -7,7 +7,8 @@ they produced are durable in ``__consumer_offsets``.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING
 
 from pybroker.apis import RequestContext, auth, handles
 from pybroker.apis.groups import _after, _client_host, _client_id, _coordinator, _coordinator_error
@@ -16,13 +17,22 @@ from pybroker.coordinator.consumer_records import assignment_from_wire
 from pybroker.metadata.features import GROUP_VERSION
 from pybroker.protocol.api import AUTHORIZED_OPERATIONS_OMITTED
 from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.messages.api_keys import ApiKey
 
-CONSUMER_GROUP_HEARTBEAT = 68
-CONSUMER_GROUP_DESCRIBE = 69
+if TYPE_CHECKING:
+    from pybroker.protocol.typed.groups import (
+        ConsumerGroupDescribeRequest,
+        ConsumerGroupDescribeResponse,
+        ConsumerGroupDescribeResponseDescribedGroup,
+        ConsumerGroupHeartbeatRequest,
+        ConsumerGroupHeartbeatResponse,
+    )
 
 
-@handles(CONSUMER_GROUP_HEARTBEAT, 0, 1)
-def handle_consumer_group_heartbeat(ctx: RequestContext, request: dict):  # noqa: ANN201
+@handles(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1)
+def handle_consumer_group_heartbeat(
+    ctx: RequestContext, request: ConsumerGroupHeartbeatRequest
+) -> ConsumerGroupHeartbeatResponse | Awaitable[ConsumerGroupHeartbeatResponse]:
     if not ctx.services.features.enabled(GROUP_VERSION):
         # Kafka: the consumer rebalance protocol is off below group.version 1 (checked before any ACL).
         return {
@@ -37,11 +47,10 @@ def handle_consumer_group_heartbeat(ctx: RequestContext, request: dict):  # noqa
     coordinator = _coordinator(ctx, request["group_id"])
     # Kafka: Read on the group, then Describe on every topic subscribed to by name.
     refused = None
+    subscribed = request.get("subscribed_topic_names")
     if not auth.authorize(ctx, auth.READ, auth.GROUP, request["group_id"]):
         refused = ErrorCode.GROUP_AUTHORIZATION_FAILED
-    elif request.get("subscribed_topic_names") and auth.denied(
-        ctx, auth.DESCRIBE, auth.TOPIC, request["subscribed_topic_names"]
-    ):
+    elif subscribed and auth.denied(ctx, auth.DESCRIBE, auth.TOPIC, subscribed):
         refused = ErrorCode.TOPIC_AUTHORIZATION_FAILED
     if coordinator is None or refused is not None:
         return {
@@ -62,7 +71,7 @@ def handle_consumer_group_heartbeat(ctx: RequestContext, request: dict):  # noqa
             instance_id=request.get("instance_id"),
             rack_id=request.get("rack_id"),
             rebalance_timeout_ms=request.get("rebalance_timeout_ms", -1),
-            subscribed_topic_names=request.get("subscribed_topic_names"),
+            subscribed_topic_names=subscribed,
             subscribed_topic_regex=request.get("subscribed_topic_regex") if ctx.version >= 1 else None,
             server_assignor=request.get("server_assignor"),
             owned=None if topic_partitions is None else assignment_from_wire(topic_partitions),
@@ -74,8 +83,10 @@ def handle_consumer_group_heartbeat(ctx: RequestContext, request: dict):  # noqa
     return response if wait is None else _after(wait, response)
 
 
-@handles(CONSUMER_GROUP_DESCRIBE, 0, 1)
-def handle_consumer_group_describe(ctx: RequestContext, request: dict) -> dict[str, Any]:
+@handles(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1)
+def handle_consumer_group_describe(
+    ctx: RequestContext, request: ConsumerGroupDescribeRequest
+) -> ConsumerGroupDescribeResponse:
     if not ctx.services.features.enabled(GROUP_VERSION):
         return {
             "throttle_time_ms": 0,
@@ -83,8 +94,8 @@ def handle_consumer_group_describe(ctx: RequestContext, request: dict) -> dict[s
         }
     coordinator = _coordinator(ctx)
     include_ops = bool(request.get("include_authorized_operations"))
-    groups = []
-    refused = []  # Kafka answers the groups it refused first
+    groups: list[ConsumerGroupDescribeResponseDescribedGroup] = []
+    refused: list[ConsumerGroupDescribeResponseDescribedGroup] = []  # Kafka answers the groups it refused first
     for group_id in request["group_ids"]:
         if not auth.authorize(ctx, auth.DESCRIBE, auth.GROUP, group_id):
             refused.append(_group_error(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED, None))
@@ -117,7 +128,7 @@ def handle_consumer_group_describe(ctx: RequestContext, request: dict) -> dict[s
     return {"throttle_time_ms": 0, "groups": refused + groups}
 
 
-def _assigned_topics_hidden(ctx: RequestContext, described: dict[str, Any]) -> bool:
+def _assigned_topics_hidden(ctx: RequestContext, described: ConsumerGroupDescribeResponseDescribedGroup) -> bool:
     """Kafka refuses to describe a group whose members' (target) assignments name a topic the
     principal may not describe."""
     if not auth.enabled(ctx):
@@ -132,7 +143,9 @@ def _assigned_topics_hidden(ctx: RequestContext, described: dict[str, Any]) -> b
     return bool(auth.denied(ctx, auth.DESCRIBE, auth.TOPIC, names, log_denied=False))
 
 
-def _group_error(group_id: str, code: ErrorCode, message: str | None) -> dict[str, Any]:
+def _group_error(
+    group_id: str, code: ErrorCode, message: str | None
+) -> ConsumerGroupDescribeResponseDescribedGroup:
     return {
         "error_code": code,
         "error_message": message,

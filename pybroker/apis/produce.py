@@ -11,14 +11,28 @@ from __future__ import annotations
 import inspect
 import time
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from pybroker.apis import RequestContext, auth, handles
 from pybroker.metadata.store import is_internal_topic
 from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.messages.api_keys import ApiKey
 from pybroker.records.batch import validate_produce_batches
 from pybroker.records.errors import RecordFormatError
 from pybroker.replication.append import Appended, partition_response
+
+if TYPE_CHECKING:
+    from pybroker.protocol.typed.produce import (
+        ProduceRequest,
+        ProduceResponse,
+        TopicProduceData,
+        TopicProduceResponse,
+    )
+
+    # What a Produce request gets: the response, none (acks=0), or either to come.
+    Answer = ProduceResponse | None
+    Pending = Answer | Appended | Awaitable[Answer]
 
 # KAFKA-18659: librdkafka < 2.11.1 disables compression unless Produce is advertised from v0, so we
 # advertise 0 (as Kafka 4 does, ApiKeys.PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION) while v0-2 stay
@@ -34,10 +48,10 @@ ZERO_UUID = uuid.UUID(int=0)
 _MAGIC_OFFSET, _ATTRIBUTES_OFFSET, _TRANSACTIONAL_FLAG = 16, 21, 0x10
 
 
-@handles(0, MIN_IMPLEMENTED, 13, advertised_min=0)
-def handle_produce(ctx: RequestContext, request: dict):
-    topic_data = request["topic_data"]
-    unknown_ids: list[dict] = []
+@handles(ApiKey.PRODUCE, MIN_IMPLEMENTED, 13, advertised_min=0)
+def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Pending:
+    topic_data: Sequence[TopicProduceData] = request["topic_data"]
+    unknown_ids: list[TopicProduceResponse] = []
     if ctx.version >= TOPIC_IDS_VERSION:
         topic_data, unknown_ids = _name_topics_by_id(ctx, topic_data)
     if auth.enabled(ctx):
@@ -60,22 +74,19 @@ def handle_produce(ctx: RequestContext, request: dict):
     return _append(ctx, request, topic_data, unknown_ids, None)
 
 
-def _name_topics_by_id(ctx: RequestContext, topic_data: list[dict]) -> tuple[list[dict], list[dict]]:
+def _name_topics_by_id(
+    ctx: RequestContext, topic_data: Sequence[TopicProduceData]
+) -> tuple[list[TopicProduceData], list[TopicProduceResponse]]:
     """v13: each topic with the name of its id; the topics whose id is unknown are answered
     UNKNOWN_TOPIC_ID (Kafka does so only where the request names topics by id)."""
     image = ctx.metadata_image()
-    known, unknown = [], []
+    known: list[TopicProduceData] = []
+    unknown: list[TopicProduceResponse] = []
     for td in topic_data:
         topic = image.topic_by_id(td["topic_id"])
         if topic is None:
             unknown.append(
-                {
-                    "topic_id": td["topic_id"],
-                    "partition_responses": [
-                        partition_response(pd["index"], ErrorCode.UNKNOWN_TOPIC_ID)
-                        for pd in td["partition_data"]
-                    ],
-                }
+                {"topic_id": td["topic_id"], "partition_responses": _partition_errors(td, ErrorCode.UNKNOWN_TOPIC_ID)}
             )
         else:
             known.append({**td, "name": topic.name})
@@ -83,8 +94,11 @@ def _name_topics_by_id(ctx: RequestContext, topic_data: list[dict]) -> tuple[lis
 
 
 async def _add_partitions_then_append(
-    ctx: RequestContext, request: dict, topic_data: list[dict], unknown_ids: list[dict]
-):
+    ctx: RequestContext,
+    request: ProduceRequest,
+    topic_data: Sequence[TopicProduceData],
+    unknown_ids: list[TopicProduceResponse],
+) -> Answer:
     """Produce v12+ of a transactional producer: its transactional batches' partitions are added to the
     transaction first (what AddPartitionsToTxn with verifyOnly=false does), then the request is appended
     as any other, each transactional partition answered with the coordinator's verdict.  In a cluster the
@@ -131,11 +145,11 @@ async def _add_partitions_then_append(
 
 def _append(
     ctx: RequestContext,
-    request: dict,
-    topic_data: list[dict],
-    unknown_ids: list[dict],
+    request: ProduceRequest,
+    topic_data: Sequence[TopicProduceData],
+    unknown_ids: list[TopicProduceResponse],
     added: dict[tuple[str, int], ErrorCode] | None,
-):
+) -> Pending:
     acks = request["acks"]
     appended = ctx.services.replica_manager.append_records(
         topic_data,
@@ -156,11 +170,14 @@ def _append(
 
 
 def _response(
-    ctx: RequestContext, responses: list[dict], topic_data: list[dict], unknown_ids: list[dict]
-) -> dict:
+    ctx: RequestContext,
+    responses: list[Any],  # the replica manager's topic responses, plain dicts
+    topic_data: Sequence[TopicProduceData],
+    unknown_ids: list[TopicProduceResponse],
+) -> ProduceResponse:
     for resp, td in zip(responses, topic_data, strict=True):
         resp["topic_id"] = td.get("topic_id", ZERO_UUID)  # v13
-    response = {"responses": responses + unknown_ids, "throttle_time_ms": 0}
+    response: ProduceResponse = {"responses": responses + unknown_ids, "throttle_time_ms": 0}
     # KIP-951: a partition answered NOT_LEADER_OR_FOLLOWER names its current leader (Produce v10+),
     # and the response carries that broker's endpoint, so the client can retry there before its
     # next Metadata.  Earlier versions have neither field.
@@ -185,18 +202,18 @@ def _response(
 
 async def _respond_after(
     ctx: RequestContext,
-    appended: Awaitable[list[dict]],
+    appended: Awaitable[list[Any]],
     acks: int,
-    topic_data: list[dict],
-    unknown_ids: list[dict],
-) -> dict | None:
+    topic_data: Sequence[TopicProduceData],
+    unknown_ids: list[TopicProduceResponse],
+) -> Answer:
     responses = await appended
     if acks == 0:
         return None
     return _response(ctx, responses, topic_data, unknown_ids)
 
 
-def _has_transactional_records(topic_data: list[dict]) -> bool:
+def _has_transactional_records(topic_data: Iterable[TopicProduceData]) -> bool:
     """Kafka's RequestUtils.hasTransactionalRecords: a batch with the transactional attribute bit."""
     for td in topic_data:
         for pd in td["partition_data"]:
@@ -207,20 +224,25 @@ def _has_transactional_records(topic_data: list[dict]) -> bool:
     return False
 
 
-def _every_partition(request: dict, code: ErrorCode) -> dict | None:
+def _every_partition(request: ProduceRequest, code: ErrorCode) -> Answer:
     """Kafka's ProduceRequest.getErrorResponse: the one error for every partition (acks=0: nothing)."""
     if request["acks"] == 0:
         return None
     return {"throttle_time_ms": 0, "responses": _topic_errors(request["topic_data"], code)}
 
 
-def _topic_errors(topic_data: list[dict], code: ErrorCode) -> list[dict]:
+def _topic_errors(topic_data: Iterable[TopicProduceData], code: ErrorCode) -> list[TopicProduceResponse]:
     """A topic response for each topic, ``code`` for each of its partitions."""
     return [
         {
             "name": td.get("name", ""),
             "topic_id": td.get("topic_id", ZERO_UUID),
-            "partition_responses": [partition_response(pd["index"], code) for pd in td["partition_data"]],
+            "partition_responses": _partition_errors(td, code),
         }
         for td in topic_data
     ]
+
+
+def _partition_errors(td: TopicProduceData, code: ErrorCode) -> list[Any]:
+    """``code`` for each partition of a topic (replication.append's partition responses, plain dicts)."""
+    return [partition_response(pd["index"], code) for pd in td["partition_data"]]

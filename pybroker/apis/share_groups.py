@@ -14,7 +14,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 from pybroker.apis import RequestContext, auth, handles
 from pybroker.apis.consumer_groups import _group_error
@@ -32,20 +33,51 @@ from pybroker.coordinator.streams.manager import STREAMS_GROUP_CONFIG_KEYS
 from pybroker.metadata.features import SHARE_VERSION
 from pybroker.protocol.api import AUTHORIZED_OPERATIONS_OMITTED
 from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.messages.api_keys import ApiKey
 from pybroker.records.batch import iter_batch_headers, whole_batches
 
 if TYPE_CHECKING:
+    from pybroker.protocol.typed.fetch import AcknowledgementBatch as WireAcknowledgementBatch
+    from pybroker.protocol.typed.fetch import (
+        AcquiredRecords,
+        LeaderIdAndEpoch,
+        ShareAcknowledgeRequest,
+        ShareAcknowledgeResponse,
+        ShareAcknowledgeResponsePartitionData,
+        ShareAcknowledgeTopicResponse,
+        ShareFetchRequest,
+        ShareFetchResponse,
+        ShareFetchResponsePartitionData,
+    )
+    from pybroker.protocol.typed.groups import (
+        AlterShareGroupOffsetsRequest,
+        AlterShareGroupOffsetsResponse,
+        AlterShareGroupOffsetsResponsePartition,
+        AlterShareGroupOffsetsResponseTopic,
+        DeleteShareGroupOffsetsRequest,
+        DeleteShareGroupOffsetsResponse,
+        DeleteShareGroupOffsetsResponseTopic,
+        DescribeShareGroupOffsetsRequest,
+        DescribeShareGroupOffsetsRequestTopic,
+        DescribeShareGroupOffsetsResponse,
+        DescribeShareGroupOffsetsResponseGroup,
+        DescribeShareGroupOffsetsResponsePartition,
+        DescribeShareGroupOffsetsResponseTopic,
+        ShareGroupDescribeRequest,
+        ShareGroupDescribeResponse,
+        ShareGroupDescribeResponseDescribedGroup,
+        ShareGroupDescribeResponseMember,
+        ShareGroupHeartbeatRequest,
+        ShareGroupHeartbeatResponse,
+        ShareGroupHeartbeatResponseAssignment,
+    )
     from pybroker.replication.partition import Partition
+
+    # A ShareFetch partition's answer, made on first use (the one the acknowledgements and acquisitions fill).
+    _Entry = Callable[[uuid.UUID, int, "Partition | None"], ShareFetchResponsePartitionData]
 
 log = logging.getLogger(__name__)
 
-SHARE_GROUP_HEARTBEAT = 76
-SHARE_GROUP_DESCRIBE = 77
-SHARE_FETCH = 78
-SHARE_ACKNOWLEDGE = 79
-DESCRIBE_SHARE_GROUP_OFFSETS = 90
-ALTER_SHARE_GROUP_OFFSETS = 91
-DELETE_SHARE_GROUP_OFFSETS = 92
 MAX_FETCH_BYTES = 8 * 1024 * 1024  # per partition read: bounds the response whatever MaxBytes says
 
 
@@ -72,8 +104,8 @@ def _partition(ctx: RequestContext, topic: str | None, index: int) -> Partition 
 # -- ShareGroupHeartbeat / ShareGroupDescribe ----------------------------------------------------------
 
 
-@handles(SHARE_GROUP_HEARTBEAT, 1, 1)
-def handle_share_group_heartbeat(ctx: RequestContext, request: dict) -> dict[str, Any]:
+@handles(ApiKey.SHARE_GROUP_HEARTBEAT, 1, 1)
+def handle_share_group_heartbeat(ctx: RequestContext, request: ShareGroupHeartbeatRequest) -> ShareGroupHeartbeatResponse:
     if not ctx.services.features.enabled(SHARE_VERSION):
         # Kafka: share groups are off below share.version 1 (checked before anything else).
         return _heartbeat_error(ErrorCode.UNSUPPORTED_VERSION, None)
@@ -83,9 +115,8 @@ def handle_share_group_heartbeat(ctx: RequestContext, request: dict) -> dict[str
         return _heartbeat_error(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
     if not auth.authorize(ctx, auth.READ, auth.GROUP, group_id):
         return _heartbeat_error(ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
-    if request.get("subscribed_topic_names") and auth.denied(
-        ctx, auth.DESCRIBE, auth.TOPIC, request["subscribed_topic_names"]
-    ):
+    subscribed = request.get("subscribed_topic_names")
+    if subscribed and auth.denied(ctx, auth.DESCRIBE, auth.TOPIC, subscribed):
         return _heartbeat_error(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
     group = svc.group(group_id, create=request["member_epoch"] == 0)
     if group is None:
@@ -93,7 +124,7 @@ def handle_share_group_heartbeat(ctx: RequestContext, request: dict) -> dict[str
     r = group.heartbeat(
         request["member_id"],
         request["member_epoch"],
-        request.get("subscribed_topic_names"),
+        subscribed,
         svc.topics(),
         client_id=_client_id(ctx),
         client_host=_client_host(ctx),
@@ -101,7 +132,7 @@ def handle_share_group_heartbeat(ctx: RequestContext, request: dict) -> dict[str
     )
     if r.error != ErrorCode.NONE:
         return _heartbeat_error(r.error, r.error_message)
-    assignment = None
+    assignment: ShareGroupHeartbeatResponseAssignment | None = None
     if r.assignment is not None:
         assignment = {
             "topic_partitions": [
@@ -119,7 +150,7 @@ def handle_share_group_heartbeat(ctx: RequestContext, request: dict) -> dict[str
     }
 
 
-def _heartbeat_error(code: ErrorCode, message: str | None) -> dict[str, Any]:
+def _heartbeat_error(code: ErrorCode, message: str | None) -> ShareGroupHeartbeatResponse:
     return {
         "throttle_time_ms": 0,
         "error_code": code,
@@ -131,13 +162,16 @@ def _heartbeat_error(code: ErrorCode, message: str | None) -> dict[str, Any]:
     }
 
 
-@handles(SHARE_GROUP_DESCRIBE, 1, 1)
-def handle_share_group_describe(ctx: RequestContext, request: dict) -> dict[str, Any]:
+@handles(ApiKey.SHARE_GROUP_DESCRIBE, 1, 1)
+def handle_share_group_describe(ctx: RequestContext, request: ShareGroupDescribeRequest) -> ShareGroupDescribeResponse:
     if not ctx.services.features.enabled(SHARE_VERSION):
-        return {"throttle_time_ms": 0, "groups": [_group_error(g, ErrorCode.UNSUPPORTED_VERSION, None) for g in request["group_ids"]]}
+        # The consumer-group error entry has the same fields as a share group's.
+        off = [cast("ShareGroupDescribeResponseDescribedGroup", _group_error(g, ErrorCode.UNSUPPORTED_VERSION, None))
+               for g in request["group_ids"]]  # fmt: skip
+        return {"throttle_time_ms": 0, "groups": off}
     svc = service(ctx)
     names = {tid: name for name, (tid, _) in svc.topics().items()}
-    groups = []
+    groups: list[ShareGroupDescribeResponseDescribedGroup] = []
     for group_id in request["group_ids"]:
         g = svc.group(group_id)
         denied = not auth.authorize(ctx, auth.DESCRIBE, auth.GROUP, group_id)
@@ -156,7 +190,7 @@ def handle_share_group_describe(ctx: RequestContext, request: dict) -> dict[str,
                 }
             )
             continue
-        members = [
+        members: list[ShareGroupDescribeResponseMember] = [
             {
                 "member_id": m.member_id,
                 "rack_id": m.rack_id,
@@ -230,17 +264,17 @@ def _close_session(svc: ShareGroupService, session: ShareSession) -> None:
     svc._release_session(session)
 
 
-def _leader(p: Partition | None, node_id: int) -> dict[str, int]:
+def _leader(p: Partition | None, node_id: int) -> LeaderIdAndEpoch:
     return {"leader_id": node_id if p is not None else -1, "leader_epoch": p.leader_epoch if p is not None else -1}
 
 
-def _batches(raw: list[dict]) -> list[AcknowledgementBatch]:
+def _batches(raw: Iterable[WireAcknowledgementBatch]) -> list[AcknowledgementBatch]:
     return [AcknowledgementBatch(b["first_offset"], b["last_offset"], tuple(b["acknowledge_types"])) for b in raw]
 
 
 def _acknowledge(  # noqa: PLR0913
     svc: ShareGroupService, names: dict[uuid.UUID, str], group_id: str, member_id: str, topic_id: uuid.UUID,
-    index: int, batches: list[dict], renew: bool = False,
+    index: int, batches: Sequence[WireAcknowledgementBatch], renew: bool = False,
 ) -> ErrorCode:
     name = names.get(topic_id)
     if name is None:
@@ -254,7 +288,7 @@ def _acknowledge(  # noqa: PLR0913
 # -- ShareFetch ----------------------------------------------------------------------------------------
 
 
-def _fetch_error(code: ErrorCode, message: str | None = None, lock_ms: int = 0) -> dict[str, Any]:
+def _fetch_error(code: ErrorCode, message: str | None = None, lock_ms: int = 0) -> ShareFetchResponse:
     return {
         "throttle_time_ms": 0,
         "error_code": code,
@@ -265,8 +299,10 @@ def _fetch_error(code: ErrorCode, message: str | None = None, lock_ms: int = 0) 
     }
 
 
-@handles(SHARE_FETCH, 1, 2)
-def handle_share_fetch(ctx: RequestContext, request: dict):  # noqa: ANN201
+@handles(ApiKey.SHARE_FETCH, 1, 2)
+def handle_share_fetch(
+    ctx: RequestContext, request: ShareFetchRequest
+) -> ShareFetchResponse | Awaitable[ShareFetchResponse]:
     if not ctx.services.features.enabled(SHARE_VERSION):
         return _fetch_error(ErrorCode.UNSUPPORTED_VERSION)
     svc = service(ctx)
@@ -284,9 +320,9 @@ def handle_share_fetch(ctx: RequestContext, request: dict):  # noqa: ANN201
     node_id = ctx.services.node_id
     # v2 (KIP-1222): a renew-acknowledgement request only renews/acknowledges, it acquires nothing
     renew = ctx.version >= 2 and bool(request.get("is_renew_ack"))
-    out: dict[tuple[uuid.UUID, int], dict[str, Any]] = {}
+    out: dict[tuple[uuid.UUID, int], ShareFetchResponsePartitionData] = {}
 
-    def entry(topic_id: uuid.UUID, index: int, p: Partition | None) -> dict[str, Any]:
+    def entry(topic_id: uuid.UUID, index: int, p: Partition | None) -> ShareFetchResponsePartitionData:
         e = out.get((topic_id, index))
         if e is None:
             e = out[(topic_id, index)] = {
@@ -320,9 +356,9 @@ def handle_share_fetch(ctx: RequestContext, request: dict):  # noqa: ANN201
             session.partitions.add((t["topic_id"], part["partition_index"]))
     if renew:
         return _fetch_response(svc, out)
-    for t in request.get("forgotten_topics_data") or []:
-        for index in t["partitions"]:
-            session.partitions.discard((t["topic_id"], index))
+    for forgotten in request.get("forgotten_topics_data") or []:
+        for index in forgotten["partitions"]:
+            session.partitions.discard((forgotten["topic_id"], index))
 
     max_records = request.get("max_records") or 500
     max_bytes = min(request.get("max_bytes") or MAX_FETCH_BYTES, MAX_FETCH_BYTES)
@@ -331,14 +367,22 @@ def handle_share_fetch(ctx: RequestContext, request: dict):  # noqa: ANN201
     return _long_poll(svc, ctx, session, names, entry, out, max_records, max_bytes, request["max_wait_ms"])
 
 
-def _acquire_all(svc, ctx, session, names, entry, max_records: int, max_bytes: int) -> bool:  # noqa: ANN001
+def _acquire_all(  # noqa: PLR0913
+    svc: ShareGroupService,
+    ctx: RequestContext,
+    session: ShareSession,
+    names: dict[uuid.UUID, str],
+    entry: _Entry,
+    max_records: int,
+    max_bytes: int,
+) -> bool:
     acquired_any = False
     for topic_id, index in sorted(session.partitions, key=lambda k: (str(k[0]), k[1])):
         if max_records <= 0:
             break
         name = names.get(topic_id)
         p = _partition(ctx, name, index)
-        if p is None:
+        if p is None or name is None:  # no name: no partition either
             entry(topic_id, index, None)["error_code"] = (
                 ErrorCode.UNKNOWN_TOPIC_ID if name is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             )
@@ -351,10 +395,11 @@ def _acquire_all(svc, ctx, session, names, entry, max_records: int, max_bytes: i
             records, acquired = got
             e = entry(topic_id, index, p)
             e["records"] = records
-            e["acquired_records"] = [
+            acquired_records: list[AcquiredRecords] = [
                 {"first_offset": a.first_offset, "last_offset": a.last_offset, "delivery_count": a.delivery_count}
                 for a in acquired
             ]
+            e["acquired_records"] = acquired_records
             max_records -= sum(a.last_offset - a.first_offset + 1 for a in acquired)
             acquired_any = True
     return acquired_any
@@ -387,7 +432,17 @@ def _acquire_one(sp: SharePartition, p: Partition, member_id: str, max_records: 
     return bytes(data[:cut]), acquired
 
 
-async def _long_poll(svc, ctx, session, names, entry, out, max_records, max_bytes, max_wait_ms):  # noqa: ANN001, ANN202, PLR0913
+async def _long_poll(  # noqa: PLR0913
+    svc: ShareGroupService,
+    ctx: RequestContext,
+    session: ShareSession,
+    names: dict[uuid.UUID, str],
+    entry: _Entry,
+    out: dict[tuple[uuid.UUID, int], ShareFetchResponsePartitionData],
+    max_records: int,
+    max_bytes: int,
+    max_wait_ms: int,
+) -> ShareFetchResponse:
     loop = asyncio.get_running_loop()
     woken = loop.create_future()
 
@@ -425,8 +480,10 @@ async def _long_poll(svc, ctx, session, names, entry, out, max_records, max_byte
     return _fetch_response(svc, out)
 
 
-def _fetch_response(svc: ShareGroupService, out: dict[tuple[uuid.UUID, int], dict[str, Any]]) -> dict[str, Any]:
-    by_topic: dict[uuid.UUID, list[dict[str, Any]]] = {}
+def _fetch_response(
+    svc: ShareGroupService, out: dict[tuple[uuid.UUID, int], ShareFetchResponsePartitionData]
+) -> ShareFetchResponse:
+    by_topic: dict[uuid.UUID, list[ShareFetchResponsePartitionData]] = {}
     for (topic_id, _), e in out.items():
         by_topic.setdefault(topic_id, []).append(e)
     return {
@@ -442,13 +499,13 @@ def _fetch_response(svc: ShareGroupService, out: dict[tuple[uuid.UUID, int], dic
 # -- ShareAcknowledge ----------------------------------------------------------------------------------
 
 
-@handles(SHARE_ACKNOWLEDGE, 1, 2)
-def handle_share_acknowledge(ctx: RequestContext, request: dict) -> dict[str, Any]:
+@handles(ApiKey.SHARE_ACKNOWLEDGE, 1, 2)
+def handle_share_acknowledge(ctx: RequestContext, request: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
     svc = service(ctx)
     group_id = request.get("group_id") or ""
     member_id = request.get("member_id") or ""
     epoch = request["share_session_epoch"]
-    base: dict[str, Any] = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "responses": [], "node_endpoints": []}
+    base: ShareAcknowledgeResponse = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "responses": [], "node_endpoints": []}
     if ctx.version >= 2:
         base["acquisition_lock_timeout_ms"] = svc.record_lock_duration_ms
     if not ctx.services.features.enabled(SHARE_VERSION):
@@ -461,9 +518,9 @@ def handle_share_acknowledge(ctx: RequestContext, request: dict) -> dict[str, An
     if session is None:
         return {**base, "error_code": code}
     names = _readable_topics(ctx, svc)
-    responses = []
+    responses: list[ShareAcknowledgeTopicResponse] = []
     for t in request["topics"]:
-        parts = []
+        parts: list[ShareAcknowledgeResponsePartitionData] = []
         for part in t["partitions"]:
             name = names.get(t["topic_id"])
             p = _partition(ctx, name, part["partition_index"])
@@ -488,32 +545,34 @@ def handle_share_acknowledge(ctx: RequestContext, request: dict) -> dict[str, An
 # -- DescribeShareGroupOffsets ------------------------------------------------------------------------
 
 
-@handles(DESCRIBE_SHARE_GROUP_OFFSETS, 0, 1)
-def handle_describe_share_group_offsets(ctx: RequestContext, request: dict) -> dict[str, Any]:
+@handles(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, 1)
+def handle_describe_share_group_offsets(
+    ctx: RequestContext, request: DescribeShareGroupOffsetsRequest
+) -> DescribeShareGroupOffsetsResponse:
     """The share-partition start offsets of each group (-1 where the group has no state for the
     partition), and from v1 the lag: records up to the high watermark not yet acknowledged or archived."""
     svc = service(ctx)
     topics = svc.topics()
     by_id = {tid: name for name, (tid, _) in topics.items()}
-    out = []
+    out: list[DescribeShareGroupOffsetsResponseGroup] = []
     for g in request["groups"]:
         group_id = g["group_id"]
         if not auth.authorize(ctx, auth.DESCRIBE, auth.GROUP, group_id):
             out.append({"group_id": group_id, "topics": [], "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED,
                         "error_message": None})
             continue
-        wanted = g.get("topics")
+        wanted: Sequence[DescribeShareGroupOffsetsRequestTopic] | None = g.get("topics")
         if wanted is None:  # every topic the group has state for
             per_topic: dict[str, list[int]] = {}
             for key in svc.coordinator.keys_of_group(group_id):
                 if key.topic_id in by_id:
                     per_topic.setdefault(by_id[key.topic_id], []).append(key.partition)
             wanted = [{"topic_name": name, "partitions": sorted(ps)} for name, ps in sorted(per_topic.items())]
-        topics_out = []
+        topics_out: list[DescribeShareGroupOffsetsResponseTopic] = []
         for t in wanted:
             name = t["topic_name"]
             info = topics.get(name)
-            parts = []
+            parts: list[DescribeShareGroupOffsetsResponsePartition] = []
             for index in t["partitions"]:
                 parts.append(_describe_offset(ctx, svc, group_id, name, info, index))
             topics_out.append({"topic_name": name, "topic_id": info[0] if info else uuid.UUID(int=0), "partitions": parts})
@@ -521,8 +580,15 @@ def handle_describe_share_group_offsets(ctx: RequestContext, request: dict) -> d
     return {"throttle_time_ms": 0, "groups": out}
 
 
-def _describe_offset(ctx, svc, group_id, name, info, index) -> dict[str, Any]:  # noqa: ANN001, PLR0913
-    entry: dict[str, Any] = {"partition_index": index, "start_offset": -1, "leader_epoch": -1, "lag": -1,
+def _describe_offset(  # noqa: PLR0913
+    ctx: RequestContext,
+    svc: ShareGroupService,
+    group_id: str,
+    name: str,
+    info: tuple[uuid.UUID, Any] | None,
+    index: int,
+) -> DescribeShareGroupOffsetsResponsePartition:
+    entry: DescribeShareGroupOffsetsResponsePartition = {"partition_index": index, "start_offset": -1, "leader_epoch": -1, "lag": -1,
                              "error_code": ErrorCode.NONE, "error_message": None}
     if info is None or not auth.authorize(ctx, auth.DESCRIBE, auth.TOPIC, name, log_denied=False):
         entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -533,14 +599,18 @@ def _describe_offset(ctx, svc, group_id, name, info, index) -> dict[str, Any]:  
     if sp is None and svc.coordinator.read_state(key) is not None:
         sp = svc.share_partition(group_id, info[0], name, index)
     if sp is not None and p is not None:
-        entry.update(start_offset=sp.start_offset, leader_epoch=p.leader_epoch, lag=sp.lag(p.high_watermark))
+        entry.update(
+            {"start_offset": sp.start_offset, "leader_epoch": p.leader_epoch, "lag": sp.lag(p.high_watermark)}
+        )
     return entry
 
 
 # -- AlterShareGroupOffsets / DeleteShareGroupOffsets -----------------------------------------------
 
 
-def _offsets_group_error(ctx: RequestContext, svc: ShareGroupService, group_id: str, op) -> ErrorCode | None:  # noqa: ANN001
+def _offsets_group_error(
+    ctx: RequestContext, svc: ShareGroupService, group_id: str, op: auth.AclOperation
+) -> ErrorCode | None:
     """Kafka allows both only on a share group with no members (NON_EMPTY_GROUP otherwise)."""
     if not auth.authorize(ctx, op, auth.GROUP, group_id):
         return ErrorCode.GROUP_AUTHORIZATION_FAILED
@@ -550,19 +620,21 @@ def _offsets_group_error(ctx: RequestContext, svc: ShareGroupService, group_id: 
     return None
 
 
-@handles(ALTER_SHARE_GROUP_OFFSETS, 0, 0)
-def handle_alter_share_group_offsets(ctx: RequestContext, request: dict) -> dict[str, Any]:
+@handles(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, 0)
+def handle_alter_share_group_offsets(
+    ctx: RequestContext, request: AlterShareGroupOffsetsRequest
+) -> AlterShareGroupOffsetsResponse:
     svc = service(ctx)
     group_id = request["group_id"]
     error = _offsets_group_error(ctx, svc, group_id, auth.READ)
     if error is not None:
         return {"throttle_time_ms": 0, "error_code": error, "error_message": None, "responses": []}
     topics = svc.topics()
-    responses = []
+    responses: list[AlterShareGroupOffsetsResponseTopic] = []
     for t in request["topics"]:
         name = t["topic_name"]
         info = topics.get(name)
-        parts = []
+        parts: list[AlterShareGroupOffsetsResponsePartition] = []
         for part in t["partitions"]:
             index, offset = part["partition_index"], part["start_offset"]
             code = ErrorCode.NONE
@@ -582,15 +654,17 @@ def handle_alter_share_group_offsets(ctx: RequestContext, request: dict) -> dict
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "responses": responses}
 
 
-@handles(DELETE_SHARE_GROUP_OFFSETS, 0, 0)
-def handle_delete_share_group_offsets(ctx: RequestContext, request: dict) -> dict[str, Any]:
+@handles(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, 0)
+def handle_delete_share_group_offsets(
+    ctx: RequestContext, request: DeleteShareGroupOffsetsRequest
+) -> DeleteShareGroupOffsetsResponse:
     svc = service(ctx)
     group_id = request["group_id"]
     error = _offsets_group_error(ctx, svc, group_id, auth.DELETE)
     if error is not None:
         return {"throttle_time_ms": 0, "error_code": error, "error_message": None, "responses": []}
     topics = svc.topics()
-    responses = []
+    responses: list[DeleteShareGroupOffsetsResponseTopic] = []
     for t in request["topics"]:
         name = t["topic_name"]
         info = topics.get(name)

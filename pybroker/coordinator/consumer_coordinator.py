@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -39,6 +39,13 @@ from pybroker.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from pybroker.coordinator.coordinator import GroupCoordinator
+    from pybroker.protocol.typed.groups import (
+        ConsumerGroupDescribeResponseAssignment,
+        ConsumerGroupDescribeResponseDescribedGroup,
+        ConsumerGroupDescribeResponseMember,
+        ConsumerGroupDescribeResponseTopicPartitions,
+        ConsumerGroupHeartbeatResponse,
+    )
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +90,7 @@ class HeartbeatRequest:
     instance_id: str | None = None
     rack_id: str | None = None
     rebalance_timeout_ms: int = -1
-    subscribed_topic_names: list[str] | None = None
+    subscribed_topic_names: Sequence[str] | None = None
     subscribed_topic_regex: str | None = None
     server_assignor: str | None = None
     owned: cr.Assignment | None = None  # TopicPartitions; None when not sent
@@ -112,7 +119,7 @@ class ConsumerGroupManager:
         return self.coordinator.store.append(group_id, entries) if entries else None
 
     # -- ConsumerGroupHeartbeat ------------------------------------------------------------------------
-    def heartbeat(self, req: HeartbeatRequest) -> tuple[dict[str, Any], Awaitable[None] | None]:
+    def heartbeat(self, req: HeartbeatRequest) -> tuple[ConsumerGroupHeartbeatResponse, Awaitable[None] | None]:
         try:
             self._validate(req)
             if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
@@ -121,7 +128,7 @@ class ConsumerGroupManager:
         except GroupError as exc:
             return self._error(exc.code, exc.message), None
 
-    def _error(self, code: ErrorCode, message: str | None) -> dict[str, Any]:
+    def _error(self, code: ErrorCode, message: str | None) -> ConsumerGroupHeartbeatResponse:
         return {
             "throttle_time_ms": 0,
             "error_code": code,
@@ -197,7 +204,7 @@ class ConsumerGroupManager:
         self.groups[group_id] = group
         return group
 
-    def _join_or_heartbeat(self, req: HeartbeatRequest) -> tuple[dict[str, Any], Awaitable[None] | None]:
+    def _join_or_heartbeat(self, req: HeartbeatRequest) -> tuple[ConsumerGroupHeartbeatResponse, Awaitable[None] | None]:
         group = self._group(req.group_id, create=req.member_epoch == 0)
         entries: Entries = []
         if req.instance_id is not None:
@@ -254,7 +261,7 @@ class ConsumerGroupManager:
             self._compute_target(group, entries)
         self._reconcile(group, member, req.owned, entries)
         self._schedule_session_timeout(group, member)
-        response: dict[str, Any] = {
+        response: ConsumerGroupHeartbeatResponse = {
             "throttle_time_ms": 0,
             "error_code": ErrorCode.NONE,
             "error_message": None,
@@ -445,7 +452,7 @@ class ConsumerGroupManager:
             member.rebalance_timer = None
 
     # -- leaving and fencing ---------------------------------------------------------------------------
-    def _leave(self, req: HeartbeatRequest) -> tuple[dict[str, Any], Awaitable[None] | None]:
+    def _leave(self, req: HeartbeatRequest) -> tuple[ConsumerGroupHeartbeatResponse, Awaitable[None] | None]:
         group = self.groups.get(req.group_id)
         if group is None:
             raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} not found.")
@@ -489,7 +496,7 @@ class ConsumerGroupManager:
         else:
             log.info("consumer group %s: member %s leaves", group.group_id, member.member_id)
             self._remove_member(group, member, entries, bump=True)
-        response = {
+        response: ConsumerGroupHeartbeatResponse = {
             "throttle_time_ms": 0,
             "error_code": ErrorCode.NONE,
             "error_message": None,
@@ -744,7 +751,7 @@ class ConsumerGroupManager:
         return built
 
     # -- views ----------------------------------------------------------------------------------------
-    def describe(self, group_id: str, include_ops: bool, ops: int) -> dict[str, Any]:
+    def describe(self, group_id: str, include_ops: bool, ops: int) -> ConsumerGroupDescribeResponseDescribedGroup:
         """ConsumerGroupDescribe's entry for one group (v0 and v1: v1 adds each member's type)."""
         group = self.groups.get(group_id)
         if group is None:
@@ -766,8 +773,8 @@ class ConsumerGroupManager:
             }
         names = {meta.topic_id: name for name, meta in group.subscription_metadata.items()}
 
-        def described(a: cr.Assignment) -> dict[str, Any]:
-            tps = []
+        def described(a: cr.Assignment) -> ConsumerGroupDescribeResponseAssignment:
+            tps: list[ConsumerGroupDescribeResponseTopicPartitions] = []
             for topic_id, parts in sorted(a.items(), key=lambda kv: str(kv[0])):
                 name = names.get(topic_id)
                 if name is None:
@@ -776,7 +783,7 @@ class ConsumerGroupManager:
                 tps.append({"topic_id": topic_id, "topic_name": name, "partitions": list(parts)})
             return {"topic_partitions": tps}
 
-        members = [
+        members: list[ConsumerGroupDescribeResponseMember] = [
             {
                 "member_id": m.member_id,
                 "instance_id": m.instance_id,

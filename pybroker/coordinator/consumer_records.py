@@ -12,12 +12,16 @@ Unknown tagged fields (e.g. the 4.1+ MetadataHash) are kept on decode and ignore
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from pybroker.coordinator.group_records import GroupRecordCodec, GroupRecordKey
 from pybroker.protocol.schema import NO_VERSIONS, MessageSpec
 from pybroker.protocol.schema import FieldSpec as F
 from pybroker.protocol.schema import VersionRange as V
+
+if TYPE_CHECKING:
+    from pybroker.protocol.typed.groups import ConsumerGroupHeartbeatResponseTopicPartitions
 
 METADATA = 3
 PARTITION_METADATA = 4
@@ -167,7 +171,8 @@ decode_key = _CODEC.decode_key  # the key of a consumer-group record, or None fo
 decode_value = _CODEC.decode_value
 
 
-def assignment_to_wire(assignment: Assignment) -> list[dict[str, Any]]:
+def assignment_to_wire(assignment: Assignment) -> list[ConsumerGroupHeartbeatResponseTopicPartitions]:
+    """ConsumerGroupHeartbeat's TopicPartitions (the same two fields in the assignment records)."""
     return [
         {"topic_id": topic_id, "partitions": list(parts)}
         for topic_id, parts in sorted(assignment.items(), key=lambda kv: str(kv[0]))
@@ -178,10 +183,10 @@ def assignment_to_wire(assignment: Assignment) -> list[dict[str, Any]]:
 def assignment_with_epochs_to_wire(
     assignment: Assignment, epochs: dict[tuple[uuid.UUID, int], int], default_epoch: int
 ) -> list[dict[str, Any]]:
-    out = assignment_to_wire(assignment)
-    for t in out:
-        t["assignment_epochs"] = [epochs.get((t["topic_id"], p), default_epoch) for p in t["partitions"]]
-    return out
+    return [
+        {**t, "assignment_epochs": [epochs.get((t["topic_id"], p), default_epoch) for p in t["partitions"]]}
+        for t in assignment_to_wire(assignment)
+    ]
 
 
 def epochs_from_wire(
@@ -196,7 +201,7 @@ def epochs_from_wire(
     return out
 
 
-def assignment_from_wire(topics: list[dict[str, Any]] | None) -> Assignment:
+def assignment_from_wire(topics: Iterable[Mapping[str, Any]] | None) -> Assignment:
     out: Assignment = {}
     for t in topics or []:
         parts = tuple(sorted(set(t["partitions"])))

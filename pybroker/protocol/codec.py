@@ -1,9 +1,10 @@
 """One generic codec for every declared Kafka message and version.
 
 Messages are plain dicts keyed by snake_case field names (see docs/ARCHITECTURE.md). For each
-(spec, version) the field list is compiled once into a flat list of reader/writer closures, with runs of
-fixed-size fields merged into one precompiled ``struct.Struct``, and cached; decoding and encoding then
-just walk that list.
+(struct, version) the declaration is compiled once into a reader and a writer written out as Python
+source (``_StructSource``: runs of fixed-size fields merged into one precompiled ``struct.Struct``,
+strings, records and arrays of structs inline, other fields through their closures) and cached; every
+message, the hot Produce request and response included, goes through them.
 
 Wire rules follow Apache Kafka's generated message classes (``generator/.../MessageDataGenerator.java``):
 compact encodings and a tagged-field section in flexible versions, tagged fields written only when they
@@ -649,191 +650,380 @@ def _compile_struct(fields: tuple[FieldSpec, ...], version: int, flexible: bool)
 
 
 def _build_struct(fields: tuple[FieldSpec, ...], version: int, flexible: bool) -> _StructCodec:
-    # (key, reader) pairs; key None marks a run of fixed fields that stores its values itself.
-    read_steps: list[tuple[str | None, Callable]] = []
-    # (key, default, writer) triples; key None marks a run of fixed fields that reads the dict itself.
-    write_steps: list[tuple[str | None, Any, Callable]] = []
-    tagged_fields: list[tuple[int, FieldSpec]] = []  # (tag, field)
-    absent_checks: list[FieldSpec] = []
-    factories: list[tuple[str, Callable[[], Any]]] = []
-
-    # Consecutive fixed-size untagged fields share one Struct.
-    run: list[FieldSpec] = []
-
-    def flush_run() -> None:
-        if not run:
-            return
-        codes = "".join(_FIXED_FORMATS[f.type] for f in run)
-        packer = struct.Struct(">" + codes)
-        keys = tuple(f.name for f in run)
-        pairs = tuple((f.name, _default_value(f)) for f in run)
-        unpack_from = packer.unpack_from
-        size = packer.size
-        pack = packer.pack
-
-        if len(run) == 1:
-            only_key = keys[0]
-
-            def read_one(mv: memoryview, pos: int) -> tuple[Any, int]:
-                return unpack_from(mv, pos)[0], pos + size
-
-            read_steps.append((only_key, read_one))
-            only_default = pairs[0][1]
-
-            def write_one(out: list, value: Any) -> None:
-                out.append(pack(value))
-
-            write_steps.append((only_key, only_default, write_one))
-        else:
-
-            def read_run(mv: memoryview, pos: int, out: dict) -> int:
-                out.update(zip(keys, unpack_from(mv, pos), strict=True))
-                return pos + size
-
-            read_steps.append((None, read_run))
-
-            run_defaults = tuple(default for _, default in pairs)
-
-            def write_run(out: list, get: Callable) -> None:
-                out.append(pack(*map(get, keys, run_defaults)))
-
-            write_steps.append((None, None, write_run))
-        run.clear()
-
-    for field in fields:
-        if not in_range(field.versions, version):
-            if not field.ignorable:
-                absent_checks.append(field)
-            continue
-        factories.append((field.name, _default_factory(field, version, flexible)))
-        if flexible and in_range(field.tagged_versions, version):
-            assert field.tag is not None  # the schema gives every field with tagged versions its tag
-            tagged_fields.append((field.tag, field))
-            continue
-        if not field.is_array and field.type in _FIXED_FORMATS:
-            run.append(field)
-            continue
-        flush_run()
-        read_steps.append((field.name, _field_reader(field, version, flexible, False)))
-        write_steps.append(
-            (field.name, _default_value(field), _field_writer(field, version, flexible, False))
-        )
-    flush_run()
-
-    tagged_fields.sort(key=lambda tf: tf[0])
-    tagged_readers = {tag: (f.name, _field_reader(f, version, flexible, True)) for tag, f in tagged_fields}
-    tagged_writers = tuple(
-        (tag, f.name, _field_writer(f, version, flexible, True), _encoded_default(f, version, flexible))
-        for tag, f in tagged_fields
+    """The struct's reader and writer at ``version``: Python source written once from the declaration
+    (``_StructSource``), so a message decodes and encodes in straight-line code."""
+    read, write = _StructSource(version, flexible).compile(fields)
+    factories_t = tuple(
+        (f.name, _default_factory(f, version, flexible)) for f in fields if in_range(f.versions, version)
     )
-    tagged_factories = tuple((f.name, _default_factory(f, version, flexible)) for _, f in tagged_fields)
-    read_steps_t = tuple(read_steps)
-    write_steps_t = tuple(write_steps)
-    absent_t = tuple(absent_checks)
-    factories_t = tuple(factories)
-    # Every name the struct declares at any version: anything else is a misspelling, which would
-    # otherwise be written silently as the field's default.
-    known = frozenset(f.name for f in fields) | {UNKNOWN_TAGS}
-
-    if flexible:
-
-        def read(mv: memoryview, pos: int) -> tuple[dict, int]:
-            out: dict = {}
-            for key, reader in read_steps_t:
-                if key is None:
-                    pos = reader(mv, pos, out)
-                else:
-                    out[key], pos = reader(mv, pos)
-            count = mv[pos]
-            if count < 0x80:
-                pos += 1
-            else:
-                count, pos = _decode_uvarint(mv, pos)
-            unknown = None
-            for _ in range(count):
-                tag, pos = _decode_uvarint(mv, pos)
-                size, pos = _decode_uvarint(mv, pos)
-                end = pos + size
-                if end > len(mv):
-                    raise DecodeError(f"tagged field {tag}: size {size} runs past the end of the buffer")
-                known = tagged_readers.get(tag)
-                if known is None:
-                    if unknown is None:
-                        unknown = {}
-                    unknown[tag] = bytes(mv[pos:end])
-                else:
-                    # The reader sees only this field's bytes, so a lying size cannot make it overrun.
-                    out[known[0]] = known[1](mv[:end], pos)[0]
-                pos = end
-            for name, factory in tagged_factories:
-                if name not in out:
-                    out[name] = factory()
-            if unknown:
-                out[UNKNOWN_TAGS] = unknown
-            return out, pos
-
-        def write(out: list, value: dict) -> None:
-            if absent_t:
-                _check_absent(absent_t, value, version)
-            get = value.get
-            for key, default, writer in write_steps_t:
-                if key is None:
-                    writer(out, get)
-                else:
-                    writer(out, get(key, default))
-            unknown = value.get(UNKNOWN_TAGS)
-            if not tagged_writers and not unknown:
-                out.append(b"\x00")
-                return
-            tags: list[tuple[int, bytes]] = []
-            for tag, name, writer, default_bytes in tagged_writers:
-                if name in value:
-                    parts: list = []
-                    writer(parts, value[name])
-                    data = b"".join(parts)
-                    if data != default_bytes:
-                        tags.append((tag, data))
-            if unknown:
-                tags.extend(unknown.items())
-                tags.sort(key=lambda item: item[0])
-            out.append(_uvarint_bytes(len(tags)))
-            for tag, data in tags:
-                out.append(_uvarint_bytes(tag) + _uvarint_bytes(len(data)))
-                out.append(data)
-
-    else:
-
-        def read(mv: memoryview, pos: int) -> tuple[dict, int]:
-            out: dict = {}
-            for key, reader in read_steps_t:
-                if key is None:
-                    pos = reader(mv, pos, out)
-                else:
-                    out[key], pos = reader(mv, pos)
-            return out, pos
-
-        def write(out: list, value: dict) -> None:
-            if absent_t:
-                _check_absent(absent_t, value, version)
-            get = value.get
-            for key, default, writer in write_steps_t:
-                if key is None:
-                    writer(out, get)
-                else:
-                    writer(out, get(key, default))
 
     def default_factory() -> dict:
         return {name: factory() for name, factory in factories_t}
 
-    if strict_field_names():
-        unchecked, is_known = write, known.issuperset
-
-        def write(out: list, value: dict) -> None:
-            if not is_known(value):
-                _refuse_unknown(known, value)
-            unchecked(out, value)
-
     return _StructCodec(read, write, default_factory)
+
+
+class _Tags(NamedTuple):
+    """A struct's tagged fields at one version, and the code for a tagged-field section that is not
+    empty (the generated code handles the empty one, what nearly every message has, itself)."""
+
+    fields: tuple[FieldSpec, ...]  # in tag order
+    read: Callable[[memoryview, int, dict], int]
+    write: Callable[[list, dict], None]
+
+
+def _tags(fields: tuple[FieldSpec, ...], version: int, flexible: bool) -> _Tags:
+    tagged = sorted(
+        (
+            f
+            for f in fields
+            if in_range(f.versions, version) and flexible and in_range(f.tagged_versions, version)
+        ),
+        key=lambda f: f.tag or 0,  # every tagged field has its tag (the schema's rule)
+    )
+    tagged_readers = {f.tag: (f.name, _field_reader(f, version, flexible, True)) for f in tagged}
+    tagged_writers = tuple(
+        (
+            f.tag or 0,
+            f.name,
+            _field_writer(f, version, flexible, True),
+            _encoded_default(f, version, flexible),
+        )
+        for f in tagged
+    )
+    tagged_factories = tuple((f.name, _default_factory(f, version, flexible)) for f in tagged)
+
+    def read_tags(mv: memoryview, pos: int, out: dict) -> int:
+        count, pos = _decode_uvarint(mv, pos)
+        unknown = None
+        for _ in range(count):
+            tag, pos = _decode_uvarint(mv, pos)
+            size, pos = _decode_uvarint(mv, pos)
+            end = pos + size
+            if end > len(mv):
+                raise DecodeError(f"tagged field {tag}: size {size} runs past the end of the buffer")
+            declared = tagged_readers.get(tag)
+            if declared is None:
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = bytes(mv[pos:end])
+            else:
+                # The reader sees only this field's bytes, so a lying size cannot make it overrun.
+                out[declared[0]] = declared[1](mv[:end], pos)[0]
+            pos = end
+        for name, factory in tagged_factories:
+            if name not in out:
+                out[name] = factory()
+        if unknown:
+            out[UNKNOWN_TAGS] = unknown
+        return pos
+
+    def write_tags(out: list, value: dict) -> None:
+        tags: list[tuple[int, bytes]] = []
+        for tag, name, writer, default_bytes in tagged_writers:
+            if name in value:
+                parts: list = []
+                writer(parts, value[name])
+                data = b"".join(parts)
+                if data != default_bytes:
+                    tags.append((tag, data))
+        unknown = value.get(UNKNOWN_TAGS)
+        if unknown:
+            tags.extend(unknown.items())
+            tags.sort(key=lambda item: item[0])
+        out.append(_uvarint_bytes(len(tags)))
+        for tag, data in tags:
+            out.append(_uvarint_bytes(tag) + _uvarint_bytes(len(data)))
+            out.append(data)
+
+    return _Tags(tuple(tagged), read_tags, write_tags)
+
+
+def _indent(lines: list[str], depth: int = 1) -> list[str]:
+    return ["    " * depth + line for line in lines]
+
+
+class _StructSource:
+    """Writes the source of a struct's ``read(mv, pos)`` and ``write(out, value)`` at one version.
+
+    Runs of fixed-size fields are one ``struct.Struct``; strings, bytes and records, and arrays of
+    structs (their elements' code written into the loop, however deep) are inline; any other field
+    (nullable structs, arrays of primitives, uuids) calls its compiled closure (``_field_reader`` /
+    ``_field_writer``), as does a tagged-field section that is not empty.  The error messages are the
+    closures'.  What the code needs (Structs, closures, defaults) is bound as globals ``_g<n>``."""
+
+    def __init__(self, version: int, flexible: bool) -> None:
+        self.version = version
+        self.flexible = flexible
+        self.strict = strict_field_names()
+        self.env: dict[str, Any] = {
+            "_DecodeError": DecodeError,
+            "_EncodeError": EncodeError,
+            "_Encoded": Encoded,
+            "_duv": _decode_uvarint,
+            "_uvb": _uvarint_bytes,
+            "_small": _UVARINT_SMALL,
+            "_p16": _INT16.pack,
+            "_p32": _INT32.pack,
+            "_u16": _INT16.unpack_from,
+            "_u32": _INT32.unpack_from,
+            "_check_absent": _check_absent,
+            "_refuse_unknown": _refuse_unknown,
+        }
+        self.variables = 0
+
+    def bind(self, value: Any) -> str:
+        name = f"_g{len(self.env)}"
+        self.env[name] = value
+        return name
+
+    def variable(self) -> str:
+        self.variables += 1
+        return f"v{self.variables}"
+
+    def compile(self, fields: tuple[FieldSpec, ...]) -> tuple[Reader, Writer]:
+        read = ["def read(mv, pos):", *_indent(self.read_struct(fields, "res", 0)), "    return res, pos"]
+        write = [
+            "def write(out, value):",
+            "    app = out.append",
+            *_indent(self.write_struct(fields, "value", 0)),
+        ]
+        namespace: dict[str, Any] = {}
+        source = "\n".join(read + write)
+        exec(compile(source, f"<codec v{self.version}>", "exec"), self.env, namespace)  # noqa: S102
+        return namespace["read"], namespace["write"]
+
+    # -- reading -------------------------------------------------------------------------------------
+    def read_struct(self, fields: tuple[FieldSpec, ...], target: str, depth: int) -> list[str]:
+        """Lines that read the struct at ``pos`` into a new dict ``target``, ``pos`` then past it."""
+        lines: list[str] = []
+        pairs: list[str] = []
+        tags = _tags(fields, self.version, self.flexible)
+        run: list[FieldSpec] = []
+        for field in fields:
+            if not in_range(field.versions, self.version) or field in tags.fields:
+                continue
+            if not field.is_array and field.type in _FIXED_FORMATS:
+                run.append(field)
+                continue
+            lines += self.read_run(run, pairs)
+            run = []
+            var = self.variable()
+            pairs.append(f"{field.name!r}: {var}")
+            lines += self.read_field(field, var, depth)
+        lines += self.read_run(run, pairs)
+        if not self.flexible:
+            return [*lines, f"{target} = {{{', '.join(pairs)}}}"]
+        defaults = []
+        for field in tags.fields:
+            factory = _default_factory(field, self.version, self.flexible)
+            immutable = not field.is_array and not field.is_struct
+            defaults.append(
+                f"{field.name!r}: {self.bind(factory()) if immutable else self.bind(factory) + '()'}"
+            )
+        return [
+            *lines,
+            "if mv[pos] == 0:",  # no tagged fields: what nearly every struct has
+            "    pos += 1",
+            f"    {target} = {{{', '.join(pairs + defaults)}}}",
+            "else:",
+            f"    {target} = {{{', '.join(pairs)}}}",
+            f"    pos = {self.bind(tags.read)}(mv, pos, {target})",
+        ]
+
+    def read_run(self, run: list[FieldSpec], pairs: list[str]) -> list[str]:
+        if not run:
+            return []
+        packer = struct.Struct(">" + "".join(_FIXED_FORMATS[f.type] for f in run))
+        names = []
+        for field in run:
+            names.append(self.variable())
+            pairs.append(f"{field.name!r}: {names[-1]}")
+        return [f"{', '.join(names)}, = {self.bind(packer.unpack_from)}(mv, pos)", f"pos += {packer.size}"]
+
+    def read_field(self, field: FieldSpec, var: str, depth: int) -> list[str]:
+        flexible = _field_is_flexible(field, self.version, self.flexible)
+        nullable = in_range(field.nullable_versions, self.version)
+        name = field.json_name
+        if field.is_struct and field.is_array:
+            item, append = f"item{depth}", f"append{depth}"
+            return self.read_length(flexible, "_u32", 4) + self.null_or(
+                name,
+                nullable,
+                var,
+                [
+                    "if n > len(mv) - pos:",
+                    f"    raise _DecodeError(f'{name}: array of {{n}} elements but only {{len(mv) - pos}} bytes remain')",
+                    f"{var} = []",
+                    f"{append} = {var}.append",
+                    "for _ in range(n):",
+                    *_indent(self.read_struct(field.fields, item, depth + 1)),
+                    f"    {append}({item})",
+                ],
+            )
+        if not field.is_struct and not field.is_array and field.type in ("string", "bytes", "records"):
+            text = field.type == "string"
+            value = {
+                "string": "str(mv[pos:end], 'utf-8')",
+                "bytes": "bytes(mv[pos:end])",
+                "records": "mv[pos:end]",
+            }
+            too_long = [
+                f"if n > {_MAX_STRING_LENGTH}:",
+                f"    raise _DecodeError(f'string field {name} had invalid length {{n}}')",
+            ]
+            length = self.read_length(flexible, "_u16", 2) if text else self.read_length(flexible, "_u32", 4)
+            return length + self.null_or(
+                name,
+                nullable,
+                var,
+                [
+                    *(too_long if text else []),
+                    "end = pos + n",
+                    "if end > len(mv):",
+                    f"    raise _DecodeError(f'{name}: length {{n}} runs past the end of the buffer')",
+                    f"{var} = {value[field.type]}",
+                    "pos = end",
+                ],
+            )
+        return [
+            f"{var}, pos = {self.bind(_field_reader(field, self.version, self.flexible, False))}(mv, pos)"
+        ]
+
+    @staticmethod
+    def read_length(flexible: bool, unpack: str, size: int) -> list[str]:
+        """``n``: a length or count, -1 for null."""
+        if flexible:
+            return [
+                "n = mv[pos]",
+                "if n < 0x80:",
+                "    pos += 1",
+                "else:",
+                "    n, pos = _duv(mv, pos)",
+                "n -= 1",
+            ]
+        return [f"n = {unpack}(mv, pos)[0]", f"pos += {size}"]
+
+    @staticmethod
+    def null_or(name: str, nullable: bool, var: str, body: list[str]) -> list[str]:
+        refuse = f"raise _DecodeError(f'non-nullable field {name} was serialized as null or negative length {{n}}')"
+        return [
+            "if n < 0:",
+            *(
+                ["    if n != -1:", f"        {refuse}", f"    {var} = None"]
+                if nullable
+                else [f"    {refuse}"]
+            ),
+            "else:",
+            *_indent(body),
+        ]
+
+    # -- writing -------------------------------------------------------------------------------------
+    def write_struct(self, fields: tuple[FieldSpec, ...], value: str, depth: int) -> list[str]:
+        """Lines that write the struct dict ``value`` (with ``app``, ``out.append``)."""
+        get = f"get{depth}"
+        lines: list[str] = []
+        if self.strict:  # strict_field_names: a misspelt key is an error, not a default
+            known = frozenset(f.name for f in fields) | {UNKNOWN_TAGS}
+            lines += [
+                f"if not {self.bind(known.issuperset)}({value}):",
+                f"    _refuse_unknown({self.bind(known)}, {value})",
+            ]
+        absent = tuple(f for f in fields if not in_range(f.versions, self.version) and not f.ignorable)
+        if absent:  # fields this version lacks: only a default value may be given for them
+            given = " or ".join(f"{f.name!r} in {value}" for f in absent)
+            lines += [f"if {given}:", f"    _check_absent({self.bind(absent)}, {value}, {self.version})"]
+        lines.append(f"{get} = {value}.get")
+        tags = _tags(fields, self.version, self.flexible)
+        run: list[FieldSpec] = []
+        for field in fields:
+            if not in_range(field.versions, self.version) or field in tags.fields:
+                continue
+            if not field.is_array and field.type in _FIXED_FORMATS:
+                run.append(field)
+                continue
+            lines += self.write_run(run, get)
+            run = []
+            lines += self.write_field(field, get, depth)
+        lines += self.write_run(run, get)
+        if self.flexible:
+            present = " or ".join(
+                [f"{f.name!r} in {value}" for f in tags.fields] + [f"{get}({UNKNOWN_TAGS!r})"]
+            )
+            lines += [
+                f"if {present}:",
+                f"    {self.bind(tags.write)}(out, {value})",
+                "else:",
+                "    app(b'\\x00')",
+            ]
+        return lines
+
+    def write_run(self, run: list[FieldSpec], get: str) -> list[str]:
+        if not run:
+            return []
+        pack = self.bind(struct.Struct(">" + "".join(_FIXED_FORMATS[f.type] for f in run)).pack)
+        args = ", ".join(f"{get}({f.name!r}, {self.bind(_default_value(f))})" for f in run)
+        return [f"app({pack}({args}))"]
+
+    def write_field(self, field: FieldSpec, get: str, depth: int) -> list[str]:
+        flexible = _field_is_flexible(field, self.version, self.flexible)
+        nullable = in_range(field.nullable_versions, self.version)
+        name = field.json_name
+        var = self.variable()
+        value = f"{get}({field.name!r}, {self.bind(_default_value(field))})"
+        if field.is_struct and field.is_array:
+            item = f"item{depth}"
+            key = self.bind(_encoding_key(field.fields, self.version, self.flexible))
+            return self.write_null_or(
+                name,
+                nullable,
+                var,
+                value,
+                "b'\\x00'" if flexible else "b'\\xff\\xff\\xff\\xff'",
+                [
+                    *(
+                        [f"k = len({var}) + 1", "app(_small[k] if k < 0x80 else _uvb(k))"]
+                        if flexible
+                        else [f"app(_p32(len({var})))"]
+                    ),
+                    f"for {item} in {var}:",
+                    f"    if {item}.__class__ is _Encoded:",
+                    f"        if {item}.encoding_key is not {key}:",
+                    f"            raise _EncodeError('{name}: an element encoded for another version\\'s layout')",
+                    f"        app({item})",
+                    "    else:",
+                    *_indent(self.write_struct(field.fields, item, depth + 1), 2),
+                ],
+            )
+        if field.type == "string":
+            return self.write_null_or(
+                name,
+                nullable,
+                var,
+                value,
+                "b'\\x00'" if flexible else "b'\\xff\\xff'",
+                [
+                    f"data = {var}.encode('utf-8')",
+                    f"if len(data) > {_MAX_STRING_LENGTH}:",
+                    f"    raise _EncodeError(f'{name}: string of {{len(data)}} bytes is longer than {_MAX_STRING_LENGTH}')",
+                    *(
+                        ["k = len(data) + 1", "app((_small[k] if k < 0x80 else _uvb(k)) + data)"]
+                        if flexible
+                        else ["app(_p16(len(data)) + data)"]
+                    ),
+                ],
+            )
+        # bytes and records (whose values may be memoryviews or file slices), and the rest
+        return [f"{self.bind(_field_writer(field, self.version, self.flexible, False))}(out, {value})"]
+
+    @staticmethod
+    def write_null_or(
+        name: str, nullable: bool, var: str, value: str, null: str, body: list[str]
+    ) -> list[str]:
+        on_null = (
+            f"app({null})" if nullable else f"raise _EncodeError('non-nullable field {name} cannot be null')"
+        )
+        return [f"{var} = {value}", f"if {var} is None:", f"    {on_null}", "else:", *_indent(body)]
 
 
 def strict_field_names() -> bool:
@@ -856,7 +1046,9 @@ class UnknownFieldError(EncodeError):
 
 def _refuse_unknown(known: frozenset, value: dict) -> None:
     names = sorted(str(k) for k in value if k not in known)
-    raise UnknownFieldError(f"unknown field name(s) {', '.join(names)} (declared: {', '.join(sorted(known))})")
+    raise UnknownFieldError(
+        f"unknown field name(s) {', '.join(names)} (declared: {', '.join(sorted(known))})"
+    )
 
 
 def _check_absent(fields: tuple[FieldSpec, ...], value: dict, version: int) -> None:
@@ -893,8 +1085,12 @@ def _as_byte_view(buf: Any) -> memoryview:
 
 def decode(spec: MessageSpec, version: int, buf: Any, offset: int = 0) -> tuple[dict, int]:
     """Decodes one message starting at ``offset``; returns it and the offset just past it."""
-    codec = _message_codec(spec, version)
-    view = _as_byte_view(buf)
+    cached = _MESSAGE_CACHE.get((id(spec), version))
+    codec = cached[1] if cached is not None else _message_codec(spec, version)
+    kind = type(buf)
+    view = (
+        memoryview(buf) if kind is bytearray or kind is bytes else _as_byte_view(buf)
+    )  # the server's frames
     try:
         return codec.read(view, offset)
     except DecodeError:
@@ -903,10 +1099,9 @@ def decode(spec: MessageSpec, version: int, buf: Any, offset: int = 0) -> tuple[
         raise DecodeError(f"{spec.name} v{version}: {exc}") from exc
 
 
-def encode_parts(spec: MessageSpec, version: int, msg: dict) -> list:
-    """Encodes ``msg``; non-bytes ``records`` values (objects with an int ``size``) stay separate
-    elements right after their length prefix, everything else is joined into as few bytes as possible."""
-    codec = _message_codec(spec, version)
+def _write_message(spec: MessageSpec, version: int, msg: Mapping[str, Any]) -> list:
+    cached = _MESSAGE_CACHE.get((id(spec), version))
+    codec = cached[1] if cached is not None else _message_codec(spec, version)
     out: list = []
     try:
         codec.write(out, msg)
@@ -914,6 +1109,15 @@ def encode_parts(spec: MessageSpec, version: int, msg: dict) -> list:
         raise
     except (struct.error, TypeError, AttributeError, OverflowError) as exc:
         raise EncodeError(f"{spec.name} v{version}: {exc}") from exc
+    return out
+
+
+def _joined_parts(out: list) -> list:
+    """``out`` with its runs of bytes-like items joined, anything else (a file slice) kept apart."""
+    try:
+        return [b"".join(out)]  # every item bytes-like: nearly every message
+    except TypeError:
+        pass
     parts: list = []
     pending: list = []
     for item in out:
@@ -927,6 +1131,47 @@ def encode_parts(spec: MessageSpec, version: int, msg: dict) -> list:
     if pending:
         parts.append(b"".join(pending))
     return parts
+
+
+def encode_parts(spec: MessageSpec, version: int, msg: Mapping[str, Any]) -> list:
+    """Encodes ``msg``; non-bytes ``records`` values (objects with an int ``size``) stay separate
+    elements right after their length prefix, everything else is joined into as few bytes as possible."""
+    return _joined_parts(_write_message(spec, version, msg))
+
+
+def _part_size(part: Any) -> int:
+    return len(part) if isinstance(part, bytes | bytearray | memoryview) else part.size
+
+
+_SIZE_AND_CORRELATION = struct.Struct(">ii")
+
+
+def encode_response_frame(
+    api_key: int, api_version: int, correlation_id: int, msg: Mapping[str, Any]
+) -> list:
+    """A whole response frame (int32 size, response header, body) as ``encode_parts`` gives it: one
+    bytes, unless a records value is a file slice, which stays a part of its own."""
+    flexible_header = _RESPONSE_HEADER_FLEXIBLE.get((api_key, api_version))
+    if flexible_header is None:
+        flexible_header = response_header_version(api_key, api_version) >= 1
+        if len(_RESPONSE_HEADER_FLEXIBLE) < _HEADER_VERSIONS_MAX:
+            _RESPONSE_HEADER_FLEXIBLE[(api_key, api_version)] = flexible_header
+    out = _write_message(RESPONSES[api_key], api_version, msg)
+    try:
+        body = b"".join(out)  # every item bytes-like: nearly every response
+    except TypeError:
+        parts = _joined_parts(out)
+    else:
+        if flexible_header:
+            return [_SIZE_AND_CORRELATION.pack(len(body) + 5, correlation_id) + _EMPTY_TAGS + body]
+        return [_SIZE_AND_CORRELATION.pack(len(body) + 4, correlation_id) + body]
+    size = (5 if flexible_header else 4) + sum(map(_part_size, parts))
+    head = _SIZE_AND_CORRELATION.pack(size, correlation_id) + (_EMPTY_TAGS if flexible_header else b"")
+    first = parts[0]
+    if isinstance(first, bytes):
+        parts[0] = head + first
+        return parts
+    return [head, *parts]
 
 
 class Encoded(bytes):
@@ -959,7 +1204,9 @@ def element_encoding_key(spec: MessageSpec, version: int, path: tuple[str, ...])
     return _encoding_key(_element_struct(spec, path).fields, version, spec.is_flexible(version))
 
 
-def encode_element(spec: MessageSpec, version: int, path: tuple[str, ...], value: Mapping[str, Any]) -> Encoded:
+def encode_element(
+    spec: MessageSpec, version: int, path: tuple[str, ...], value: Mapping[str, Any]
+) -> Encoded:
     """``value`` encoded as one element of the array of structs at ``path``, ready to be placed in
     that array of a message of any version with the same ``element_encoding_key``."""
     fields = _element_struct(spec, path).fields
@@ -1135,6 +1382,8 @@ def decode_request_header(buf: Any) -> RequestHeader:
 
 
 _EMPTY_TAGS = b"\x00"
+# (api_key, api_version) -> whether the response header is v1 (flexible): read on every response.
+_RESPONSE_HEADER_FLEXIBLE: dict[tuple[int, int], bool] = {}
 
 
 def encode_response_header(api_key: int, api_version: int, correlation_id: int) -> bytes:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pybroker.metadata.store import is_internal_topic
@@ -147,7 +147,7 @@ class ReplicaManager:
     # -- produce -------------------------------------------------------------------------------
     def append_records(
         self,
-        topic_data: list[dict],
+        topic_data: Iterable[Mapping[str, Any]],
         *,
         acks: int,
         timeout_ms: int,

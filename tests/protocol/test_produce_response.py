@@ -1,5 +1,6 @@
-"""protocol/produce_response.py writes exactly the bytes the generic codec writes, at every
-Produce version, and declines the shapes it does not cover."""
+"""The response frame the server writes (``codec.encode_response_frame``: size, header and body in one
+bytes) is the response header and the codec's encoding of the body, at every Produce version and for
+every shape a Produce response takes; and a misspelt field name is refused."""
 
 from __future__ import annotations
 
@@ -11,9 +12,40 @@ import pytest
 
 from pybroker.protocol import codec
 from pybroker.protocol.api import RESPONSES
-from pybroker.protocol.produce_response import encode_produce_response
 
 PRODUCE = 0
+
+
+def encode_produce_response(version: int, correlation_id: int, response: dict) -> bytes:
+    """What the server writes for a Produce response."""
+    parts = codec.encode_response_frame(PRODUCE, version, correlation_id, response)
+    assert len(parts) == 1
+    return parts[0]
+
+
+def _decoded(version: int, response: dict) -> dict:
+    """``response`` as the codec reads it back: the fields of ``version``, with their defaults."""
+    fields = {f.name: f for f in RESPONSES[PRODUCE].fields}
+    partition_fields = {f.name: f for f in fields["responses"].fields}["partition_responses"].fields
+    topic_keys = {"name"} if version < 13 else {"topic_id"}
+
+    def partition(p: dict) -> dict:
+        present = {f.name for f in partition_fields if version in f.versions}
+        out = {k: v for k, v in p.items() if k in present}
+        if version >= 10:
+            out.setdefault("current_leader", {"leader_id": -1, "leader_epoch": -1})
+        return out
+
+    decoded = {
+        "responses": [
+            {**{k: t[k] for k in topic_keys}, "partition_responses": [partition(p) for p in t["partition_responses"]]}
+            for t in response["responses"]
+        ],
+        "throttle_time_ms": response["throttle_time_ms"],
+    }
+    if version >= 10:
+        decoded["node_endpoints"] = response.get("node_endpoints", [])
+    return decoded
 
 
 def _generic(version: int, correlation_id: int, response: dict) -> bytes:
@@ -47,14 +79,14 @@ def _response(rng: random.Random, version: int) -> dict:
 
 
 @pytest.mark.parametrize("version", range(3, 14))
-def test_same_bytes_as_the_codec(version):
+def test_frame_is_header_and_body(version):
     rng = random.Random(version)
     for _ in range(200):
         response = _response(rng, version)
         correlation_id = rng.randint(-(2**31), 2**31 - 1)
-        assert encode_produce_response(version, correlation_id, response) == _generic(
-            version, correlation_id, response
-        )
+        frame = encode_produce_response(version, correlation_id, response)
+        assert frame == _generic(version, correlation_id, response)
+        assert codec.decode_response(PRODUCE, version, frame[4:]) == (correlation_id, _decoded(version, response))
 
 
 @pytest.mark.parametrize(
@@ -65,14 +97,19 @@ def test_same_bytes_as_the_codec(version):
         {"current_leader": {"leader_id": 2, "leader_epoch": 5}},
     ],
 )
-def test_other_shapes_are_left_to_the_codec(partition_extra):
+def test_other_shapes(partition_extra):
     response = _response(random.Random(1), 12)
     response["responses"] = [
         {"name": "t", "partition_responses": [{**_response_partition(), **partition_extra}]}
     ]
-    assert encode_produce_response(12, 7, response) is None
-    with_endpoints = {**_response(random.Random(2), 12), "node_endpoints": [{"node_id": 1, "host": "h", "port": 1}]}
-    assert encode_produce_response(12, 7, with_endpoints) is None
+    frame = encode_produce_response(12, 7, response)
+    assert frame == _generic(12, 7, response)
+    assert codec.decode_response(PRODUCE, 12, frame[4:]) == (7, _decoded(12, response))
+    endpoints = [{"node_id": 1, "host": "h", "port": 1, "rack": None}]
+    with_endpoints = {**_response(random.Random(2), 12), "node_endpoints": endpoints}
+    frame = encode_produce_response(12, 7, with_endpoints)
+    assert frame == _generic(12, 7, with_endpoints)
+    assert codec.decode_response(PRODUCE, 12, frame[4:])[1]["node_endpoints"] == endpoints
 
 
 def _response_partition() -> dict:
@@ -89,8 +126,8 @@ def _response_partition() -> dict:
 
 @pytest.mark.parametrize("version", [3, 8, 9, 13])
 def test_a_misspelt_name_is_refused_as_by_the_codec(version: int) -> None:
-    """The one-pass writer reads the names it knows (a missing log_append_time_ms is -1): under the
-    tests' strict codec (PYBROKER_STRICT_CODEC=1) a misspelt one fails here as it would in the codec,
+    """The writer compiled for each struct reads the names it knows (a missing log_append_time_ms is
+    -1): under the tests' strict codec (PYBROKER_STRICT_CODEC=1) a misspelt one fails, at any depth,
     instead of being encoded as the default."""
     assert codec.strict_field_names(), "the test suites run the codec strictly (tests/conftest.py)"
     topic = {"name": "t", "topic_id": uuid.uuid4()}

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -118,7 +118,7 @@ class ShareGroup:
         self,
         member_id: str,
         member_epoch: int,
-        subscribed_topic_names: list[str] | None,
+        subscribed_topic_names: Sequence[str] | None,
         topics: Mapping[str, tuple[uuid.UUID, int]],
         *,
         client_id: str = "",
