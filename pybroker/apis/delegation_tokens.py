@@ -13,6 +13,7 @@ DelegationTokenManager's (controller/delegation_tokens.py).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pybroker.apis import RequestContext, auth, handles
@@ -103,25 +104,25 @@ def handle_create_delegation_token(
 def handle_renew_delegation_token(
     ctx: RequestContext, request: RenewDelegationTokenRequest
 ) -> RenewDelegationTokenResponse:
-    if not allow_token_requests(ctx):
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED,
-                "expiry_timestamp_ms": ERROR_TIMESTAMP}  # fmt: skip
-    try:
-        expiry = _manager(ctx).renew(ctx.principal, bytes(request["hmac"]), request["renew_period_ms"])
-    except KafkaError as e:
-        return {"throttle_time_ms": 0, "error_code": e.code, "expiry_timestamp_ms": 0}
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "expiry_timestamp_ms": expiry}
+    return _new_expiry(ctx, lambda m: m.renew(ctx.principal, bytes(request["hmac"]), request["renew_period_ms"]))
 
 
 @handles(ApiKey.EXPIRE_DELEGATION_TOKEN, 1, 2)
 def handle_expire_delegation_token(
     ctx: RequestContext, request: ExpireDelegationTokenRequest
 ) -> ExpireDelegationTokenResponse:
+    return _new_expiry(
+        ctx, lambda m: m.expire(ctx.principal, bytes(request["hmac"]), request["expiry_time_period_ms"])
+    )
+
+
+def _new_expiry(ctx: RequestContext, change: Callable[[DelegationTokenManager], int]) -> RenewDelegationTokenResponse:
+    """Renew and Expire answer alike: the token's new expiry timestamp, or an error code."""
     if not allow_token_requests(ctx):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED,
                 "expiry_timestamp_ms": ERROR_TIMESTAMP}  # fmt: skip
     try:
-        expiry = _manager(ctx).expire(ctx.principal, bytes(request["hmac"]), request["expiry_time_period_ms"])
+        expiry = change(_manager(ctx))
     except KafkaError as e:
         return {"throttle_time_ms": 0, "error_code": e.code, "expiry_timestamp_ms": 0}
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "expiry_timestamp_ms": expiry}
