@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from pybroker.controller.delegation_tokens import DelegationTokenManager
     from pybroker.coordinator.coordinator import GroupCoordinator
     from pybroker.coordinator.share.manager import ShareGroupService
+    from pybroker.coordinator.share.persister import RemoteStatePersister
     from pybroker.coordinator.transaction.coordinator import TransactionCoordinator
     from pybroker.metadata.image import MetadataImage
     from pybroker.metadata.store import MetadataStore, TopicRecord
@@ -136,6 +137,8 @@ class BrokerServices:
     # Cluster mode: makes __share_group_state through ZooKeeper (ClusterMode.ensure_share_state_topic); the
     # share coordinator then follows the leadership of its partitions.
     share_state_topic_creator: Callable[[], None] | None = None
+    # In a cluster: the share-state calls to a share coordinator on another broker (Kafka's persister).
+    share_state_persister: RemoteStatePersister | None = None
     # zookeeper.connect is set: this broker is one of a cluster (cluster_mode.py).
     cluster_mode: bool = False
     # Cluster mode: AddPartitionsToTxn to whichever broker coordinates a transactional id

@@ -24,6 +24,7 @@ from pybroker.coordinator.share.manager import (
     SHARE_GROUP_CONFIG_KEYS,
     ShareGroupService,
     ShareSession,
+    ShareStateUnavailable,
 )
 from pybroker.coordinator.share.share_partition import AcknowledgementBatch, SharePartition
 from pybroker.coordinator.share.state_records import SharePartitionKey
@@ -58,6 +59,7 @@ def service(ctx: RequestContext) -> ShareGroupService:
             coordinator.services,
             ctx.services.metadata_image,
             request_state_topic=ctx.services.share_state_topic_creator,
+            persister=ctx.services.share_state_persister,
         )
         ctx.services.share_groups = svc
     return svc
@@ -231,17 +233,31 @@ def _batches(raw: list[dict]) -> list[AcknowledgementBatch]:
     return [AcknowledgementBatch(b["first_offset"], b["last_offset"], tuple(b["acknowledge_types"])) for b in raw]
 
 
-def _acknowledge(  # noqa: PLR0913
+async def _acknowledge(  # noqa: PLR0913
     svc: ShareGroupService, names: dict[uuid.UUID, str], group_id: str, member_id: str, topic_id: uuid.UUID,
-    index: int, batches: list[dict], renew: bool = False,
+    index: int, batches: list[dict], renew: bool = False, p: Partition | None = None,
 ) -> ErrorCode:
+    """Apply the acknowledgements, answered once the state they changed is written at the share coordinator
+    (Kafka's SharePartition.acknowledge completes after the persister's writeState)."""
     name = names.get(topic_id)
     if name is None:
         return ErrorCode.UNKNOWN_TOPIC_ID
-    sp = svc.share_partition(group_id, topic_id, name, index)
+    if p is not None and not p.is_leader:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    try:
+        sp = await svc.share_partition(group_id, topic_id, name, index)
+    except ShareStateUnavailable as exc:
+        return exc.code
     if sp is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    return sp.acknowledge(member_id, _batches(batches), allow_renew=renew)
+    code = sp.acknowledge(member_id, _batches(batches), allow_renew=renew)
+    if code != ErrorCode.NONE:
+        return code
+    durable = svc.durable(SharePartitionKey(group_id, topic_id, index))
+    if durable is None:
+        return code
+    written = await durable
+    return written if isinstance(written, ErrorCode) else ErrorCode.NONE
 
 
 # -- ShareFetch ----------------------------------------------------------------------------------------
@@ -259,7 +275,7 @@ def _fetch_error(code: ErrorCode, message: str | None = None, lock_ms: int = 0) 
 
 
 @handles(SHARE_FETCH, 1, 2)
-def handle_share_fetch(ctx: RequestContext, request: dict):  # noqa: ANN201
+async def handle_share_fetch(ctx: RequestContext, request: dict) -> dict[str, Any]:
     svc = service(ctx)
     group_id = request.get("group_id") or ""
     member_id = request.get("member_id") or ""
@@ -299,9 +315,9 @@ def handle_share_fetch(ctx: RequestContext, request: dict):  # noqa: ANN201
                 name = names.get(t["topic_id"])
                 p = _partition(ctx, name, part["partition_index"])
                 e = entry(t["topic_id"], part["partition_index"], p)
-                e["acknowledge_error_code"] = _acknowledge(
+                e["acknowledge_error_code"] = await _acknowledge(
                     svc, names, group_id, member_id, t["topic_id"], part["partition_index"],
-                    part["acknowledgement_batches"], renew,
+                    part["acknowledgement_batches"], renew, p,
                 )
     if epoch == FINAL_SESSION_EPOCH:
         _close_session(svc, session)
@@ -317,12 +333,13 @@ def handle_share_fetch(ctx: RequestContext, request: dict):  # noqa: ANN201
 
     max_records = request.get("max_records") or 500
     max_bytes = min(request.get("max_bytes") or MAX_FETCH_BYTES, MAX_FETCH_BYTES)
-    if _acquire_all(svc, ctx, session, names, entry, max_records, max_bytes) or request["max_wait_ms"] <= 0:
+    load_wait = max(request["max_wait_ms"], 0) / 1000
+    if await _acquire_all(svc, ctx, session, names, entry, max_records, max_bytes, load_wait) or load_wait <= 0:
         return _fetch_response(svc, out)
-    return _long_poll(svc, ctx, session, names, entry, out, max_records, max_bytes, request["max_wait_ms"])
+    return await _long_poll(svc, ctx, session, names, entry, out, max_records, max_bytes, request["max_wait_ms"])
 
 
-def _acquire_all(svc, ctx, session, names, entry, max_records: int, max_bytes: int) -> bool:  # noqa: ANN001
+async def _acquire_all(svc, ctx, session, names, entry, max_records: int, max_bytes: int, load_wait: float = 0) -> bool:  # noqa: ANN001, PLR0913
     acquired_any = False
     for topic_id, index in sorted(session.partitions, key=lambda k: (str(k[0]), k[1])):
         if max_records <= 0:
@@ -334,7 +351,15 @@ def _acquire_all(svc, ctx, session, names, entry, max_records: int, max_bytes: i
                 ErrorCode.UNKNOWN_TOPIC_ID if name is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             )
             continue
-        sp = svc.share_partition(session.group_id, topic_id, name, index)
+        if not p.is_leader:
+            entry(topic_id, index, None)["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            continue
+        # no record is acquired before the share partition's state is loaded (at most the fetch's wait)
+        try:
+            sp = await svc.share_partition(session.group_id, topic_id, name, index, timeout=load_wait or None)
+        except ShareStateUnavailable as exc:
+            entry(topic_id, index, p)["error_code"] = exc.code
+            continue
         if sp is None:
             continue
         got = _acquire_one(sp, p, session.member_id, max_records, max_bytes)
@@ -408,7 +433,7 @@ async def _long_poll(svc, ctx, session, names, entry, out, max_records, max_byte
                 woken = loop.create_future()
             if (session.group_id, session.member_id) not in svc.sessions:
                 break
-            if _acquire_all(svc, ctx, session, names, entry, max_records, max_bytes):
+            if await _acquire_all(svc, ctx, session, names, entry, max_records, max_bytes, remaining):
                 break
     finally:
         for p in parts:
@@ -434,7 +459,7 @@ def _fetch_response(svc: ShareGroupService, out: dict[tuple[uuid.UUID, int], dic
 
 
 @handles(SHARE_ACKNOWLEDGE, 1, 2)
-def handle_share_acknowledge(ctx: RequestContext, request: dict) -> dict[str, Any]:
+async def handle_share_acknowledge(ctx: RequestContext, request: dict) -> dict[str, Any]:
     svc = service(ctx)
     group_id = request.get("group_id") or ""
     member_id = request.get("member_id") or ""
@@ -456,9 +481,9 @@ def handle_share_acknowledge(ctx: RequestContext, request: dict) -> dict[str, An
         for part in t["partitions"]:
             name = names.get(t["topic_id"])
             p = _partition(ctx, name, part["partition_index"])
-            code = _acknowledge(
+            code = await _acknowledge(
                 svc, names, group_id, member_id, t["topic_id"], part["partition_index"],
-                part["acknowledgement_batches"], ctx.version >= 2 and bool(request.get("is_renew_ack")),
+                part["acknowledgement_batches"], ctx.version >= 2 and bool(request.get("is_renew_ack")), p,
             )
             parts.append(
                 {
@@ -478,7 +503,7 @@ def handle_share_acknowledge(ctx: RequestContext, request: dict) -> dict[str, An
 
 
 @handles(DESCRIBE_SHARE_GROUP_OFFSETS, 0, 1)
-def handle_describe_share_group_offsets(ctx: RequestContext, request: dict) -> dict[str, Any]:
+async def handle_describe_share_group_offsets(ctx: RequestContext, request: dict) -> dict[str, Any]:
     """The share-partition start offsets of each group (-1 where the group has no state for the
     partition), and from v1 the lag: records up to the high watermark not yet acknowledged or archived."""
     svc = service(ctx)
@@ -504,13 +529,13 @@ def handle_describe_share_group_offsets(ctx: RequestContext, request: dict) -> d
             info = topics.get(name)
             parts = []
             for index in t["partitions"]:
-                parts.append(_describe_offset(ctx, svc, group_id, name, info, index))
+                parts.append(await _describe_offset(ctx, svc, group_id, name, info, index))
             topics_out.append({"topic_name": name, "topic_id": info[0] if info else uuid.UUID(int=0), "partitions": parts})
         out.append({"group_id": group_id, "topics": topics_out, "error_code": ErrorCode.NONE, "error_message": None})
     return {"throttle_time_ms": 0, "groups": out}
 
 
-def _describe_offset(ctx, svc, group_id, name, info, index) -> dict[str, Any]:  # noqa: ANN001, PLR0913
+async def _describe_offset(ctx, svc, group_id, name, info, index) -> dict[str, Any]:  # noqa: ANN001, PLR0913
     entry: dict[str, Any] = {"partition_index": index, "start_offset": -1, "leader_epoch": -1, "lag": -1,
                              "error_code": ErrorCode.NONE, "error_message": None}
     if info is None or not auth.authorize(ctx, auth.DESCRIBE, auth.TOPIC, name, log_denied=False):
@@ -520,7 +545,11 @@ def _describe_offset(ctx, svc, group_id, name, info, index) -> dict[str, Any]:  
     key = SharePartitionKey(group_id, info[0], index)
     sp = svc.share_partitions.get(key)
     if sp is None and svc.coordinator.read_state(key) is not None:
-        sp = svc.share_partition(group_id, info[0], name, index)
+        try:
+            sp = await svc.share_partition(group_id, info[0], name, index)
+        except ShareStateUnavailable as exc:
+            entry["error_code"] = exc.code
+            return entry
     if sp is not None and p is not None:
         entry.update(start_offset=sp.start_offset, leader_epoch=p.leader_epoch, lag=sp.lag(p.high_watermark))
     return entry
@@ -540,7 +569,7 @@ def _offsets_group_error(ctx: RequestContext, svc: ShareGroupService, group_id: 
 
 
 @handles(ALTER_SHARE_GROUP_OFFSETS, 0, 0)
-def handle_alter_share_group_offsets(ctx: RequestContext, request: dict) -> dict[str, Any]:
+async def handle_alter_share_group_offsets(ctx: RequestContext, request: dict) -> dict[str, Any]:
     svc = service(ctx)
     group_id = request["group_id"]
     error = _offsets_group_error(ctx, svc, group_id, auth.READ)
@@ -559,9 +588,12 @@ def handle_alter_share_group_offsets(ctx: RequestContext, request: dict) -> dict
             if p is None or info is None or not auth.authorize(ctx, auth.READ, auth.TOPIC, name):
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
-                sp = svc.share_partition(group_id, info[0], name, index)
+                try:
+                    sp = await svc.share_partition(group_id, info[0], name, index)
+                except ShareStateUnavailable as exc:
+                    sp, code = None, exc.code
                 if sp is None:
-                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    code = code or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 else:
                     # -1 is "latest" as kafka-share-groups.sh --reset-offsets --to-latest sends it
                     target = p.high_watermark if offset < 0 else min(max(offset, p.log_start_offset), p.high_watermark)
