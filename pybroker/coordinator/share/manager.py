@@ -192,15 +192,6 @@ class ShareGroupService:
 
     # -- share partitions ---------------------------------------------------------------------------
 
-    def cached_share_partition(self, key: SharePartitionKey, leader_epoch: int) -> SharePartition | None:
-        """The loaded share partition of ``key`` if it was loaded under the topic partition's current leader
-        epoch (one loaded under an earlier leadership of this broker is stale: it is dropped)."""
-        sp = self.share_partitions.get(key)
-        if sp is not None and self._leader_epochs.get(key) != leader_epoch:
-            self._unload(key)
-            return None
-        return sp
-
     async def share_partition(
         self, group_id: str, topic_id: uuid.UUID, topic: str, index: int, timeout: float | None = None
     ) -> SharePartition | None:
@@ -212,9 +203,11 @@ class ShareGroupService:
         p = self.services.partition(topic, index)
         if p is None:
             return None
-        sp = self.cached_share_partition(key, p.leader_epoch)
+        sp = self.share_partitions.get(key)
         if sp is not None:
-            return sp
+            if self._leader_epochs.get(key) == p.leader_epoch or await self._still_current(key, sp, p.leader_epoch):
+                return sp
+            self._unload(key, sp)
         if self.persister is None or self._local(key):
             return self._load_local(key, topic, p)
         loading = self._loading.get(key)
@@ -225,6 +218,28 @@ class ShareGroupService:
             return await asyncio.wait_for(asyncio.shield(loading), timeout)
         except TimeoutError:
             return None
+
+    async def _still_current(self, key: SharePartitionKey, sp: SharePartition, leader_epoch: int) -> bool:
+        """The topic partition's leader epoch moved since ``sp`` was loaded: a leader elected elsewhere in
+        between, or (ZooKeeper mode) only an ISR change made by the controller. ``sp`` is kept, writing with
+        the new epoch from now on, unless another leader recorded a higher epoch at the share coordinator
+        (it read, and may have changed, the state: it is read again)."""
+        loaded = self._leader_epochs.get(key, -1)
+        if self.persister is None or self._local(key):
+            recorded = self.coordinator.leader_epoch(key)
+        else:
+            summary = await self.persister.read_state_summary(key, -1)
+            if summary["error_code"] != ErrorCode.NONE:
+                log.info("share partition %s: leader epoch %d -> %d, state summary failed (%s): reloading",
+                         key, loaded, leader_epoch, ErrorCode(summary["error_code"]).name)
+                return False
+            recorded = summary["leader_epoch"]
+        if recorded > loaded or self.share_partitions.get(key) is not sp:
+            log.info("share partition %s: leader epoch %d -> %d, another leader wrote with epoch %d: reloading",
+                     key, loaded, leader_epoch, recorded)
+            return False
+        self._leader_epochs[key] = max(leader_epoch, self._leader_epochs.get(key, -1))
+        return True
 
     def _options(self, key: SharePartitionKey) -> SharePartitionOptions:
         group_id = key.group_id
@@ -296,10 +311,12 @@ class ShareGroupService:
         self.share_partitions[key] = sp
         return sp
 
-    def _unload(self, key: SharePartitionKey) -> None:
-        sp = self.share_partitions.pop(key, None)
-        if sp is not None:
-            sp.close()
+    def _unload(self, key: SharePartitionKey, sp: SharePartition) -> None:
+        """Forget ``sp`` (if it is still the loaded share partition of ``key``): the next use reads the state."""
+        if self.share_partitions.get(key) is not sp:
+            return
+        del self.share_partitions[key]
+        sp.close()
         self._leader_epochs.pop(key, None)
         self._writers.pop(key, None)
 
@@ -356,7 +373,7 @@ class ShareGroupService:
                     log.warning("could not write the share state of %s: %s", key, writer.error.name)
                 writer.wake(version, writer.error)
                 if writer.error in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.FENCED_STATE_EPOCH):
-                    self._unload(key)  # another leader has it now (Kafka's fenced share partition)
+                    self._unload(key, sp)  # another leader has it now (Kafka's fenced share partition)
                     break
         finally:
             writer.task = None

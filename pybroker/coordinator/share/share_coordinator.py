@@ -230,6 +230,10 @@ class ShareCoordinator:
         """The highest state epoch recorded for ``key`` (-1: none)."""
         return self._state_epochs.get(key, -1)
 
+    def leader_epoch(self, key: SharePartitionKey) -> int:
+        """The highest leader epoch recorded for ``key`` (-1: none)."""
+        return self._leader_epochs.get(key, -1)
+
     def keys_of_group(self, group_id: str) -> list[SharePartitionKey]:
         self.maybe_load()
         return [k for k in self._state if k.group_id == group_id]
