@@ -10,10 +10,11 @@ single pybroker node they live side by side on the event loop:
 - ``sessions``: the share fetch session per (group, member): its epoch, and which connection holds it,
   so that closing the connection releases the member's acquired records (as Kafka does);
 - ``coordinator``: ``ShareCoordinator`` over ``__share_group_state``, called as Kafka's persister calls the
-  share coordinator: a share partition's state is read (or initialized) when it is first used and every
-  state change is a WriteShareGroupState of its in-flight window. The calls are in-process, for the keys
-  whose state partition this broker leads; in a cluster a key led elsewhere is not persisted from here
-  (Kafka's persister would send the request to that broker).
+  share coordinator: a share partition's state is read (or initialized) when it is first used, before any
+  record is acquired, and every state change is a WriteShareGroupState of its in-flight window, which an
+  acknowledgement waits for. The calls are in-process for the keys whose state partition this broker leads;
+  in a cluster the others go to the broker that leads it (``persister``: Kafka's DefaultStatePersister,
+  coordinator/share/persister.py), one write of a share partition in flight at a time.
 """
 
 from __future__ import annotations
