@@ -214,11 +214,16 @@ class ShareGroupService:
         loading = self._loading.get(key)
         if loading is None:
             loading = self._loading[key] = asyncio.ensure_future(self._load_remote(key, topic, p))
-            loading.add_done_callback(lambda _f: self._loading.pop(key, None))
+            loading.add_done_callback(partial(self._loaded, key))
         try:
             return await asyncio.wait_for(asyncio.shield(loading), timeout)
         except TimeoutError:
             return None
+
+    def _loaded(self, key: SharePartitionKey, loading: asyncio.Future[SharePartition]) -> None:
+        self._loading.pop(key, None)
+        if not loading.cancelled() and loading.exception() is not None:
+            log.info("share partition %s not loaded: %s", key, loading.exception())  # the next fetch tries again
 
     async def _still_current(self, key: SharePartitionKey, sp: SharePartition, leader_epoch: int) -> bool:
         """The topic partition's leader epoch moved since ``sp`` was loaded: a leader elected elsewhere in
