@@ -268,7 +268,9 @@ class ClusterMode:
             self.node_id,
             lambda: self.broker.authorizer,
             self.local.set_dynamic_broker_configs,
+            self.broker.services.group_configs,
         )
+        self.broker.services.publish_group_configs = dynamic.publish_group_configs
         await asyncio.to_thread(dynamic.sync_from_zookeeper)
         dynamic.apply_snapshot()
         self.broker.metadata.publisher = dynamic

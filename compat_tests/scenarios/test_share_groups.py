@@ -53,6 +53,14 @@ def _launcher(kind: str, workdir: Path) -> Any:
         from compat_tests.reference.apache_kafka import ApacheKafka
 
         return ApacheKafka(workdir, overrides=dict(SHARE_SETTINGS))
+    if kind == "kafka-cluster":
+        from compat_tests.reference.kafka_cluster import ApacheKafkaCluster
+
+        return ApacheKafkaCluster(workdir, nodes=3, overrides=dict(SHARE_SETTINGS))
+    if kind == "pybroker-cluster":
+        from compat_tests.pybroker_cluster import PyBrokerCluster
+
+        return PyBrokerCluster(workdir, nodes=3, overrides=dict(SHARE_SETTINGS))
     return PyBroker(workdir, overrides=dict(SHARE_SETTINGS))
 
 
@@ -79,11 +87,12 @@ def _java(*args: str, stdin: str = "") -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def share_topic(share_bootstrap: str) -> tuple[str, str]:
-    """A fresh one-partition topic and a share group reading it from the earliest offset."""
+def share_topic(request: pytest.FixtureRequest, share_bootstrap: str) -> tuple[str, str]:
+    """A fresh one-partition topic (RF 3 on a 3-node cluster) and a share group reading it from the earliest offset."""
     topic = f"share-{uuid.uuid4().hex[:8]}"
     group = f"sg-{uuid.uuid4().hex[:8]}"
-    _java("create-topic", "--bootstrap", share_bootstrap, "--topic", topic, "--partitions", "1")
+    rf = "3" if request.config.getoption("--broker") in ("kafka-cluster", "pybroker-cluster") else "1"
+    _java("create-topic", "--bootstrap", share_bootstrap, "--topic", topic, "--partitions", "1", "--replication-factor", rf)
     _java("alter-configs", "--bootstrap", share_bootstrap, "--group", group, "--set", "share.auto.offset.reset=earliest")
     return topic, group
 
@@ -338,7 +347,8 @@ def test_share_state_survives_a_broker_restart(request: pytest.FixtureRequest, t
     try:
         bootstrap = launcher.bootstrap
         topic, group = f"share-{uuid.uuid4().hex[:8]}", f"sg-{uuid.uuid4().hex[:8]}"
-        _java("create-topic", "--bootstrap", bootstrap, "--topic", topic, "--partitions", "1")
+        rf = "3" if request.config.getoption("--broker") in ("kafka-cluster", "pybroker-cluster") else "1"
+        _java("create-topic", "--bootstrap", bootstrap, "--topic", topic, "--partitions", "1", "--replication-factor", rf)
         _java("alter-configs", "--bootstrap", bootstrap, "--group", group, "--set", "share.auto.offset.reset=earliest")
         produce(bootstrap, topic, ["s0", "s1", "s2", "s3"])
         c = ShareConsumer(bootstrap, topic, group, client=share_client)

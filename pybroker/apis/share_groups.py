@@ -30,7 +30,7 @@ from pybroker.coordinator.share.share_partition import AcknowledgementBatch, Sha
 from pybroker.coordinator.share.state_records import SharePartitionKey
 from pybroker.coordinator.streams.manager import STREAMS_GROUP_CONFIG_KEYS
 from pybroker.protocol.api import AUTHORIZED_OPERATIONS_OMITTED
-from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.errors import ErrorCode, KafkaError
 from pybroker.records.batch import iter_batch_headers, whole_batches
 
 if TYPE_CHECKING:
@@ -60,6 +60,7 @@ def service(ctx: RequestContext) -> ShareGroupService:
             ctx.services.metadata_image,
             request_state_topic=ctx.services.share_state_topic_creator,
             persister=ctx.services.share_state_persister,
+            group_configs=ctx.services.group_configs,
         )
         ctx.services.share_groups = svc
     return svc
@@ -680,5 +681,11 @@ def alter_group_configs(
         else:
             return ErrorCode.INVALID_CONFIG, f"Config value append is not allowed for config key: {key}"
     if not validate_only:
+        publish = ctx.services.publish_group_configs
+        if publish is not None:  # a cluster's: to ZooKeeper first, every broker applies it from there
+            try:
+                publish(group_id, svc.group_configs.get(group_id, {}), new)
+            except KafkaError as exc:
+                return exc.code, exc.message
         svc.group_configs[group_id] = new
     return ErrorCode.NONE, None

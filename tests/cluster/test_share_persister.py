@@ -30,6 +30,7 @@ pytestmark = pytest.mark.timeout(300)
 
 FIND_COORDINATOR, METADATA, READ_SHARE_GROUP_STATE = 10, 3, 84
 KEY_TYPE_SHARE = 2
+GROUP = 32  # config resource type
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +58,15 @@ def cluster(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clu
 
 def live(cluster: Cluster) -> list[int]:
     return [n for n, b in cluster.brokers.items() if b.process is not None and b.process.poll() is None]
+
+
+def all_live(cluster: Cluster) -> None:
+    """Bring back the brokers an earlier case of the module killed."""
+    if len(live(cluster)) < len(cluster.brokers):
+        for b in cluster.brokers.values():
+            if b.process is None or b.process.poll() is not None:
+                b.start(timeout_s=60)
+        wait_for(lambda: len(cluster.metadata_of(cluster.bootstrap).brokers) == 3, what="three brokers again")
 
 
 def create_topic(cluster: Cluster, topic: str) -> None:
@@ -171,11 +181,7 @@ def test_new_partition_leader_reads_the_state_from_the_coordinator(cluster: Clus
 
 
 def test_new_coordinator_reloads_the_state(cluster: Cluster, consumers: list[ShareConsumer]) -> None:
-    if len(live(cluster)) < 3:  # the module's first case killed a broker: bring it back
-        for b in cluster.brokers.values():
-            if b.process is None or b.process.poll() is not None:
-                b.start(timeout_s=60)
-        wait_for(lambda: len(cluster.metadata_of(cluster.bootstrap).brokers) == 3, what="three brokers again")
+    all_live(cluster)
     topic, group, key, leader, coordinator = split_setup(cluster)
     first = ShareConsumer(cluster.bootstrap, topic, group)
     consumers.append(first)
@@ -211,3 +217,28 @@ def test_new_coordinator_reloads_the_state(cluster: Cluster, consumers: list[Sha
         second.acknowledge("accept")
     assert got == [(4, "w4"), (5, "w5")]
     assert leader in live(cluster)
+
+
+def test_group_configs_are_the_clusters(cluster: Cluster, consumers: list[ShareConsumer]) -> None:
+    """A group config set through one broker is every broker's (ZooKeeper's /config/groups): the share-partition
+    leader starts the group at share.auto.offset.reset=earliest although another broker took the change."""
+    all_live(cluster)
+    topic = f"sp-{uuid.uuid4().hex[:8]}"
+    create_topic(cluster, topic)
+    _, leader = partition_leader(cluster, topic)
+    assert produce(cluster.bootstrap, topic, ["e0", "e1"]) == [0, 1]
+    group = f"sg-{uuid.uuid4().hex[:8]}"
+    other = next(n for n in live(cluster) if n != leader)
+    with WireClient(cluster.brokers[other].bootstrap) as wire:
+        altered = wire.request(44, 1, {"resources": [{"resource_type": GROUP, "resource_name": group, "configs": [
+            {"name": "share.auto.offset.reset", "config_operation": 0, "value": "earliest"}]}],
+            "validate_only": False})  # fmt: skip
+    assert altered["responses"][0]["error_code"] == ErrorCode.NONE, altered
+
+    # (pybroker answers no DescribeConfigs of a GROUP yet; the ZooKeeper notification reaches the leader in
+    # milliseconds, the consumer's first ShareFetch comes after its JVM started)
+    consumer = ShareConsumer(cluster.bootstrap, topic, group)
+    consumers.append(consumer)
+    for offset in range(2):
+        assert consumer.next_record() == (offset, 1, f"e{offset}")
+        consumer.acknowledge("accept")

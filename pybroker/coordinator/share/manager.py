@@ -113,6 +113,7 @@ class ShareGroupService:
         clock: Clock | None = None,
         request_state_topic: Callable[[], None] | None = None,
         persister: RemoteStatePersister | None = None,
+        group_configs: dict[str, dict[str, str]] | None = None,
     ) -> None:
         from pybroker.coordinator.offsets_topic import InternalTopic
 
@@ -150,7 +151,7 @@ class ShareGroupService:
         self.share_partitions: dict[SharePartitionKey, SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         # Group configs set with IncrementalAlterConfigs (resource type GROUP).
-        self.group_configs: dict[str, dict[str, str]] = {}
+        self.group_configs: dict[str, dict[str, str]] = group_configs if group_configs is not None else {}
 
     # -- groups -------------------------------------------------------------------------------------
 
