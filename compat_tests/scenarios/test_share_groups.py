@@ -336,6 +336,19 @@ def test_batches_larger_than_a_fetch_are_all_delivered(
     assert sorted(delivered) == list(range(count))
 
 
+def _restart(launcher: Any) -> None:
+    """Stop and start the broker; a 3-node cluster's nodes one after another (its state survives every
+    share-partition leader and share coordinator moving)."""
+    nodes = getattr(launcher, "nodes", None)
+    if not nodes:
+        launcher.stop()
+        launcher.start()
+        return
+    for node_id, node in nodes.items():
+        node.stop()
+        launcher.restart(node_id)
+
+
 def test_share_state_survives_a_broker_restart(request: pytest.FixtureRequest, tmp_path: Path, share_client: str) -> None:
     """Accepted and rejected records stay done and a released record keeps its delivery count across a
     broker restart: the share-partition state is durable (``__share_group_state``)."""
@@ -360,8 +373,7 @@ def test_share_state_survives_a_broker_restart(request: pytest.FixtureRequest, t
         assert c.next_record() == (2, 2, "s2")
         c.stop()  # releases s2 (its second delivery ends unaccepted)
         assert c.process.returncode == 0, "".join(c.stderr)[-2000:]
-        launcher.stop()
-        launcher.start()
+        _restart(launcher)
         bootstrap = launcher.bootstrap
         again = ShareConsumer(bootstrap, topic, group, client=share_client)
         consumers.append(again)
