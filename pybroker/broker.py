@@ -276,6 +276,7 @@ class Broker:
         await group_coordinator.start()
         if self.cluster is not None:  # share states follow the leadership of __share_group_state
             self.services.share_state_topic_creator = self.cluster.ensure_share_state_topic
+            self.services.share_state_persister = self.cluster.share_persister
         if self.cluster is not None:  # transactional ids follow the leadership of __transaction_state
             self.services.transaction_router = self.cluster.transaction_router
             self.services.transaction_coordinator = await start_transaction_coordinator(

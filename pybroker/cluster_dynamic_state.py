@@ -130,6 +130,7 @@ class ClusterDynamicState:
         node_id: int,
         authorizer: Callable[[], Authorizer | None],
         set_broker_configs: Callable[[str, dict[str, str]], None],
+        group_configs: dict[str, dict[str, str]] | None = None,
     ) -> None:
         self.zk_state = ZkDynamicState(zk)
         self.watcher = ZkDynamicStateWatcher(self.zk_state, self)
@@ -137,6 +138,8 @@ class ClusterDynamicState:
         self.node_id = node_id
         self._authorizer = authorizer
         self._set_broker_configs = set_broker_configs  # validated and applied to this broker (LocalController)
+        # The broker's group configs (share and streams group keys), the cluster's: /config/groups/<group>.
+        self.group_configs = group_configs if group_configs is not None else {}
         self._snapshot: tuple[dict[str, dict[str, str]], dict[AclResource, frozenset[Ace]]] = ({}, {})
         self._token_snapshot: dict[str, dict[str, Any]] = {}
 
@@ -154,6 +157,7 @@ class ClusterDynamicState:
         paths.update(quota_entity_path(key) for key in self.store.client_quotas)
         paths.update(f"users/{sanitize(user)}" for user in self.store.scram_credentials)
         paths.update(f"brokers/{sanitize(self._broker_entity(name))}" for name in self.store.broker_configs)
+        paths.update(f"groups/{sanitize(group)}" for group in self.group_configs)
         for path in sorted(paths):
             self.on_entity_config(path, configs.get(path, {}))
         self._replace_acls({binding(r, ace) for r, aces in acls.items() for ace in aces})
@@ -211,6 +215,12 @@ class ClusterDynamicState:
         path = f"brokers/{sanitize(self._broker_entity(resource_name))}"
         self._publish("dynamic broker configs", lambda: self.zk_state.change_entity_config(path, changes))
 
+    def publish_group_configs(self, group_id: str, old: dict[str, str], new: dict[str, str]) -> None:
+        changes: dict[str, str | None] = {k: None for k in old if k not in new}
+        changes.update(new)
+        path = f"groups/{sanitize(group_id)}"
+        self._publish("group configs", lambda: self.zk_state.change_entity_config(path, changes))
+
     def publish_acls(self, old: Mapping[uuid.UUID, AclBinding], new: Mapping[uuid.UUID, AclBinding]) -> None:
         before, after = set(old.values()), set(new.values())
         changes: dict[AclResource, tuple[set[Ace], set[Ace]]] = {}
@@ -242,6 +252,13 @@ class ClusterDynamicState:
         entity_type = entity_path.split("/", 1)[0]
         if entity_type == "brokers":
             self._apply_broker_configs(desanitize(entity_path.split("/", 1)[1]), config)
+            return
+        if entity_type == "groups":
+            group_id = desanitize(entity_path.split("/", 1)[1])
+            if config:
+                self.group_configs[group_id] = dict(config)
+            else:
+                self.group_configs.pop(group_id, None)
             return
         quotas = {k: float(v) for k, v in config.items() if not k.startswith(SCRAM_PREFIX)}
         key = quota_entity_key(entity_path)

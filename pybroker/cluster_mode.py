@@ -54,7 +54,8 @@ from pybroker.controller.producer_id_manager import PRODUCER_ID_BLOCK_SIZE, Prod
 from pybroker.controller.zk_data import BrokerInfo, TopicAssignment
 from pybroker.controller.zk_features import ZkFeatures
 from pybroker.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
-from pybroker.coordinator.offsets_topic import TOPIC_CONFIGS
+from pybroker.coordinator.offsets_topic import TOPIC_CONFIGS, partition_for
+from pybroker.coordinator.share.persister import RemoteStatePersister
 from pybroker.coordinator.share.share_coordinator import TOPIC as SHARE_STATE_TOPIC
 from pybroker.coordinator.share.share_coordinator import TOPIC_CONFIGS as SHARE_STATE_TOPIC_CONFIGS
 from pybroker.coordinator.transaction.service import TOPIC as TRANSACTION_TOPIC
@@ -71,13 +72,14 @@ from pybroker.protocol.errors import ErrorCode, KafkaError
 from pybroker.replication.alter_partition import AlterIsrManager
 from pybroker.replication.fetcher import ReplicaFetcherConfig, ReplicaFetcherManager
 from pybroker.replication.isr import run_isr_expiration
-from pybroker.replication.leader_endpoint import RemoteLeaderEndpoint
+from pybroker.replication.leader_endpoint import LeaderEndpointError, RemoteLeaderEndpoint
 from pybroker.replication.state_change import become_leader_or_follower
 from pybroker.storage.errors import StorageError
 
 if TYPE_CHECKING:
     from pybroker.broker import Broker
     from pybroker.controller.local import LocalController
+    from pybroker.coordinator.share.state_records import SharePartitionKey
     from pybroker.metadata.store import TopicRecord
     from pybroker.replication.partition import Partition
 
@@ -218,6 +220,10 @@ class ClusterMode:
             self.ensure_transaction_topic,
         )
         self._leader_of = leader_of
+        # The share-state calls of this broker's share partitions to the share coordinator on another broker
+        # (Kafka's persister), on connections of their own.
+        self.share_channels = BrokerChannels(self._endpoint_for)
+        self.share_persister = RemoteStatePersister(self._share_coordinator_of, self._send_share_state)
         # Set when the broker stops: metadata deliveries already queued on the loop change nothing
         # any more (no leader or follower changes, no fetchers, no log deletions on closing logs).
         self._stopping = False
@@ -265,7 +271,9 @@ class ClusterMode:
             self.node_id,
             lambda: self.broker.authorizer,
             self.local.set_dynamic_broker_configs,
+            self.broker.services.group_configs,
         )
+        self.broker.services.publish_group_configs = dynamic.publish_group_configs
         await asyncio.to_thread(dynamic.sync_from_zookeeper)
         dynamic.apply_snapshot()
         self.broker.metadata.publisher = dynamic
@@ -331,6 +339,7 @@ class ClusterMode:
     async def stop(self) -> None:
         self._stopping = True
         await self.channels.close()
+        await self.share_channels.close()
         if self.dynamic_state is not None:
             self.dynamic_state.stop()
         if self.zk_features is not None:
@@ -478,6 +487,24 @@ class ClusterMode:
             configs,
             "share.coordinator.state.topic.replication.factor",
         )
+
+    def _share_coordinator_of(self, key: SharePartitionKey) -> int | None:
+        """The broker coordinating a share partition: its __share_group_state partition's leader in the
+        metadata (Kafka's ShareCoordinatorMetadataCacheHelper); before the topic exists it is made (what a
+        FindCoordinator of key type SHARE does) and the caller retries."""
+        t = self.publisher.image().topics_by_name.get(SHARE_STATE_TOPIC)
+        if t is None or not t.partitions:
+            self.ensure_share_state_topic()
+            return None
+        return self._leader_of(SHARE_STATE_TOPIC, partition_for(key.coordinator_key, t.num_partitions))
+
+    async def _send_share_state(self, broker_id: int, api_key: int, body: dict[str, Any]) -> dict[str, Any] | None:
+        try:
+            _, answer = await self.share_channels.get(broker_id).send(api_key, lambda _v: body)
+        except (LeaderEndpointError, KafkaError) as exc:
+            log.info("share state api %d to broker %d: %s", api_key, broker_id, exc)
+            return None
+        return answer
 
     def wrap_marker_writer(self, local: Any) -> ClusterMarkerWriter:
         """The transaction coordinator's marker writer: this broker's partitions, and the leaders of the others."""

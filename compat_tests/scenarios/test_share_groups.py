@@ -53,6 +53,14 @@ def _launcher(kind: str, workdir: Path) -> Any:
         from compat_tests.reference.apache_kafka import ApacheKafka
 
         return ApacheKafka(workdir, overrides=dict(SHARE_SETTINGS))
+    if kind == "kafka-cluster":
+        from compat_tests.reference.kafka_cluster import ApacheKafkaCluster
+
+        return ApacheKafkaCluster(workdir, nodes=3, overrides=dict(SHARE_SETTINGS))
+    if kind == "pybroker-cluster":
+        from compat_tests.pybroker_cluster import PyBrokerCluster
+
+        return PyBrokerCluster(workdir, nodes=3, overrides=dict(SHARE_SETTINGS))
     return PyBroker(workdir, overrides=dict(SHARE_SETTINGS))
 
 
@@ -79,11 +87,12 @@ def _java(*args: str, stdin: str = "") -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def share_topic(share_bootstrap: str) -> tuple[str, str]:
-    """A fresh one-partition topic and a share group reading it from the earliest offset."""
+def share_topic(request: pytest.FixtureRequest, share_bootstrap: str) -> tuple[str, str]:
+    """A fresh one-partition topic (RF 3 on a 3-node cluster) and a share group reading it from the earliest offset."""
     topic = f"share-{uuid.uuid4().hex[:8]}"
     group = f"sg-{uuid.uuid4().hex[:8]}"
-    _java("create-topic", "--bootstrap", share_bootstrap, "--topic", topic, "--partitions", "1")
+    rf = "3" if request.config.getoption("--broker") in ("kafka-cluster", "pybroker-cluster") else "1"
+    _java("create-topic", "--bootstrap", share_bootstrap, "--topic", topic, "--partitions", "1", "--replication-factor", rf)
     _java("alter-configs", "--bootstrap", share_bootstrap, "--group", group, "--set", "share.auto.offset.reset=earliest")
     return topic, group
 
@@ -327,6 +336,19 @@ def test_batches_larger_than_a_fetch_are_all_delivered(
     assert sorted(delivered) == list(range(count))
 
 
+def _restart(launcher: Any) -> None:
+    """Stop and start the broker; a 3-node cluster's nodes one after another (its state survives every
+    share-partition leader and share coordinator moving)."""
+    nodes = getattr(launcher, "nodes", None)
+    if not nodes:
+        launcher.stop()
+        launcher.start()
+        return
+    for node_id, node in nodes.items():
+        node.stop()
+        launcher.restart(node_id)
+
+
 def test_share_state_survives_a_broker_restart(request: pytest.FixtureRequest, tmp_path: Path, share_client: str) -> None:
     """Accepted and rejected records stay done and a released record keeps its delivery count across a
     broker restart: the share-partition state is durable (``__share_group_state``)."""
@@ -338,7 +360,8 @@ def test_share_state_survives_a_broker_restart(request: pytest.FixtureRequest, t
     try:
         bootstrap = launcher.bootstrap
         topic, group = f"share-{uuid.uuid4().hex[:8]}", f"sg-{uuid.uuid4().hex[:8]}"
-        _java("create-topic", "--bootstrap", bootstrap, "--topic", topic, "--partitions", "1")
+        rf = "3" if request.config.getoption("--broker") in ("kafka-cluster", "pybroker-cluster") else "1"
+        _java("create-topic", "--bootstrap", bootstrap, "--topic", topic, "--partitions", "1", "--replication-factor", rf)
         _java("alter-configs", "--bootstrap", bootstrap, "--group", group, "--set", "share.auto.offset.reset=earliest")
         produce(bootstrap, topic, ["s0", "s1", "s2", "s3"])
         c = ShareConsumer(bootstrap, topic, group, client=share_client)
@@ -350,8 +373,7 @@ def test_share_state_survives_a_broker_restart(request: pytest.FixtureRequest, t
         assert c.next_record() == (2, 2, "s2")
         c.stop()  # releases s2 (its second delivery ends unaccepted)
         assert c.process.returncode == 0, "".join(c.stderr)[-2000:]
-        launcher.stop()
-        launcher.start()
+        _restart(launcher)
         bootstrap = launcher.bootstrap
         again = ShareConsumer(bootstrap, topic, group, client=share_client)
         consumers.append(again)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from pybroker.controller.delegation_tokens import DelegationTokenManager
     from pybroker.coordinator.coordinator import GroupCoordinator
     from pybroker.coordinator.share.manager import ShareGroupService
+    from pybroker.coordinator.share.persister import RemoteStatePersister
     from pybroker.coordinator.transaction.coordinator import TransactionCoordinator
     from pybroker.metadata.features import FinalizedFeatures
     from pybroker.metadata.image import MetadataImage
@@ -142,6 +143,12 @@ class BrokerServices:
     # Cluster mode: makes __share_group_state through ZooKeeper (ClusterMode.ensure_share_state_topic); the
     # share coordinator then follows the leadership of its partitions.
     share_state_topic_creator: Callable[[], None] | None = None
+    # In a cluster: the share-state calls to a share coordinator on another broker (Kafka's persister).
+    share_state_persister: RemoteStatePersister | None = None
+    # Group configs (IncrementalAlterConfigs, resource type GROUP) by group id; in a cluster ZooKeeper's
+    # /config/groups, kept equal on every broker (cluster_dynamic_state.py), and written there first.
+    group_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    publish_group_configs: Callable[[str, dict[str, str], dict[str, str]], None] | None = None
     # zookeeper.connect is set: this broker is one of a cluster (cluster_mode.py).
     cluster_mode: bool = False
     # Cluster mode: AddPartitionsToTxn to whichever broker coordinates a transactional id

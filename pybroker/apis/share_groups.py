@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from pybroker.apis import RequestContext, auth, handles
@@ -26,13 +26,14 @@ from pybroker.coordinator.share.manager import (
     SHARE_GROUP_CONFIG_KEYS,
     ShareGroupService,
     ShareSession,
+    ShareStateUnavailable,
 )
 from pybroker.coordinator.share.share_partition import AcknowledgementBatch, SharePartition
 from pybroker.coordinator.share.state_records import SharePartitionKey
 from pybroker.coordinator.streams.manager import STREAMS_GROUP_CONFIG_KEYS
 from pybroker.metadata.features import SHARE_VERSION
 from pybroker.protocol.api import AUTHORIZED_OPERATIONS_OMITTED
-from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.errors import ErrorCode, KafkaError
 from pybroker.protocol.messages.api_keys import ApiKey
 from pybroker.records.batch import iter_batch_headers, whole_batches
 
@@ -92,6 +93,8 @@ def service(ctx: RequestContext) -> ShareGroupService:
             coordinator.services,
             ctx.services.metadata_image,
             request_state_topic=ctx.services.share_state_topic_creator,
+            persister=ctx.services.share_state_persister,
+            group_configs=ctx.services.group_configs,
         )
         ctx.services.share_groups = svc
     return svc
@@ -272,17 +275,31 @@ def _batches(raw: Iterable[WireAcknowledgementBatch]) -> list[AcknowledgementBat
     return [AcknowledgementBatch(b["first_offset"], b["last_offset"], tuple(b["acknowledge_types"])) for b in raw]
 
 
-def _acknowledge(  # noqa: PLR0913
+async def _acknowledge(  # noqa: PLR0913
     svc: ShareGroupService, names: dict[uuid.UUID, str], group_id: str, member_id: str, topic_id: uuid.UUID,
-    index: int, batches: Sequence[WireAcknowledgementBatch], renew: bool = False,
+    index: int, batches: Sequence[WireAcknowledgementBatch], renew: bool = False, p: Partition | None = None,
 ) -> ErrorCode:
+    """Apply the acknowledgements, answered once the state they changed is written at the share coordinator
+    (Kafka's SharePartition.acknowledge completes after the persister's writeState)."""
     name = names.get(topic_id)
     if name is None:
         return ErrorCode.UNKNOWN_TOPIC_ID
-    sp = svc.share_partition(group_id, topic_id, name, index)
+    if p is not None and not p.is_leader:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    try:
+        sp = await svc.share_partition(group_id, topic_id, name, index)
+    except ShareStateUnavailable as exc:
+        return exc.code
     if sp is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    return sp.acknowledge(member_id, _batches(batches), allow_renew=renew)
+    code = sp.acknowledge(member_id, _batches(batches), allow_renew=renew)
+    if code != ErrorCode.NONE:
+        return code
+    durable = svc.durable(SharePartitionKey(group_id, topic_id, index))
+    if durable is None:
+        return code
+    written = await durable
+    return written if isinstance(written, ErrorCode) else ErrorCode.NONE
 
 
 # -- ShareFetch ----------------------------------------------------------------------------------------
@@ -300,9 +317,7 @@ def _fetch_error(code: ErrorCode, message: str | None = None, lock_ms: int = 0) 
 
 
 @handles(ApiKey.SHARE_FETCH, 1, 2)
-def handle_share_fetch(
-    ctx: RequestContext, request: ShareFetchRequest
-) -> ShareFetchResponse | Awaitable[ShareFetchResponse]:
+async def handle_share_fetch(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchResponse:
     if not ctx.services.features.enabled(SHARE_VERSION):
         return _fetch_error(ErrorCode.UNSUPPORTED_VERSION)
     svc = service(ctx)
@@ -344,9 +359,9 @@ def handle_share_fetch(
                 name = names.get(t["topic_id"])
                 p = _partition(ctx, name, part["partition_index"])
                 e = entry(t["topic_id"], part["partition_index"], p)
-                e["acknowledge_error_code"] = _acknowledge(
+                e["acknowledge_error_code"] = await _acknowledge(
                     svc, names, group_id, member_id, t["topic_id"], part["partition_index"],
-                    part["acknowledgement_batches"], renew,
+                    part["acknowledgement_batches"], renew, p,
                 )
     if epoch == FINAL_SESSION_EPOCH:
         _close_session(svc, session)
@@ -362,12 +377,13 @@ def handle_share_fetch(
 
     max_records = request.get("max_records") or 500
     max_bytes = min(request.get("max_bytes") or MAX_FETCH_BYTES, MAX_FETCH_BYTES)
-    if _acquire_all(svc, ctx, session, names, entry, max_records, max_bytes) or request["max_wait_ms"] <= 0:
+    load_wait = max(request["max_wait_ms"], 0) / 1000
+    if await _acquire_all(svc, ctx, session, names, entry, max_records, max_bytes, load_wait) or load_wait <= 0:
         return _fetch_response(svc, out)
-    return _long_poll(svc, ctx, session, names, entry, out, max_records, max_bytes, request["max_wait_ms"])
+    return await _long_poll(svc, ctx, session, names, entry, out, max_records, max_bytes, request["max_wait_ms"])
 
 
-def _acquire_all(  # noqa: PLR0913
+async def _acquire_all(  # noqa: PLR0913
     svc: ShareGroupService,
     ctx: RequestContext,
     session: ShareSession,
@@ -375,6 +391,7 @@ def _acquire_all(  # noqa: PLR0913
     entry: _Entry,
     max_records: int,
     max_bytes: int,
+    load_wait: float = 0,
 ) -> bool:
     acquired_any = False
     for topic_id, index in sorted(session.partitions, key=lambda k: (str(k[0]), k[1])):
@@ -387,7 +404,15 @@ def _acquire_all(  # noqa: PLR0913
                 ErrorCode.UNKNOWN_TOPIC_ID if name is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             )
             continue
-        sp = svc.share_partition(session.group_id, topic_id, name, index)
+        if not p.is_leader:
+            entry(topic_id, index, None)["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            continue
+        # no record is acquired before the share partition's state is loaded (at most the fetch's wait)
+        try:
+            sp = await svc.share_partition(session.group_id, topic_id, name, index, timeout=load_wait or None)
+        except ShareStateUnavailable as exc:
+            entry(topic_id, index, p)["error_code"] = exc.code
+            continue
         if sp is None:
             continue
         got = _acquire_one(sp, p, session.member_id, max_records, max_bytes)
@@ -472,7 +497,7 @@ async def _long_poll(  # noqa: PLR0913
                 woken = loop.create_future()
             if (session.group_id, session.member_id) not in svc.sessions:
                 break
-            if _acquire_all(svc, ctx, session, names, entry, max_records, max_bytes):
+            if await _acquire_all(svc, ctx, session, names, entry, max_records, max_bytes, remaining):
                 break
     finally:
         for p in parts:
@@ -500,7 +525,7 @@ def _fetch_response(
 
 
 @handles(ApiKey.SHARE_ACKNOWLEDGE, 1, 2)
-def handle_share_acknowledge(ctx: RequestContext, request: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
+async def handle_share_acknowledge(ctx: RequestContext, request: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
     svc = service(ctx)
     group_id = request.get("group_id") or ""
     member_id = request.get("member_id") or ""
@@ -524,9 +549,9 @@ def handle_share_acknowledge(ctx: RequestContext, request: ShareAcknowledgeReque
         for part in t["partitions"]:
             name = names.get(t["topic_id"])
             p = _partition(ctx, name, part["partition_index"])
-            code = _acknowledge(
+            code = await _acknowledge(
                 svc, names, group_id, member_id, t["topic_id"], part["partition_index"],
-                part["acknowledgement_batches"], ctx.version >= 2 and bool(request.get("is_renew_ack")),
+                part["acknowledgement_batches"], ctx.version >= 2 and bool(request.get("is_renew_ack")), p,
             )
             parts.append(
                 {
@@ -546,7 +571,7 @@ def handle_share_acknowledge(ctx: RequestContext, request: ShareAcknowledgeReque
 
 
 @handles(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, 1)
-def handle_describe_share_group_offsets(
+async def handle_describe_share_group_offsets(
     ctx: RequestContext, request: DescribeShareGroupOffsetsRequest
 ) -> DescribeShareGroupOffsetsResponse:
     """The share-partition start offsets of each group (-1 where the group has no state for the
@@ -574,13 +599,13 @@ def handle_describe_share_group_offsets(
             info = topics.get(name)
             parts: list[DescribeShareGroupOffsetsResponsePartition] = []
             for index in t["partitions"]:
-                parts.append(_describe_offset(ctx, svc, group_id, name, info, index))
+                parts.append(await _describe_offset(ctx, svc, group_id, name, info, index))
             topics_out.append({"topic_name": name, "topic_id": info[0] if info else uuid.UUID(int=0), "partitions": parts})
         out.append({"group_id": group_id, "topics": topics_out, "error_code": ErrorCode.NONE, "error_message": None})
     return {"throttle_time_ms": 0, "groups": out}
 
 
-def _describe_offset(  # noqa: PLR0913
+async def _describe_offset(  # noqa: PLR0913
     ctx: RequestContext,
     svc: ShareGroupService,
     group_id: str,
@@ -597,7 +622,11 @@ def _describe_offset(  # noqa: PLR0913
     key = SharePartitionKey(group_id, info[0], index)
     sp = svc.share_partitions.get(key)
     if sp is None and svc.coordinator.read_state(key) is not None:
-        sp = svc.share_partition(group_id, info[0], name, index)
+        try:
+            sp = await svc.share_partition(group_id, info[0], name, index)
+        except ShareStateUnavailable as exc:
+            entry["error_code"] = exc.code
+            return entry
     if sp is not None and p is not None:
         entry.update(
             {"start_offset": sp.start_offset, "leader_epoch": p.leader_epoch, "lag": sp.lag(p.high_watermark)}
@@ -621,7 +650,7 @@ def _offsets_group_error(
 
 
 @handles(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, 0)
-def handle_alter_share_group_offsets(
+async def handle_alter_share_group_offsets(
     ctx: RequestContext, request: AlterShareGroupOffsetsRequest
 ) -> AlterShareGroupOffsetsResponse:
     svc = service(ctx)
@@ -642,9 +671,12 @@ def handle_alter_share_group_offsets(
             if p is None or info is None or not auth.authorize(ctx, auth.READ, auth.TOPIC, name):
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
-                sp = svc.share_partition(group_id, info[0], name, index)
+                try:
+                    sp = await svc.share_partition(group_id, info[0], name, index)
+                except ShareStateUnavailable as exc:
+                    sp, code = None, exc.code
                 if sp is None:
-                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    code = code or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 else:
                     # -1 is "latest" as kafka-share-groups.sh --reset-offsets --to-latest sends it
                     target = p.high_watermark if offset < 0 else min(max(offset, p.log_start_offset), p.high_watermark)
@@ -733,5 +765,11 @@ def alter_group_configs(
         else:
             return ErrorCode.INVALID_CONFIG, f"Config value append is not allowed for config key: {key}"
     if not validate_only:
+        publish = ctx.services.publish_group_configs
+        if publish is not None:  # a cluster's: to ZooKeeper first, every broker applies it from there
+            try:
+                publish(group_id, svc.group_configs.get(group_id, {}), new)
+            except KafkaError as exc:
+                return exc.code, exc.message
         svc.group_configs[group_id] = new
     return ErrorCode.NONE, None

@@ -50,8 +50,7 @@ def handle_streams_group_heartbeat(ctx: RequestContext, request: dict):  # noqa:
     coordinator = _coordinator(ctx, group_id)
     if coordinator is None:
         return error_response(_coordinator_error(ctx, group_id), None)
-    share_groups = ctx.services.share_groups  # keeps every group's configs (IncrementalAlterConfigs)
-    configs = share_groups.group_configs.get(group_id) if share_groups is not None else None
+    configs = ctx.services.group_configs.get(group_id)  # every group's configs (IncrementalAlterConfigs)
     response, to_create, wait = coordinator.streams.heartbeat(
         request, _client_id(ctx), _client_host(ctx), configs
     )

@@ -61,7 +61,7 @@ TOKEN_CHANGE_PREFIX = "token_change_"
 NOTIFICATION_EXPIRY_S = 15 * 60
 DEFAULT_ENTITY = "<default>"
 # The entity types of /config other than topics (topic configs have their own watch).
-ENTITY_TYPES = ("users", "clients", "ips", "brokers")
+ENTITY_TYPES = ("users", "clients", "ips", "brokers", "groups")
 LITERAL, PREFIXED = "LITERAL", "PREFIXED"
 
 

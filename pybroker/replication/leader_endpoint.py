@@ -35,7 +35,20 @@ FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH, API_VERSIONS = 1, 2, 23, 18
 # carries the replica id in ReplicaState, 13+ names topics by id).
 ADD_PARTITIONS_TO_TXN, WRITE_TXN_MARKERS = 24, 27
 # The highest version this broker sends of each inter-broker request (negotiated down to the peer's).
-MAX_VERSIONS = {FETCH: 16, LIST_OFFSETS: 8, OFFSET_FOR_LEADER_EPOCH: 4, ADD_PARTITIONS_TO_TXN: 5, WRITE_TXN_MARKERS: 2}
+MAX_VERSIONS = {
+    FETCH: 16,
+    LIST_OFFSETS: 8,
+    OFFSET_FOR_LEADER_EPOCH: 4,
+    ADD_PARTITIONS_TO_TXN: 5,
+    WRITE_TXN_MARKERS: 2,
+    # the share coordinator's RPCs (a share-partition leader's persister): Initialize, Read, Write, Delete,
+    # ReadSummary ShareGroupState
+    83: 0,
+    84: 0,
+    85: 1,
+    86: 0,
+    87: 1,
+}
 EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
 
 

@@ -37,8 +37,8 @@ from pybroker.coordinator.share.state_records import (
     ShareUpdate,
     decode_key,
     decode_record_type,
+    decode_snapshot_value,
     decode_update_value,
-    decode_value,
     snapshot_key,
     snapshot_value,
     update_key,
@@ -132,6 +132,8 @@ class ShareCoordinator:
         self._snapshot_offsets: dict[SharePartitionKey, tuple[int, int]] = {}
         self._position = (-1, -1)  # (partition, offset) of the record being replayed
         self._last_snapshot_record: dict[int, int] = {}  # partition -> offset of its last snapshot or tombstone
+        # Keys with a record in today's layout: an earlier pybroker's snapshot of them is older (ignored).
+        self._current_format_keys: set[SharePartitionKey] = set()
 
     # -- loading --------------------------------------------------------------------------------------
 
@@ -198,9 +200,14 @@ class ShareCoordinator:
         if decode_record_type(raw_key) == SHARE_SNAPSHOT_RECORD_TYPE:
             self._last_snapshot_record[self._position[0]] = self._position[1]
             if raw_value is None:  # tombstone
+                self._current_format_keys.add(key)
                 self._drop(key)
                 return
-            snap = decode_value(raw_value)
+            snap, legacy = decode_snapshot_value(raw_value)
+            if legacy:
+                self._replay_legacy(key, snap)
+                return
+            self._current_format_keys.add(key)
             self._snapshot_offsets[key] = self._position
             self._raise_epochs(key, snap.leader_epoch, snap.state_epoch)
             self._state[key] = snap
@@ -209,11 +216,24 @@ class ShareCoordinator:
             return
         if raw_value is None:
             return
+        self._current_format_keys.add(key)
         update = decode_update_value(raw_value)
         self._raise_epochs(key, update.leader_epoch, None)
         cur = self._state.get(key)
         self._state[key] = _from_update(update) if cur is None else _merge(cur, update)
         self._update_counts[key] = self._update_counts.get(key, 0) + 1
+
+    def _replay_legacy(self, key: SharePartitionKey, snap: ShareSnapshot) -> None:
+        """A snapshot an earlier pybroker wrote (its own layout, and in the partition its key hashed to then,
+        the topic id as a UUID string). It is the state only while no record of today's layout has been seen
+        for the key (those are newer, in whatever partition order the replay meets them), and the next write
+        of the key is a whole ShareSnapshot, so the state no longer depends on the old record."""
+        if key in self._current_format_keys:
+            return
+        self._snapshot_offsets[key] = self._position
+        self._raise_epochs(key, snap.leader_epoch, snap.state_epoch)
+        self._state[key] = snap
+        self._update_counts[key] = self.updates_per_snapshot
 
     def _raise_epochs(self, key: SharePartitionKey, leader_epoch: int, state_epoch: int | None) -> None:
         self._leader_epochs[key] = max(self._leader_epochs.get(key, leader_epoch), leader_epoch)
@@ -229,6 +249,10 @@ class ShareCoordinator:
     def state_epoch(self, key: SharePartitionKey) -> int:
         """The highest state epoch recorded for ``key`` (-1: none)."""
         return self._state_epochs.get(key, -1)
+
+    def leader_epoch(self, key: SharePartitionKey) -> int:
+        """The highest leader epoch recorded for ``key`` (-1: none)."""
+        return self._leader_epochs.get(key, -1)
 
     def keys_of_group(self, group_id: str) -> list[SharePartitionKey]:
         self.maybe_load()

@@ -74,6 +74,23 @@ SHARE_SNAPSHOT_VALUE = MessageSpec(
     ),
 )
 
+# What pybroker wrote before it followed Kafka 4.3.1's layout (also version 0): a uint16 snapshot epoch and
+# no create/write timestamps or DeliveryCompleteCount. Read as a fallback so an upgraded broker keeps the state.
+LEGACY_SHARE_SNAPSHOT_VALUE = MessageSpec(
+    name="ShareSnapshotValue",
+    api_key=None,
+    kind="data",
+    valid_versions=V(0, 0),
+    flexible_versions=V(0, None),
+    fields=(
+        F("snapshot_epoch", "SnapshotEpoch", "uint16", V(0, None)),
+        F("state_epoch", "StateEpoch", "int32", V(0, None)),
+        F("leader_epoch", "LeaderEpoch", "int32", V(0, None)),
+        F("start_offset", "StartOffset", "int64", V(0, None)),
+        F("state_batches", "StateBatches", "[]StateBatch", V(0, None), fields=STATE_BATCH),
+    ),
+)
+
 SHARE_UPDATE_VALUE = MessageSpec(
     name="ShareUpdateValue",
     api_key=None,
@@ -237,8 +254,36 @@ def decode_key(data: bytes) -> SharePartitionKey | None:
     return SharePartitionKey(msg["group_id"], msg["topic_id"], msg["partition"])
 
 
+def _decode_whole(spec: MessageSpec, data: bytes) -> dict:
+    """A value message that must take up the whole record value (so one layout is not read as the other)."""
+    msg, end = codec.decode(spec, VALUE_VERSION, memoryview(data), 2)
+    if end != len(data):
+        raise codec.DecodeError(f"{spec.name}: {len(data) - end} bytes left over")
+    return msg
+
+
+def decode_snapshot_value(data: bytes) -> tuple[ShareSnapshot, bool]:
+    """A ShareSnapshotValue in Kafka 4.3.1's layout, else in the layout earlier pybroker versions wrote; and
+    whether it was the earlier one. ValueError when it is neither."""
+    try:
+        return decode_value(data), False
+    except ValueError as current_error:
+        try:
+            msg = _decode_whole(LEGACY_SHARE_SNAPSHOT_VALUE, data)
+        except ValueError:
+            raise current_error from None
+    snap = ShareSnapshot(
+        snapshot_epoch=msg["snapshot_epoch"],
+        state_epoch=msg["state_epoch"],
+        leader_epoch=msg["leader_epoch"],
+        start_offset=msg["start_offset"],
+        state_batches=_batches_in(msg["state_batches"]),
+    )
+    return snap, True
+
+
 def decode_value(data: bytes) -> ShareSnapshot:
-    msg, _ = codec.decode(SHARE_SNAPSHOT_VALUE, VALUE_VERSION, memoryview(data), 2)
+    msg = _decode_whole(SHARE_SNAPSHOT_VALUE, data)
     return ShareSnapshot(
         snapshot_epoch=msg["snapshot_epoch"],
         state_epoch=msg["state_epoch"],
