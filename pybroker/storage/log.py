@@ -352,8 +352,11 @@ class Log:
     ) -> None:
         """Queue the write of stamped batches at the end of what is already queued."""
         assert self.writer is not None
-        total_size = sum(info[2] for info in infos)
-        max_timestamp = max(info[1] for info in infos)
+        if len(infos) == 1:  # one batch per partition: every produce request (no generators then)
+            _, max_timestamp, total_size = infos[0]
+        else:
+            total_size = sum(info[2] for info in infos)
+            max_timestamp = max(info[1] for info in infos)
         writes = self._writes
         segment = self.active_segment
         position = writes[-1].end_position if writes else segment.size
@@ -362,7 +365,9 @@ class Log:
             self._wait_for_writes_before(first_offset)
             segment = self.roll(now_ms)
             position = segment.size
-        start, end = batches[0].position, batches[-1].end_position
+        start = batches[0].position
+        last = batches[-1]
+        end = last.position + last.batch_length + LOG_OVERHEAD  # last.end_position
         view = memoryview(buf)
         if end - start == total_size:
             data: bytes | memoryview = view[start:end]
