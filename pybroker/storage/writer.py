@@ -43,6 +43,10 @@ else:  # (assigned here, not imported as the name: the checker then types it "Wr
     _NativeWriter = Writer
     _native_switches = native_switches
 
+# An extension built before kick() existed (a checkout whose build_ext was not re-run) wakes its
+# thread on every submit: used so, rather than failing.
+_BATCHED_WAKE = _NativeWriter is not None and hasattr(_NativeWriter, "kick")
+
 logger = logging.getLogger(__name__)
 _GROUPS = itertools.count(1)
 
@@ -226,6 +230,9 @@ class LogDirWriter:
             # The thread is woken once for what this loop iteration submits (a produce request's
             # partitions, the requests of one read), by _kick, run right after the current callback:
             # a futex wake per job cost the loop more than the write it handed off.
+            if not _BATCHED_WAKE:
+                native.submit(job, job.file.fileno(), job.data, job.position, job.fsync, job.state.group)
+                return
             native.submit(job, job.file.fileno(), job.data, job.position, job.fsync, job.state.group, False)
             if not self._kick_scheduled:
                 self._kick_scheduled = True
