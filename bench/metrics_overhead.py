@@ -50,7 +50,8 @@ class _NullTransport:
         pass
 
 
-def produce_frame(topic: str) -> bytes:
+def produce_frame(topic: str, partitions: int = 1) -> bytes:
+    """A Produce request carrying one batch of RECORDS_PER_BATCH 1 KiB records to each of ``partitions``."""
     batch = build_batch([SimpleRecord(b"key", b"v" * 1024) for _ in range(RECORDS_PER_BATCH)])
     body = codec.encode(
         REQUESTS[PRODUCE],
@@ -59,7 +60,7 @@ def produce_frame(topic: str) -> bytes:
             "transactional_id": None,
             "acks": 1,
             "timeout_ms": 30000,
-            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
+            "topic_data": [{"name": topic, "partition_data": [{"index": i, "records": batch} for i in range(partitions)]}],
         },
     )
     client_id = b"bench"

@@ -2,12 +2,16 @@
 (``FrameReader``), the request memory pool (``queued.max.request.bytes``), dispatch, the handler and
 the append — what ``bench.metrics_overhead`` measures from ``_handle`` on, plus what comes before.
 
-    python -m bench.request_path                      # this tree
+    python -m bench.request_path                      # this tree, one partition per request
+    python -m bench.request_path --shape java-p8      # eight partitions per request
     PYTHONPATH=<other checkout> python -m bench.request_path   # e.g. a tree from before a change
 
-The same Produce request (one batch of 16 x 1 KiB records, acks=1) is read into the buffers the
-connection offers (``get_buffer``/``buffer_updated``, as the transport does) one per read and eight
-per read; process CPU time per request, median of ``--rounds``.
+The same Produce request (acks=1) is read into the buffers the connection offers
+(``get_buffer``/``buffer_updated``, as the transport does) one per read and eight per read; process
+CPU time per request (robust on a loaded machine) and wall time per request, medians of ``--rounds``.
+Shapes: ``p1`` is one partition entry holding one batch of 16 x 1 KiB records; ``java-p8`` is what the
+Java producer (batch.size 16 KiB, linger 5 ms) sends to an 8-partition topic: eight partition entries of
+one such ~16 KB batch each.
 A benchmark: it prints, it never asserts a time.
 """
 
@@ -61,7 +65,11 @@ def feed(conn: KafkaConnection, data: bytes) -> None:
         conn.buffer_updated(n)
 
 
-async def measure(requests: int, rounds: int) -> dict[str, float]:
+SHAPES = {"p1": 1, "java-p8": 8}  # partition entries (one batch each) per request
+
+
+async def measure(requests: int, rounds: int, partitions: int = 1) -> dict[str, tuple[float, float]]:
+    """Per case: (CPU seconds, wall seconds) per request, medians over rounds."""
     with tempfile.TemporaryDirectory(prefix="request-path-") as tmp:
         config = BrokerConfig(
             {
@@ -73,18 +81,20 @@ async def measure(requests: int, rounds: int) -> dict[str, float]:
         broker = Broker(config)
         await broker.start()
         try:
-            broker.create_topic("bench", 1, {})
+            broker.create_topic("bench", partitions, {})
             conn = KafkaConnection(broker)
             conn.connection_made(_Transport())  # type: ignore[arg-type]  # as the server does, so the connection has its security context
-            frame = produce_frame("bench")
+            frame = produce_frame("bench", partitions)
             framed = struct.pack(">i", len(frame)) + frame
-            results: dict[str, float] = {}
+            results: dict[str, tuple[float, float]] = {}
             diverted = 0  # reads whose appends went to the writer threads
             for name, per_read in (("1 request per read", 1), ("8 requests per read", 8)):
                 chunk = framed * per_read
                 reads = max(1, requests // per_read)
                 samples = []
+                walls = []
                 for _ in range(rounds):
+                    wall = time.perf_counter()
                     start = time.process_time()
                     for _ in range(reads):
                         feed(conn, chunk)
@@ -93,13 +103,17 @@ async def measure(requests: int, rounds: int) -> dict[str, float]:
                     if await settle(conn):
                         diverted += 1
                     samples.append((time.process_time() - start) / (reads * per_read))
-                results[name] = statistics.median(samples)
+                    walls.append((time.perf_counter() - wall) / (reads * per_read))
+                results[name] = (statistics.median(samples), statistics.median(walls))
             # Every request must have been appended: a request path that errors out is fast and wrong.
-            partition = broker.partition("bench", 0)
             sent = sum(rounds * max(1, requests // n) * n for n in (1, 8)) * RECORDS_PER_BATCH
-            appended = partition.log_end_offset if partition is not None else 0
-            if appended != sent:
-                raise RuntimeError(f"{appended} of {sent} records appended: the produce requests failed")
+            for index in range(partitions):
+                partition = broker.partition("bench", index)
+                appended = partition.log_end_offset if partition is not None else 0
+                if appended != sent:
+                    raise RuntimeError(
+                        f"partition {index}: {appended} of {sent} records appended: the produce requests failed"
+                    )
             if diverted:
                 print(
                     f"note: {diverted} reads waited for the log directory's writer threads (a write stalled"
@@ -115,9 +129,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=4000)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="p1")
     args = parser.parse_args(argv)
-    for name, value in asyncio.run(measure(args.requests, args.rounds)).items():
-        print(f"{name:22s} {value * 1e6:8.2f} us CPU per produce request")
+    partitions = SHAPES[args.shape]
+    print(f"shape {args.shape}: {partitions} partition entr{'y' if partitions == 1 else 'ies'} x 1 batch of {RECORDS_PER_BATCH} x 1 KiB per request")
+    for name, (cpu, wall) in asyncio.run(measure(args.requests, args.rounds, partitions)).items():
+        print(f"{name:22s} {cpu * 1e6:8.2f} us CPU {wall * 1e6:8.2f} us wall per produce request")
     return 0
 
 

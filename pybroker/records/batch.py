@@ -222,9 +222,9 @@ def validate_produce_batches(buf: bytes | bytearray | memoryview) -> list[BatchH
                 f"batch at position {header.position}: inconsistent offset range"
                 f" (lastOffsetDelta {header.last_offset_delta}, recordsCount {header.records_count})"
             )
-        if header.is_control:
+        if header.attributes & CONTROL_MASK:  # is_control (bit tests: no property calls per batch)
             raise InvalidRecordError("Clients are not allowed to write control records")
-        if header.has_producer_id and header.base_sequence < 0:
+        if header.producer_id >= 0 and header.base_sequence < 0:  # has_producer_id
             raise InvalidRecordError(
                 f"Invalid sequence number {header.base_sequence} in record batch with producerId"
                 f" {header.producer_id}"

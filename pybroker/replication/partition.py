@@ -254,8 +254,10 @@ class Partition:
                     new_hw = replica.log_end_offset
         if new_hw > self.high_watermark:
             self.high_watermark = new_hw
-            self._complete_acks_waiters()
-            self.notify_data()  # consumers read below the high watermark: there is news
+            if self._acks_waiters:  # (the tests of _complete_acks_waiters and notify_data, without their calls)
+                self._complete_acks_waiters()
+            if self._data_listeners:
+                self.notify_data()  # consumers read below the high watermark: there is news
             return True
         if self.high_watermark > leo:
             # Only after truncation (DeleteRecords never lowers the log end): keep it consistent.

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pybroker.metadata.store import is_internal_topic
 from pybroker.protocol.errors import ErrorCode, KafkaError
-from pybroker.records.batch import BatchHeader, validate_produce_batches
+from pybroker.records.batch import COMPRESSION_MASK, LOG_OVERHEAD, BatchHeader, validate_produce_batches
 from pybroker.records.compression import CompressionType
 from pybroker.records.errors import RecordFormatError
 from pybroker.replication.append import (
@@ -192,7 +192,7 @@ class ReplicaManager:
                     continue
                 p, header = checked
                 rules = validation_rules(p.log.config)
-                if header.compression != CompressionType.NONE or (
+                if header.attributes & COMPRESSION_MASK != CompressionType.NONE or (
                     rules.target_codec is not None and rules.recompresses(header)
                 ):
                     # Decompressing (and recompressing) runs in a thread; the partition's slot in the
@@ -307,7 +307,7 @@ class ReplicaManager:
                 "Produce requests with version 3 or later must contain exactly one record batch per partition",
             ), None
         header = batches[0]
-        compression = header.compression
+        compression = header.attributes & COMPRESSION_MASK  # header.compression
         if compression > CompressionType.ZSTD:
             return partition_response(
                 index,
@@ -322,12 +322,13 @@ class ReplicaManager:
                 f"Produce requests with version {version} are not allowed to use ZStandard compression",
             ), None
         max_message_bytes = p.log.config.max_message_bytes
-        if header.size > max_message_bytes:
+        size = header.batch_length + LOG_OVERHEAD  # header.size
+        if size > max_message_bytes:
             # Kafka checks the batch as sent before walking it (UnifiedLog.analyzeAndValidateRecords).
             return partition_response(
                 index,
                 ErrorCode.MESSAGE_TOO_LARGE,
-                f"batch of {header.size} bytes exceeds max.message.bytes {max_message_bytes}",
+                f"batch of {size} bytes exceeds max.message.bytes {max_message_bytes}",
             ), None
         # Without a transactional id only its control-batch check applies, which
         # validate_produce_batches made already (the same INVALID_RECORD).

@@ -8,8 +8,9 @@
  * loop clears the group.  A failed or partial write is truncated away again (ftruncate to its
  * position).  Buffers stay held (Py_buffer) from submit to take, so their memory cannot move.
  *
- * Python side: Writer() ; fileno() ; submit(token, fd, buffer, position, fsync, group) ;
- * take() -> [(token, errno)] ; wait_all() (blocks, GIL released, until every job submitted so far
+ * Python side: Writer() ; fileno() ; submit(token, fd, buffer, position, fsync, group[, wake]) ;
+ * kick() (wakes the thread for jobs submitted with wake=0: the jobs of one loop iteration cost one
+ * futex wake, not one each) ; take() -> [(token, errno)] ; wait_all() (blocks, GIL released, until every job submitted so far
  * is done) ; clear_failed(group) ; stop().
  *
  * Also voluntary_switches(): the calling thread's voluntary context switches, which the loop reads
@@ -188,13 +189,13 @@ static PyObject *Writer_fileno(Writer *w, PyObject *unused) { return PyLong_From
 
 static PyObject *Writer_submit(Writer *w, PyObject *args) {
     PyObject *token;
-    int fd, fsync_flag;
+    int fd, fsync_flag, wake = 1;
     Py_ssize_t position;
     long long group;
     job *j = PyMem_Calloc(1, sizeof(job));
     if (j == NULL)
         return PyErr_NoMemory();
-    if (!PyArg_ParseTuple(args, "Oiy*npL", &token, &fd, &j->buf, &position, &fsync_flag, &group)) {
+    if (!PyArg_ParseTuple(args, "Oiy*npL|p", &token, &fd, &j->buf, &position, &fsync_flag, &group, &wake)) {
         PyMem_Free(j);
         return NULL;
     }
@@ -219,7 +220,17 @@ static PyObject *Writer_submit(Writer *w, PyObject *args) {
         w->pending_tail->next = j;
     w->pending_tail = j;
     w->submitted++;
-    pthread_cond_signal(&w->work);
+    if (wake)
+        pthread_cond_signal(&w->work);
+    pthread_mutex_unlock(&w->lock);
+    Py_RETURN_NONE;
+}
+
+/* Wake the thread for jobs submitted with wake=0 (one futex wake for many jobs, instead of one each). */
+static PyObject *Writer_kick(Writer *w, PyObject *unused) {
+    pthread_mutex_lock(&w->lock);
+    if (w->pending_head != NULL)
+        pthread_cond_signal(&w->work);
     pthread_mutex_unlock(&w->lock);
     Py_RETURN_NONE;
 }
@@ -259,6 +270,8 @@ static PyObject *Writer_wait_all(Writer *w, PyObject *unused) {
     Py_BEGIN_ALLOW_THREADS
     pthread_mutex_lock(&w->lock);
     unsigned long long target = w->submitted;
+    if (w->pending_head != NULL)
+        pthread_cond_signal(&w->work); /* jobs submitted with wake=0 and not kicked yet */
     while (w->finished < target)
         pthread_cond_wait(&w->done, &w->lock);
     pthread_mutex_unlock(&w->lock);
@@ -288,7 +301,9 @@ static PyObject *Writer_stop(Writer *w, PyObject *unused) {
 
 static PyMethodDef Writer_methods[] = {
     {"fileno", (PyCFunction)Writer_fileno, METH_NOARGS, "The eventfd signalled when jobs are done."},
-    {"submit", (PyCFunction)Writer_submit, METH_VARARGS, "Queue (token, fd, buffer, position, fsync, group)."},
+    {"submit", (PyCFunction)Writer_submit, METH_VARARGS,
+     "Queue (token, fd, buffer, position, fsync, group[, wake]); wake=False: the thread is woken by kick()."},
+    {"kick", (PyCFunction)Writer_kick, METH_NOARGS, "Wake the thread for jobs submitted with wake=False."},
     {"take", (PyCFunction)Writer_take, METH_NOARGS, "The finished jobs, in order: [(token, errno)]."},
     {"wait_all", (PyCFunction)Writer_wait_all, METH_NOARGS, "Block until every submitted job is done."},
     {"clear_failed", (PyCFunction)Writer_clear_failed, METH_O, "Write the group's jobs again."},

@@ -256,22 +256,23 @@ class Log:
     ) -> AppendInfo:
         if not batches:
             raise ValueError("nothing to append")
-        codec = self.config.target_codec
+        config = self.config
+        codec = config.target_codec
         if codec is not None and needs_recompression(batches, codec):
             buf, batches = recompress_batches(
-                buf, batches, codec, self.config.compression_level, self.config.max_message_bytes
+                buf, batches, codec, config.compression_level, config.max_message_bytes
             )
         total_size = 0
-        max_message_bytes = self.config.max_message_bytes
+        max_message_bytes = config.max_message_bytes
         for batch in batches:
-            size = batch.size
+            size = batch.batch_length + LOG_OVERHEAD  # batch.size, without the property's call
             if size > max_message_bytes:
                 raise RecordTooLargeError(f"batch of {size} bytes exceeds max.message.bytes {max_message_bytes}")
             total_size += size
-        if total_size > self.config.segment_bytes:
-            raise RecordTooLargeError(f"{total_size} bytes exceed segment.bytes {self.config.segment_bytes}")
+        if total_size > config.segment_bytes:
+            raise RecordTooLargeError(f"{total_size} bytes exceed segment.bytes {config.segment_bytes}")
         writes = self._writes
-        first_offset = writes[-1].end_offset if writes else self.log_end_offset
+        first_offset = writes[-1].end_offset if writes else self.segments[-1].next_offset  # log_end_offset
         plan = self.producer_state.prepare_append(batches, first_offset)
         if plan.duplicate is not None:
             info = AppendInfo(
@@ -282,7 +283,7 @@ class Log:
                 writes[-1].callbacks.append(on_written)
                 return _pending(info)
             return info
-        log_append_time = self.config.uses_log_append_time
+        log_append_time = config.message_timestamp_type == "LogAppendTime"  # uses_log_append_time
         infos: list[BatchInfo] = []
         next_offset = first_offset
         for batch in batches:
@@ -292,11 +293,13 @@ class Log:
                 stamp_log_append_time(buf, batch.position, now_ms)
                 max_timestamp = now_ms
             next_offset += batch.last_offset_delta + 1
-            infos.append((next_offset - 1, max_timestamp, batch.size))
+            infos.append((next_offset - 1, max_timestamp, batch.batch_length + LOG_OVERHEAD))
         try:
             # The epoch is recorded before its first batch is written, so a crash cannot leave a
             # batch of an epoch the checkpoint does not know.
-            self.leader_epochs.assign(leader_epoch, first_offset)
+            epochs = self.leader_epochs
+            if leader_epoch > epochs.latest_epoch:  # (assign's own test, without its call when it is a no-op)
+                epochs.assign(leader_epoch, first_offset)
             queued = on_written is not None and self._queue_write(total_size, next_offset)
             if on_written is None:
                 self._write(buf, batches, infos, now_ms)
@@ -319,10 +322,11 @@ class Log:
         )
         if queued:
             return _pending(info)
-        try:
-            self._maybe_flush_after_append(now_ms)
-        except OSError as e:  # written but not made durable: the recovery point stays behind
-            raise io_failure(self.directory.parent, f"flush of {self.name}", e) from e
+        if next_offset - self.recovery_point >= config.flush_messages:  # _maybe_flush_after_append's test
+            try:
+                self._maybe_flush_after_append(now_ms)
+            except OSError as e:  # written but not made durable: the recovery point stays behind
+                raise io_failure(self.directory.parent, f"flush of {self.name}", e) from e
         if storage_errors.failing:  # one truth test per append while nothing failed
             storage_errors.io_success(self.directory.parent)
         return info
@@ -348,8 +352,11 @@ class Log:
     ) -> None:
         """Queue the write of stamped batches at the end of what is already queued."""
         assert self.writer is not None
-        total_size = sum(info[2] for info in infos)
-        max_timestamp = max(info[1] for info in infos)
+        if len(infos) == 1:  # one batch per partition: every produce request (no generators then)
+            _, max_timestamp, total_size = infos[0]
+        else:
+            total_size = sum(info[2] for info in infos)
+            max_timestamp = max(info[1] for info in infos)
         writes = self._writes
         segment = self.active_segment
         position = writes[-1].end_position if writes else segment.size
@@ -358,7 +365,9 @@ class Log:
             self._wait_for_writes_before(first_offset)
             segment = self.roll(now_ms)
             position = segment.size
-        start, end = batches[0].position, batches[-1].end_position
+        start = batches[0].position
+        last = batches[-1]
+        end = last.position + last.batch_length + LOG_OVERHEAD  # last.end_position
         view = memoryview(buf)
         if end - start == total_size:
             data: bytes | memoryview = view[start:end]
@@ -559,7 +568,9 @@ class Log:
         segment = self.segments[-1]  # the active segment
         if segment.should_roll(total_size, max_timestamp, infos[-1][0], now_ms):
             segment = self.roll(now_ms)
-        start, end = batches[0].position, batches[-1].end_position
+        start = batches[0].position
+        last = batches[-1]
+        end = last.position + last.batch_length + LOG_OVERHEAD  # last.end_position
         if end - start == total_size:
             segment.append(memoryview(buf)[start:end], infos)
         else:

@@ -106,7 +106,11 @@ class LogSegment:
     def append(self, data: bytes | bytearray | memoryview, batches: list[BatchInfo]) -> None:
         position = self.size
         try:
-            _write_fully(self.file.fileno(), data, position)
+            fd = self.file.fileno()
+            # One pwrite takes the whole batch (into the page cache) but for a signal or a full disk.
+            written = os.pwrite(fd, data, position)
+            if written != len(data):
+                _write_fully(fd, memoryview(data)[written:], position + written)
         except OSError:
             # A partial write (disk full mid-batch) must not stay behind the valid end: give the
             # space back, so the file ends where the log does.
@@ -205,9 +209,13 @@ class LogSegment:
             size = self.size
         if size == 0:
             return False
-        if size > self.config.segment_bytes - messages_size:
+        config = self.config
+        if size > config.segment_bytes - messages_size:
             return True
-        if self.time_waited_for_roll(now_ms, max_timestamp) > self.config.segment_ms:
+        # time_waited_for_roll, inline (asked on every append)
+        rolling = self.rolling_based_timestamp
+        waited = max_timestamp - rolling if rolling is not None and rolling >= 0 else now_ms - self.created_ms
+        if waited > config.segment_ms:
             return True
         if self.offset_index.is_full or self.time_index.is_full:
             return True

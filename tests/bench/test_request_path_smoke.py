@@ -9,3 +9,10 @@ def test_request_path_runs(capsys) -> None:
     assert request_path.main(["--requests", "16", "--rounds", "1"]) == 0
     out = capsys.readouterr().out
     assert "1 request per read" in out and "8 requests per read" in out
+
+
+def test_request_path_java_p8_runs(capsys) -> None:
+    # Eight partition entries per request; the run itself checks every record reached every partition.
+    assert request_path.main(["--requests", "16", "--rounds", "1", "--shape", "java-p8"]) == 0
+    out = capsys.readouterr().out
+    assert "shape java-p8" in out and "8 requests per read" in out
