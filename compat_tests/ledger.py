@@ -183,6 +183,8 @@ CLUSTER_NOTE = [
     "--cluster`): ZooKeeper and 3 pybroker brokers, and 3 Apache Kafka 4.3.1 KRaft nodes, topics RF 3",
     "(docs/CLUSTER_TESTING.md). Each cell holds the whole row: the commonest outcome, then each client",
     "that differs (`pass; kcat: not expressible`); `not run` where no cluster run reached the scenario.",
+    "`one broker only`: the scenario starts a single broker of its own (settings or listeners of its own,",
+    "or a broker it kills and restarts), so it is skipped on a cluster rather than run on that one broker.",
     "Bold cells disagree between the two clusters. The suite's check reads only the single-broker cells.",
 ]
 

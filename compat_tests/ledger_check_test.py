@@ -208,3 +208,15 @@ def test_a_cluster_run_is_checked_against_the_cluster_column_and_unrecorded_cell
     disagreeing = {("groups::g", "any"): "fail"}
     plugin = _plugin(tmp_path, monkeypatch, disagreeing, "pybroker-cluster", clusters)
     assert plugin.compare_with_ledger() == ["groups::g [any]: ledger says pass, this run fail"]
+
+
+def test_a_single_broker_scenario_skipped_on_a_cluster_is_its_own_outcome() -> None:
+    skipped = _report("a::t", "setup", "skipped", [])
+    skipped.longrepr = (
+        "x.py",
+        1,
+        "Skipped: ONE BROKER ONLY: kills or restarts the one broker it starts itself",
+    )
+    assert ledger_plugin.outcome_of(skipped) == "one broker only"
+    skipped.longrepr = ("x.py", 1, "Skipped: NOT EXPRESSIBLE by kcat: no transactions")
+    assert ledger_plugin.outcome_of(skipped) == "not expressible"

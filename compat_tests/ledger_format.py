@@ -16,7 +16,7 @@ from typing import Literal
 
 from compat_tests.clients.registry import CLIENT_NAMES
 
-Outcome = Literal["pass", "fail", "not expressible", "skipped", "xfail", "xpass"]
+Outcome = Literal["pass", "fail", "not expressible", "one broker only", "skipped", "xfail", "xpass"]
 LEDGER_PATH = Path(__file__).resolve().parents[1] / "COMPATIBILITY.md"
 SCENARIO_TABLE_START = "<!-- scenario-table-start -->"
 SCENARIO_TABLE_END = "<!-- scenario-table-end -->"

@@ -15,6 +15,18 @@ from compat_tests.reference import kafka_probe
 CODECS: list[Compression] = ["none", "gzip", "snappy", "lz4", "zstd"]
 NOT_EXPRESSIBLE_LOG: list[str] = []
 T = TypeVar("T")
+# The replicated brokers: 3 nodes, default.replication.factor 3, min.insync.replicas 2.
+CLUSTER_BROKERS = ("kafka-cluster", "pybroker-cluster")
+ONE_BROKER_ONLY = "ONE BROKER ONLY"
+
+
+def one_broker_only(request: pytest.FixtureRequest, why: str) -> None:
+    """A scenario that starts a single broker of its own (settings or listeners of its own, or a broker
+    it kills and restarts): against ``--broker pybroker-cluster``/``kafka-cluster`` it would run on that
+    one pybroker, not on the cluster under test, and pass for the wrong broker. It is skipped there with
+    the reason, which the ledger's cluster columns record as ``one broker only``, never as a pass."""
+    if request.config.getoption("--broker") in CLUSTER_BROKERS:
+        pytest.skip(f"{ONE_BROKER_ONLY}: {why}")
 
 
 @contextmanager

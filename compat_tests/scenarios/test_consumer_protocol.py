@@ -31,7 +31,7 @@ from compat_tests.clients.base import ClientError
 from compat_tests.clients.errors import kafka_error_name
 from compat_tests.clients.registry import make_client
 
-from .support import wait_for
+from .support import one_broker_only, wait_for
 from .test_groups import GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, MemberProcess, partitions_shared, produce_spread
 
 log = logging.getLogger(__name__)
@@ -66,6 +66,7 @@ def kip848_bootstrap(
     if external:
         yield external
         return
+    one_broker_only(request, 'starts a single broker of its own (KIP-848 session and heartbeat settings); on a cluster it would run on one pybroker, not the cluster under test')
     launcher = _launcher(request.config.getoption("--broker"), tmp_path_factory.mktemp("kip848"))
     launcher.start()
     try:
@@ -222,6 +223,7 @@ def _kill9(launcher: Any) -> None:
 def test_group_and_offsets_survive_broker_kill9(member_client, request, tmp_path) -> None:
     if request.config.getoption("--bootstrap"):
         pytest.skip("needs a broker this test starts and kills (not an external --bootstrap)")
+    one_broker_only(request, "kills or restarts the one broker it starts itself; failover on a cluster is tests/cluster's and tools/chaos's")
     broker = _launcher(request.config.getoption("--broker"), tmp_path / "kill9")
     bootstrap = broker.start()
     admin, viewer = make_client("confluent"), make_client("java4")
@@ -276,6 +278,7 @@ def test_static_member_closed_and_restarted_gets_its_partitions_back_without_a_r
     if request.config.getoption("--bootstrap"):
         pytest.skip("needs a broker this test starts with a longer session timeout")
     # A session long enough for a JVM to restart within it: the instance keeps its partitions meanwhile.
+    one_broker_only(request, "kills or restarts the one broker it starts itself; failover on a cluster is tests/cluster's and tools/chaos's")
     broker = _launcher(request.config.getoption("--broker"), tmp_path / "static")
     broker.overrides["group.consumer.session.timeout.ms"] = "30000"
     bootstrap = broker.start()

@@ -24,7 +24,7 @@ from confluent_kafka.admin import AdminClient
 from compat_tests.brokers import PyBroker
 from compat_tests.clients.base import ClientError, Record
 
-from .support import expressible, wait_for
+from .support import expressible, one_broker_only, wait_for
 
 LEDGER_COLUMN = "confluent"
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -120,6 +120,7 @@ def own_bootstrap(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
     if external:
         pytest.skip("deletes __consumer_offsets: needs a broker of its own, not --bootstrap")
     workdir: Path = tmp_path_factory.mktemp("internal-topics")
+    one_broker_only(request, 'starts a single broker of its own (deleting __consumer_offsets must not reach the session broker); on a cluster it would run on one pybroker, not the cluster under test')
     launcher: Any
     if request.config.getoption("--broker") == "kafka":
         from compat_tests.reference.apache_kafka import ApacheKafka

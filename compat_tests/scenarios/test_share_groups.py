@@ -32,6 +32,7 @@ import pytest
 from compat_tests.brokers import PyBroker
 from compat_tests.clients.java43 import java43_command
 from compat_tests.clients.share_consume import REPO_ROOT, share_consume_command
+from compat_tests.scenarios.support import one_broker_only
 
 SHARE_SETTINGS = {
     "group.share.record.lock.duration.ms": "3000",
@@ -62,6 +63,7 @@ def share_bootstrap(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
     if external:
         yield external
         return
+    one_broker_only(request, 'starts a single broker of its own (share-group settings); on a cluster it would run on one pybroker, not the cluster under test')
     launcher = _launcher(request.config.getoption("--broker"), tmp_path_factory.mktemp("share"))
     launcher.start()
     try:
@@ -332,6 +334,7 @@ def test_share_state_survives_a_broker_restart(request: pytest.FixtureRequest, t
     broker restart: the share-partition state is durable (``__share_group_state``)."""
     if request.config.getoption("--bootstrap"):
         pytest.skip("restarts a broker of its own; an external --bootstrap cannot be restarted")
+    one_broker_only(request, "kills or restarts the one broker it starts itself; failover on a cluster is tests/cluster's and tools/chaos's")
     launcher = _launcher(request.config.getoption("--broker"), tmp_path)
     launcher.start()
     consumers: list[ShareConsumer] = []
