@@ -220,3 +220,10 @@ def test_a_single_broker_scenario_skipped_on_a_cluster_is_its_own_outcome() -> N
     assert ledger_plugin.outcome_of(skipped) == "one broker only"
     skipped.longrepr = ("x.py", 1, "Skipped: NOT EXPRESSIBLE by kcat: no transactions")
     assert ledger_plugin.outcome_of(skipped) == "not expressible"
+
+
+def test_a_cluster_row_without_single_broker_cells_round_trips() -> None:
+    clusters = {"kafka-cluster": {"new::n": {"any": "pass"}}, "pybroker-cluster": {"new::n": {"any": "fail"}}}
+    text = _ledger_text(clusters)
+    assert "| `new::n` | — | — | — | not run; any: pass | not run; any: fail |" in text.replace("**", "")
+    assert parse_cluster_cells(text) == clusters

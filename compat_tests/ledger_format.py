@@ -68,18 +68,18 @@ def row_columns(*rows: dict[str, str]) -> list[str]:
 
 
 def cluster_cell(row_clients: list[str], outcomes: dict[str, str]) -> str:
-    """One cluster's outcomes of a row in one cell: the commonest outcome over the row's clients (a
-    client the cluster run did not reach counts as ``not run``), then ``client: outcome`` for each
-    client that differs from it."""
-    clients = row_columns(dict.fromkeys(row_clients, ""), outcomes)
-    values = {client: outcomes.get(client, NOT_RUN) for client in clients}
-    if not values:
-        return NOT_RUN
+    """One cluster's outcomes of a row in one cell: the commonest outcome over the row's clients (the
+    client columns its single-broker cells fill; a client the cluster run did not reach counts as
+    ``not run``), then ``client: outcome`` for each client that differs from it, and for each client
+    outside the row's (a row that no single-broker run has filled yet)."""
+    values = {client: outcomes.get(client, NOT_RUN) for client in row_clients}
     counts: dict[str, int] = {}
     for value in values.values():
         counts[value] = counts.get(value, 0) + 1
-    common = max(counts, key=lambda value: counts[value])  # first seen wins a tie: stable
+    common = max(counts, key=lambda value: counts[value]) if counts else NOT_RUN  # first seen wins a tie
+    extra = {client: outcomes[client] for client in row_columns(outcomes) if client not in values}
     exceptions = [f"{client}: {value}" for client, value in values.items() if value != common]
+    exceptions += [f"{client}: {value}" for client, value in extra.items()]
     return "; ".join([common, *exceptions])
 
 
