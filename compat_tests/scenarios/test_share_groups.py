@@ -32,7 +32,7 @@ import pytest
 from compat_tests.brokers import PyBroker
 from compat_tests.clients.java43 import java43_command
 from compat_tests.clients.share_consume import REPO_ROOT, share_consume_command
-from compat_tests.scenarios.support import one_broker_only
+from compat_tests.scenarios.support import CLUSTER_BROKERS, cluster_launcher, one_broker_only
 
 SHARE_SETTINGS = {
     "group.share.record.lock.duration.ms": "3000",
@@ -50,6 +50,8 @@ EVENT_TIMEOUT_S = 60.0
 
 
 def _launcher(kind: str, workdir: Path) -> Any:
+    if kind in CLUSTER_BROKERS:
+        return cluster_launcher(kind, workdir, SHARE_SETTINGS)
     if kind == "kafka":
         from compat_tests.reference.apache_kafka import ApacheKafka
 
@@ -63,7 +65,6 @@ def share_bootstrap(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
     if external:
         yield external
         return
-    one_broker_only(request, 'starts a single broker of its own (share-group settings); on a cluster it would run on one pybroker, not the cluster under test')
     launcher = _launcher(request.config.getoption("--broker"), tmp_path_factory.mktemp("share"))
     launcher.start()
     try:
