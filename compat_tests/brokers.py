@@ -159,6 +159,8 @@ class PyBroker:
         self.workdir.mkdir(parents=True, exist_ok=True)
         repo_root = Path(__file__).resolve().parent.parent
         env = dict(os.environ, **self.extra_env)
+        # A crash in a C extension (or the interpreter) leaves its Python stack in the log.
+        env.setdefault("PYTHONFAULTHANDLER", "1")
         # Run the working tree's pybroker even when it is not pip-installed.
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(repo_root), env.get("PYTHONPATH", "")) if p)
         with open(self.log_path, "ab") as log_file:

@@ -20,10 +20,7 @@ import pytest
 
 from compat_tests.brokers import PyBroker
 from compat_tests.clients.registry import CLIENT_NAMES, make_client
-from compat_tests.scenarios.support import NOT_EXPRESSIBLE_LOG
-
-# The replicated brokers: 3 nodes, default.replication.factor 3, min.insync.replicas 2.
-CLUSTER_BROKERS = ("kafka-cluster", "pybroker-cluster")
+from compat_tests.scenarios.support import CLUSTER_BROKERS, NOT_EXPRESSIBLE_LOG
 
 # Brokers started for the scenarios run the codec strictly (codec.strict_field_names): a handler's
 # misspelt field name fails the scenario instead of being encoded as the default.

@@ -1,6 +1,11 @@
 """``python -m compat_tests.ledger``: run the default scenarios against pybroker and Apache Kafka
 (both started here, concurrently) and write COMPATIBILITY.md.
 
+``python -m compat_tests.ledger --cluster [-- FILES...]`` runs them instead against a 3-node pybroker
+cluster and then (one after the other: each is four to six processes) a 3-node Apache Kafka cluster,
+and writes only the two cluster columns; the single-broker cells, and the check that enforces them,
+stay as they were.
+
 Each run is a plain pytest run of compat_tests/scenarios with COMPAT_LEDGER_JSON set, so the
 ledger_plugin records every outcome and the ApiVersions the broker advertised; nothing parses text.
 """
@@ -13,10 +18,20 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
-from compat_tests.ledger_format import LEDGER_PATH, parse_cells, render_scenario_table
+from compat_tests.ledger_format import (
+    CLUSTER_COLUMNS,
+    LEDGER_PATH,
+    Cells,
+    cluster_disagreements,
+    parse_cells,
+    parse_cluster_cells,
+    render_scenario_table,
+    row_columns,
+)
 from compat_tests.ledger_plugin import LEDGER_JSON_ENV
 
 REPO = Path(__file__).resolve().parents[1]
@@ -24,12 +39,14 @@ BROKERS = {"kafka": "Apache Kafka 4.3.1", "pybroker": "pybroker"}
 
 
 def run_scenarios(broker: str, out: Path, extra: list[str]) -> subprocess.Popen[bytes]:
-    """pytest on ``broker``; ``extra`` may name scenario files, which then replace the whole directory."""
+    """pytest on ``broker``; ``extra`` may name scenario files, which then replace the whole directory.
+    A cluster runs in one pytest process (``-n 0``): the cluster fixture is per session, so each
+    xdist worker would start a cluster of its own."""
     env = dict(os.environ, **{LEDGER_JSON_ENV: str(out)})
     names_files = any(arg.startswith("compat_tests/scenarios/") for arg in extra)
     selection = [] if names_files else ["compat_tests/scenarios"]
     argv = [sys.executable, "-m", "pytest", *selection, "-p", "no:cacheprovider", "-q"]
-    argv += ["--broker", broker, *extra]
+    argv += ["--broker", broker, *(["-n", "0"] if broker in CLUSTER_COLUMNS else []), *extra]
     log = open(out.with_suffix(".log"), "wb")  # noqa: SIM115 - closed with the process below
     return subprocess.Popen(argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
 
@@ -110,7 +127,8 @@ def render(results: dict[str, dict[str, Any]]) -> str:
         "",
         "## Scenarios",
         "",
-        *render_scenario_table(kafka["results"], pybroker["results"]),
+        *render_scenario_table(kafka["results"], pybroker["results"], cluster_results(results)),
+        *render_cluster_differences(kafka["results"], pybroker["results"], cluster_results(results)),
         "",
         "## Differences between the two brokers",
         "",
@@ -171,6 +189,57 @@ def render(results: dict[str, dict[str, Any]]) -> str:
             gap, issue = "**versions differ**", gap_for_api(name, key, k, p)
         lines.append(f"| {key} | {name} | {text_k} | {text_p} | {gap} | {issue} |")
     return "\n".join(lines) + "\n"
+
+
+CLUSTER_NOTE = [
+    "The last two columns are the same scenarios against 3-node clusters (`python -m compat_tests.ledger",
+    "--cluster`): ZooKeeper and 3 pybroker brokers, and 3 Apache Kafka 4.3.1 KRaft nodes, topics RF 3",
+    "(docs/CLUSTER_TESTING.md). Each cell holds the whole row: the commonest outcome, then each client",
+    "that differs (`pass; kcat: not expressible`); `not run` where no cluster run reached the scenario.",
+    "`one broker only`: the scenario starts a single broker of its own (settings or listeners of its own,",
+    "or a broker it kills and restarts), so it is skipped on a cluster rather than run on that one broker.",
+    "Bold cells disagree between the two clusters. The suite's check reads only the single-broker cells.",
+]
+
+
+def cluster_results(results: dict[str, dict[str, Any]]) -> dict[str, Cells]:
+    return {name: results[name]["results"] for name in CLUSTER_COLUMNS if name in results}
+
+
+def render_cluster_differences(kafka: Cells, pybroker: Cells, clusters: dict[str, Cells]) -> list[str]:
+    """Where the two clusters' outcomes differ, client by client, and how many rows are still unrun."""
+    if not any(clusters.values()):
+        return []
+    kafka_cluster = clusters.get("kafka-cluster", {})
+    pybroker_cluster = clusters.get("pybroker-cluster", {})
+    lines = ["", *CLUSTER_NOTE, ""]
+    differences = []
+    for scenario in sorted(set(kafka_cluster) | set(pybroker_cluster)):
+        found = cluster_disagreements(kafka_cluster.get(scenario, {}), pybroker_cluster.get(scenario, {}))
+        for client, (k, p) in found.items():
+            differences.append(f"| `{scenario}` | {client} | {k} | {p} |")
+    if differences:
+        lines += [
+            "Disagreements between the two clusters:",
+            "",
+            "| scenario | client | Apache Kafka, 3 nodes | pybroker, 3 nodes |",
+            "|---|---|---|---|",
+            *differences,
+        ]
+    else:
+        lines.append("Disagreements between the two clusters: none where both ran the client.")
+    scenarios = set(kafka) | set(pybroker)
+    for name, heading in CLUSTER_COLUMNS.items():
+        cells = clusters.get(name, {})
+        unrun = sum(
+            1
+            for scenario in scenarios
+            for client in row_columns(kafka.get(scenario, {}), pybroker.get(scenario, {}))
+            if client not in cells.get(scenario, {})
+        )
+        if unrun:
+            lines += ["", f"{heading}: {unrun} client cells not run."]
+    return lines
 
 
 def render_observed(kafka: dict[str, str], pybroker: dict[str, str]) -> list[str]:
@@ -235,12 +304,27 @@ def parse_api_versions(text: str) -> dict[str, dict[str, list[int]]]:
 
 def merge_into_ledger(text: str, results: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """``results`` of a partial run laid over the existing ledger, cell by cell: what the run saw
-    replaces the cell; every cell and observation it did not see stays as it was."""
+    replaces the cell; every cell and observation it did not see stays as it was. A run of the single
+    brokers keeps the cluster columns, a run of the clusters keeps everything else."""
     previous = dict(zip(("kafka", "pybroker"), parse_cells(text), strict=True))
     observed = parse_observed(text)
     api_versions = parse_api_versions(text)
-    merged = {}
+    merged: dict[str, dict[str, Any]] = {}
+    for name, cells in parse_cluster_cells(text).items():
+        rows = {scenario: dict(row) for scenario, row in cells.items()}
+        for scenario, row in results.get(name, {}).get("results", {}).items():
+            rows.setdefault(scenario, {}).update(row)
+        merged[name] = {"results": rows}
+    for broker in BROKERS:
+        if broker not in results:
+            merged[broker] = {
+                "results": previous[broker],
+                "observed": observed[broker],
+                "api_versions": api_versions[broker],
+            }
     for broker, run in results.items():
+        if broker in CLUSTER_COLUMNS:
+            continue
         rows = {scenario: dict(row) for scenario, row in previous[broker].items()}
         for scenario, row in run["results"].items():
             rows.setdefault(scenario, {}).update(row)
@@ -262,7 +346,14 @@ def main(argv: list[str] | None = None) -> int:
         nargs=2,
         metavar=("KAFKA_JSON", "PYBROKER_JSON"),
         type=Path,
-        help="render from two earlier runs' result files instead of running",
+        help="render from two earlier runs' result files (COMPAT_LEDGER_JSON) instead of running; with "
+        "--cluster, the 3-node Apache Kafka run's and the 3-node pybroker run's",
+    )
+    parser.add_argument(
+        "--cluster",
+        action="store_true",
+        help="run on the 3-node clusters (pybroker-cluster, then kafka-cluster) and replace just the cluster "
+        "cells the run produced (implies --update)",
     )
     parser.add_argument(
         "--update",
@@ -273,25 +364,48 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments for both runs")
     args = parser.parse_args(argv)
+    names = {**CLUSTER_COLUMNS} if args.cluster else BROKERS
     if args.from_json:
-        files = dict(zip(["kafka", "pybroker"], args.from_json, strict=True))
+        files = dict(
+            zip(
+                ["kafka-cluster", "pybroker-cluster"] if args.cluster else ["kafka", "pybroker"],
+                args.from_json,
+                strict=True,
+            )
+        )
     else:
         workdir = Path(tempfile.mkdtemp(prefix="compat-ledger-"))
-        files = {broker: workdir / f"{broker}.json" for broker in BROKERS}
-        processes = {broker: run_scenarios(broker, path, args.pytest_args) for broker, path in files.items()}
-        for broker, process in processes.items():
-            process.wait()
-            print(
-                f"{BROKERS[broker]}: pytest exit {process.returncode}, log {files[broker].with_suffix('.log')}"
-            )
+        files = {broker: workdir / f"{broker}.json" for broker in names}
+        if args.cluster:  # one cluster at a time, pybroker's first
+            for broker in reversed(list(files)):
+                started = time.monotonic()
+                process = run_scenarios(broker, files[broker], args.pytest_args)
+                process.wait()
+                print(
+                    f"{names[broker]}: pytest exit {process.returncode} after {time.monotonic() - started:.0f} s,"
+                    f" log {files[broker].with_suffix('.log')}"
+                )
+        else:
+            processes = {
+                broker: run_scenarios(broker, path, args.pytest_args) for broker, path in files.items()
+            }
+            for broker, process in processes.items():
+                process.wait()
+                print(
+                    f"{names[broker]}: pytest exit {process.returncode}, log {files[broker].with_suffix('.log')}"
+                )
     results = {}
     for broker, path in files.items():
         if not path.exists():
             print(f"{broker}: no results written ({path})", file=sys.stderr)
             return 1
         results[broker] = json.loads(path.read_text())
-    if args.update:
+    if args.update or args.cluster:
         results = merge_into_ledger(args.output.read_text(), results)
+    elif args.output.exists():
+        # A full single-broker run rewrites its own cells and keeps the cluster columns.
+        for name, cells in parse_cluster_cells(args.output.read_text()).items():
+            results[name] = {"results": cells}
     args.output.write_text(render(results))
     print(f"wrote {args.output}")
     return 0

@@ -8,7 +8,12 @@ from typing import Any
 import pytest
 
 from compat_tests import ledger, ledger_plugin
-from compat_tests.ledger_format import parse_pybroker_cells, render_scenario_table
+from compat_tests.ledger_format import (
+    parse_cells,
+    parse_cluster_cells,
+    parse_pybroker_cells,
+    render_scenario_table,
+)
 
 KAFKA = {"roundtrip::t[codec=gzip]": {"java": "pass", "sarama": "fail"}, "groups::g": {"any": "pass"}}
 PYBROKER = {"roundtrip::t[codec=gzip]": {"java": "pass", "sarama": "fail"}, "groups::g": {"any": "fail"}}
@@ -31,11 +36,19 @@ def test_unreadable_ledger_is_an_error(text: str) -> None:
         parse_pybroker_cells(text)
 
 
-def _plugin(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, results: dict[tuple[str, str], str]) -> Any:
+def _plugin(
+    tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    results: dict[tuple[str, str], str],
+    broker: str = "pybroker",
+    clusters: dict[str, dict[str, dict[str, str]]] | None = None,
+) -> Any:
     ledger = tmp_path / "COMPATIBILITY.md"
-    ledger.write_text("\n".join(render_scenario_table(KAFKA, PYBROKER)))
+    ledger.write_text("\n".join(render_scenario_table(KAFKA, PYBROKER, clusters)))
     monkeypatch.setattr(ledger_plugin, "LEDGER_PATH", ledger)
-    plugin = ledger_plugin.LedgerPlugin(SimpleNamespace(option=SimpleNamespace(keyword="x", maxfail=0)))  # type: ignore[arg-type]
+    options = {"--broker": broker, "--bootstrap": None}
+    config = SimpleNamespace(option=SimpleNamespace(keyword="x", maxfail=0), getoption=options.__getitem__)
+    plugin = ledger_plugin.LedgerPlugin(config)  # type: ignore[arg-type]
     plugin.results = dict(results)
     return plugin
 
@@ -86,7 +99,11 @@ def test_update_replaces_only_the_cells_that_ran() -> None:
 
 def test_update_without_an_api_versions_probe_keeps_the_table() -> None:
     results = {
-        broker: {"results": {"old::o": {"any": "pass"}}, "observed": {}, "api_versions": {"0": [0, 13], "1": [4, high]}}
+        broker: {
+            "results": {"old::o": {"any": "pass"}},
+            "observed": {},
+            "api_versions": {"0": [0, 13], "1": [4, high]},
+        }
         for broker, high in (("kafka", 18), ("pybroker", 16))
     }
     text = ledger.render(results)
@@ -126,3 +143,87 @@ def test_cells_and_api_versions_are_read_from_reports_once_in_the_reporting_proc
     worker = ledger_plugin.LedgerPlugin(SimpleNamespace(workerinput={}))  # type: ignore[arg-type]
     worker.pytest_runtest_logreport(_report("a::g[java]", "call", "passed", tagged))
     assert worker.results == {}
+
+
+def _ledger_text(clusters: dict[str, dict[str, dict[str, str]]]) -> str:
+    results: dict[str, dict[str, Any]] = {
+        broker: {"results": cells, "observed": {}, "api_versions": {"0": [0, 4]}}
+        for broker, cells in (("kafka", KAFKA), ("pybroker", PYBROKER))
+    }
+    results.update({name: {"results": cells} for name, cells in clusters.items()})
+    return ledger.render(results)
+
+
+def test_cluster_columns_round_trip_and_leave_the_single_broker_cells_alone() -> None:
+    clusters = {
+        "kafka-cluster": {"roundtrip::t[codec=gzip]": {"java": "pass", "sarama": "not expressible"}},
+        "pybroker-cluster": {
+            "roundtrip::t[codec=gzip]": {"java": "pass", "sarama": "not expressible"},
+            "groups::g": {"any": "pass"},
+        },
+    }
+    text = _ledger_text(clusters)
+    assert "| `groups::g` | pass / fail | — | — | not run | pass |" in text
+    assert (
+        "| `roundtrip::t[codec=gzip]` | — | pass / pass | fail / fail | pass; sarama: not expressible |"
+        in text
+    )
+    assert parse_cells(text) == (KAFKA, PYBROKER)
+    assert parse_cluster_cells(text) == clusters
+    assert "none where both ran the client" in text
+
+
+def test_cluster_disagreement_is_bold_and_listed() -> None:
+    clusters = {
+        "kafka-cluster": {"roundtrip::t[codec=gzip]": {"java": "pass", "sarama": "fail"}},
+        "pybroker-cluster": {"roundtrip::t[codec=gzip]": {"java": "fail", "sarama": "fail"}},
+    }
+    text = _ledger_text(clusters)
+    assert "| **pass; sarama: fail** | **fail** |" in text
+    assert "| `roundtrip::t[codec=gzip]` | java | pass | fail |" in text
+    assert parse_cluster_cells(text) == clusters
+
+
+def test_a_cluster_run_replaces_only_cluster_cells_and_a_broker_run_keeps_them() -> None:
+    text = _ledger_text({"pybroker-cluster": {"groups::g": {"any": "fail"}}})
+    run = {"results": {"groups::g": {"any": "pass"}}}
+    merged = ledger.merge_into_ledger(text, {"kafka-cluster": run, "pybroker-cluster": run})
+    assert merged["pybroker"]["results"] == PYBROKER
+    assert merged["kafka"]["api_versions"] == {"0": [0, 4]}
+    assert merged["pybroker-cluster"]["results"] == {"groups::g": {"any": "pass"}}
+    broker_run = {"results": {"groups::g": {"any": "pass"}}, "api_versions": {}}
+    merged = ledger.merge_into_ledger(ledger.render(merged), {"kafka": broker_run, "pybroker": broker_run})
+    assert merged["kafka-cluster"]["results"] == {"groups::g": {"any": "pass"}}
+    assert merged["pybroker"]["results"]["groups::g"] == {"any": "pass"}
+
+
+def test_a_cluster_run_is_checked_against_the_cluster_column_and_unrecorded_cells_only_reported(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clusters = {"pybroker-cluster": {"groups::g": {"any": "pass"}}}
+    agreeing = {("groups::g", "any"): "pass", ("roundtrip::t[codec=gzip]", "java"): "fail"}
+    plugin = _plugin(tmp_path, monkeypatch, agreeing, "pybroker-cluster", clusters)
+    assert plugin.compare_with_ledger() == []  # the single-broker cells (groups: fail) are not the check
+    assert plugin.not_recorded == ["roundtrip::t[codec=gzip] [java]: not run in the ledger (this run: fail)"]
+    disagreeing = {("groups::g", "any"): "fail"}
+    plugin = _plugin(tmp_path, monkeypatch, disagreeing, "pybroker-cluster", clusters)
+    assert plugin.compare_with_ledger() == ["groups::g [any]: ledger says pass, this run fail"]
+
+
+def test_a_single_broker_scenario_skipped_on_a_cluster_is_its_own_outcome() -> None:
+    skipped = _report("a::t", "setup", "skipped", [])
+    skipped.longrepr = (
+        "x.py",
+        1,
+        "Skipped: ONE BROKER ONLY: kills or restarts the one broker it starts itself",
+    )
+    assert ledger_plugin.outcome_of(skipped) == "one broker only"
+    skipped.longrepr = ("x.py", 1, "Skipped: NOT EXPRESSIBLE by kcat: no transactions")
+    assert ledger_plugin.outcome_of(skipped) == "not expressible"
+
+
+def test_a_cluster_row_without_single_broker_cells_round_trips() -> None:
+    clusters = {"kafka-cluster": {"new::n": {"any": "pass"}}, "pybroker-cluster": {"new::n": {"any": "fail"}}}
+    text = _ledger_text(clusters)
+    assert "| `new::n` | — | — | — | not run; any: pass | not run; any: fail |" in text.replace("**", "")
+    assert parse_cluster_cells(text) == clusters

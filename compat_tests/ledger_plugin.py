@@ -9,6 +9,10 @@ check the checked-in COMPATIBILITY.md against the run that just happened.
   with the pybroker half of the ledger's cells; a mismatch, a cell the ledger lacks, or a ledger that
   cannot be read fails the session.  A run of the full default selection must also have observed
   every pybroker cell of the ledger, so deleting or skipping scenarios cannot make it pass silently.
+- Against a 3-broker pybroker cluster this session started (``--broker pybroker-cluster``), outcomes
+  are compared with the ledger's pybroker cluster column the same way, except that a cell the column
+  has not recorded yet (``not run``) is reported, not failed: cluster runs are optional, so the
+  column may lag behind the scenarios.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from compat_tests.ledger_format import LEDGER_PATH, Outcome, parse_pybroker_cells
+from compat_tests.ledger_format import LEDGER_PATH, Outcome, parse_cluster_cells, parse_pybroker_cells
 
 LEDGER_JSON_ENV = "COMPAT_LEDGER_JSON"
 SCENARIOS_DIR = Path(__file__).resolve().parent / "scenarios"
@@ -80,7 +84,10 @@ def _read_exactly(sock: socket.socket, size: int) -> bytes:
 def outcome_of(report: pytest.TestReport) -> Outcome | None:
     if report.skipped:
         text = str(report.longrepr)
-        return "not expressible" if "NOT EXPRESSIBLE" in text else "skipped"
+        if "NOT EXPRESSIBLE" in text:
+            return "not expressible"
+        # A scenario with a single broker of its own, on a cluster run (scenarios/support.one_broker_only).
+        return "one broker only" if "ONE BROKER ONLY" in text else "skipped"
     if report.failed:
         return "xfail" if hasattr(report, "wasxfail") else "fail"
     if report.when == "call":
@@ -183,9 +190,14 @@ class LedgerPlugin:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def _ran_against_own_pybroker(self) -> bool:
-        return (
-            self.config.getoption("--bootstrap") is None and self.config.getoption("--broker") == "pybroker"
+        return self.config.getoption("--bootstrap") is None and self.config.getoption("--broker") in (
+            "pybroker",
+            "pybroker-cluster",
         )
+
+    @property
+    def _cluster(self) -> bool:
+        return self.config.getoption("--broker") == "pybroker-cluster"
 
     def _full_default_selection(self) -> bool:
         """Every scenario module, every client, nothing filtered out: then every cell must be seen."""
@@ -211,17 +223,30 @@ class LedgerPlugin:
 
     def compare_with_ledger(self) -> list[str]:
         try:
-            ledger = parse_pybroker_cells(LEDGER_PATH.read_text())
+            if self._cluster:
+                column = parse_cluster_cells(LEDGER_PATH.read_text())["pybroker-cluster"]
+                ledger = {(s, c): outcome for s, row in column.items() for c, outcome in row.items()}
+            else:
+                ledger = parse_pybroker_cells(LEDGER_PATH.read_text())
         except (OSError, ValueError) as exc:
             return [f"cannot read the ledger {LEDGER_PATH.name}: {exc}"]
         problems = []
+        self.not_recorded = []
         for (scenario, client), outcome in sorted(self.results.items()):
             expected = ledger.get((scenario, client))
-            if expected is None:
+            if expected is None and self._cluster:
+                self.not_recorded.append(
+                    f"{scenario} [{client}]: not run in the ledger (this run: {outcome})"
+                )
+            elif expected is None:
                 problems.append(f"{scenario} [{client}]: not in the ledger (this run: {outcome})")
             elif expected != outcome:
                 problems.append(f"{scenario} [{client}]: ledger says {expected}, this run {outcome}")
-        if self._full_default_selection() and len(self.cells) == len(set(self.cells.values())):
+        if (
+            not self._cluster
+            and self._full_default_selection()
+            and len(self.cells) == len(set(self.cells.values()))
+        ):
             missing = sorted(set(ledger) - set(self.results))
             problems += [f"{s} [{c}]: in the ledger but not run" for s, c in missing]
         return problems
@@ -230,13 +255,19 @@ class LedgerPlugin:
         problems = getattr(self, "problems", None)
         if problems is None:
             return
-        terminalreporter.section("conformance ledger (COMPATIBILITY.md, pybroker column)")
+        column = "pybroker cluster column" if self._cluster else "pybroker column"
+        terminalreporter.section(f"conformance ledger (COMPATIBILITY.md, {column})")
+        for line in getattr(self, "not_recorded", []):
+            terminalreporter.write_line(f"ledger: {line}")
         if not problems:
-            terminalreporter.write_line(f"{len(self.results)} scenario cells agree with the ledger")
+            recorded = len(self.results) - len(getattr(self, "not_recorded", []))
+            terminalreporter.write_line(f"{recorded} scenario cells agree with the ledger")
         for line in problems:
             terminalreporter.write_line(f"LEDGER MISMATCH: {line}", red=True)
         if problems:
-            terminalreporter.write_line("regenerate with: python -m compat_tests.ledger")
+            terminalreporter.write_line(
+                "regenerate with: python -m compat_tests.ledger" + (" --cluster" if self._cluster else "")
+            )
 
 
 def register(config: pytest.Config) -> None:

@@ -225,6 +225,7 @@ class PyBrokerCluster:
             self._observer = None
         for node_id in self.nodes:
             self.thaw(node_id)
+            self._note_early_exit(node_id)
             if self.is_running(node_id):
                 self.nodes[node_id].process.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
         for broker in self.nodes.values():
@@ -234,6 +235,14 @@ class PyBrokerCluster:
         if self.proxies is not None:
             self.proxies.stop()
             self.proxies = None
+
+    def _note_early_exit(self, node_id: int) -> None:
+        """A node that is gone before stop() (killed by a test, or died on its own) gets its exit code at
+        the end of its log: a negative code is the signal, which the log itself cannot say."""
+        process = self.nodes[node_id].process
+        if process is not None and process.poll() is not None:
+            with open(self.nodes[node_id].log_path, "a") as log_file:
+                log_file.write(f"-- [compat harness] pid {process.pid} had exited with code {process.returncode}\n")
 
     def __enter__(self) -> PyBrokerCluster:
         self.start()

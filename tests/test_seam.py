@@ -82,6 +82,7 @@ def test_append_records_writes_only_as_leader(tmp_path: Path) -> None:
             assert p.log_end_offset == 1
             p.leader_id = NODE
             p.min_insync_replicas = 2
+            p.replicas = (NODE, NODE + 1)
             # the ISR (this broker alone) is below min.insync.replicas: refused before appending
             [topic] = rm.append_records(_produce("t", 0, batch), **args)  # type: ignore[misc]
             assert topic["partition_responses"][0]["error_code"] == ErrorCode.NOT_ENOUGH_REPLICAS

@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 
@@ -15,6 +16,31 @@ from compat_tests.reference import kafka_probe
 CODECS: list[Compression] = ["none", "gzip", "snappy", "lz4", "zstd"]
 NOT_EXPRESSIBLE_LOG: list[str] = []
 T = TypeVar("T")
+# The replicated brokers: 3 nodes, default.replication.factor 3, min.insync.replicas 2.
+CLUSTER_BROKERS = ("kafka-cluster", "pybroker-cluster")
+ONE_BROKER_ONLY = "ONE BROKER ONLY"
+
+
+def cluster_launcher(kind: str, workdir: Path, settings: dict[str, str]) -> Any:
+    """For a scenario that starts a broker of its own with settings of its own, on a cluster run: a
+    3-node cluster of the kind under test (``kind``, a CLUSTER_BROKERS name) with those settings on every
+    node, the same as the session's cluster otherwise. Not started."""
+    if kind == "kafka-cluster":
+        from compat_tests.reference.kafka_cluster import ApacheKafkaCluster
+
+        return ApacheKafkaCluster(workdir, nodes=3, overrides=dict(settings))
+    from compat_tests.pybroker_cluster import PyBrokerCluster
+
+    return PyBrokerCluster(workdir, nodes=3, overrides=dict(settings))
+
+
+def one_broker_only(request: pytest.FixtureRequest, why: str) -> None:
+    """A scenario that starts a single broker of its own (settings or listeners of its own, or a broker
+    it kills and restarts): against ``--broker pybroker-cluster``/``kafka-cluster`` it would run on that
+    one pybroker, not on the cluster under test, and pass for the wrong broker. It is skipped there with
+    the reason, which the ledger's cluster columns record as ``one broker only``, never as a pass."""
+    if request.config.getoption("--broker") in CLUSTER_BROKERS:
+        pytest.skip(f"{ONE_BROKER_ONLY}: {why}")
 
 
 @contextmanager

@@ -37,7 +37,7 @@ from compat_tests.kafka_tools import run_tool
 from pybroker.records.builder import SimpleRecord, build_batch
 from tests.wire import WireClient
 
-from .support import wait_for
+from .support import one_broker_only, wait_for
 
 SETTINGS = {
     "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
@@ -59,6 +59,7 @@ def acl_bootstrap(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
     if request.config.getoption("--bootstrap"):
         pytest.skip("needs a broker started with an authorizer, not --bootstrap")
     workdir: Path = tmp_path_factory.mktemp("acls")
+    one_broker_only(request, 'starts a single broker of its own (an authorizer and listeners of its own); on a cluster it would run on one pybroker, not the cluster under test')
     launcher: Any
     if request.config.getoption("--broker") == "kafka":
         from compat_tests.reference.apache_kafka import ApacheKafka
@@ -800,6 +801,7 @@ def sasl_acl_broker(
         "sasl.enabled.mechanisms": "PLAIN",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": SASL_JAAS,
     }
+    one_broker_only(request, 'starts a single broker of its own (an authorizer and listeners of its own); on a cluster it would run on one pybroker, not the cluster under test')
     launcher: Any
     if request.config.getoption("--broker") == "kafka":
         from compat_tests.reference.apache_kafka import INTERNAL_PRINCIPAL, ApacheKafka

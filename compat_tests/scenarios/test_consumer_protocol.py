@@ -31,7 +31,7 @@ from compat_tests.clients.base import ClientError
 from compat_tests.clients.errors import kafka_error_name
 from compat_tests.clients.registry import make_client
 
-from .support import wait_for
+from .support import CLUSTER_BROKERS, cluster_launcher, one_broker_only, wait_for
 from .test_groups import GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, MemberProcess, partitions_shared, produce_spread
 
 log = logging.getLogger(__name__)
@@ -50,6 +50,8 @@ MEMBER_CLIENTS = ["java4", "confluent", "java"]  # java: kafka-clients 3.9.1, wh
 
 
 def _launcher(kind: str, workdir: Path) -> Any:
+    if kind in CLUSTER_BROKERS:
+        return cluster_launcher(kind, workdir, KIP848_SETTINGS)
     if kind == "kafka":
         from compat_tests.reference.apache_kafka import ApacheKafka
 
@@ -75,9 +77,13 @@ def kip848_bootstrap(
 
 
 @pytest.fixture
-def topic_on(admin: Any, kip848_bootstrap: str, unique_topic: str) -> Any:
+def topic_on(request: pytest.FixtureRequest, admin: Any, kip848_bootstrap: str, unique_topic: str) -> Any:
+    # On a cluster, the brokers' default replication factor (3), as the session's make_topic does: an RF 1
+    # topic would refuse acks=all writes there (min.insync.replicas=2).
+    replication = -1 if request.config.getoption("--broker") in CLUSTER_BROKERS else 1
+
     def create(partitions: int) -> str:
-        admin.create_topic(kip848_bootstrap, unique_topic, partitions=partitions)
+        admin.create_topic(kip848_bootstrap, unique_topic, partitions=partitions, replication_factor=replication)
         return unique_topic
 
     return create
@@ -222,6 +228,7 @@ def _kill9(launcher: Any) -> None:
 def test_group_and_offsets_survive_broker_kill9(member_client, request, tmp_path) -> None:
     if request.config.getoption("--bootstrap"):
         pytest.skip("needs a broker this test starts and kills (not an external --bootstrap)")
+    one_broker_only(request, "kills or restarts the one broker it starts itself; failover on a cluster is tests/cluster's and tools/chaos's")
     broker = _launcher(request.config.getoption("--broker"), tmp_path / "kill9")
     bootstrap = broker.start()
     admin, viewer = make_client("confluent"), make_client("java4")
@@ -276,6 +283,7 @@ def test_static_member_closed_and_restarted_gets_its_partitions_back_without_a_r
     if request.config.getoption("--bootstrap"):
         pytest.skip("needs a broker this test starts with a longer session timeout")
     # A session long enough for a JVM to restart within it: the instance keeps its partitions meanwhile.
+    one_broker_only(request, "kills or restarts the one broker it starts itself; failover on a cluster is tests/cluster's and tools/chaos's")
     broker = _launcher(request.config.getoption("--broker"), tmp_path / "static")
     broker.overrides["group.consumer.session.timeout.ms"] = "30000"
     bootstrap = broker.start()

@@ -20,6 +20,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 from compat_tests.clients.base import ClientError, Record
 from compat_tests.kafka_tools import run_tool
+from compat_tests.reference import kafka_probe
 from tests.wire import WireClient
 
 from .support import first_broker, partition_leader, wait_for
@@ -496,3 +497,58 @@ def test_malformed_incremental_requests(wire: WireClient, node: str, make_topic)
     assert (result["error_code"], result["error_message"]) == (INVALID_REQUEST, "Unknown resource type 8")
     # Nothing of the above changed the topic.
     assert describe(wire, TOPIC, topic, ["retention.ms"])[2]["retention.ms"][:2] == ("604800000", DEFAULT)
+
+
+def test_another_brokers_config_goes_through_that_broker(bootstrap: str) -> None:
+    """Issue 11's "dynamic configs addressed to another broker's id", on a 3-broker cluster. Apache Kafka
+    4.3.1 (KRaft) validates a BROKER resource on the broker that receives it, before it forwards the
+    change to the controller (ConfigAdminManager.preprocess, validateResourceNameIsCurrentNodeId): sent
+    to broker A, broker B's id is INVALID_REQUEST, for IncrementalAlterConfigs, AlterConfigs and
+    DescribeConfigs alike, and nothing changes. A client names B's resource and its admin sends the
+    request to B itself (librdkafka and the Java admin look B up in Metadata): bootstrapped through A,
+    the change takes effect on B only, and a client bootstrapped through any broker describes it."""
+    host, _, port = bootstrap.split(",")[0].rpartition(":")
+    endpoints, _ = kafka_probe.topic_metadata(host, int(port), None)
+    if len(endpoints) < 3:
+        pytest.skip(
+            "needs 3 brokers (--broker pybroker-cluster or kafka-cluster): a single broker has no other "
+            "broker's id to address"
+        )
+    address = {n: f"{h}:{p}" for n, (h, p) in endpoints.items()}
+    a, b, c = sorted(endpoints)[:3]
+    key, value = "message.max.bytes", "2000000"
+
+    def own_value(n: int) -> tuple:
+        with WireClient(address[n]) as wire:
+            return describe(wire, BROKER, str(n), [key])[2][key][:2]
+
+    with WireClient(address[a]) as wire:
+        assert alter(wire, BROKER, str(b), [(key, value, SET)]) == (
+            INVALID_REQUEST,
+            f"Unexpected broker id, expected {a}, but received {b}",
+        )
+        assert legacy_alter(wire, str(b), {key: value}) == (
+            INVALID_REQUEST,
+            f"Unexpected broker id, expected {a}, but received {b}",
+        )
+        assert describe(wire, BROKER, str(b), [key])[:2] == (
+            INVALID_REQUEST,
+            f"Unexpected broker id, expected {a} or empty string, but received {b}",
+        )
+    assert [own_value(n) for n in (a, b, c)] == [("1048588", DEFAULT)] * 3
+
+    confluent_alter(address[a], str(b), [(key, value, AlterConfigOpType.SET)])
+    try:
+        wait_for(lambda: own_value(b) == (value, DYNAMIC_BROKER), what=f"broker {b} to apply its new value")
+        assert own_value(a) == own_value(c) == ("1048588", DEFAULT)
+        for through in (a, b, c):
+            assert confluent_describe(address[through], ResourceType.BROKER, str(b))[key] == (
+                value,
+                DYNAMIC_BROKER,
+                False,
+            )
+        out = kafka_configs(address[c], "--entity-type", "brokers", "--entity-name", str(b), "--describe")
+        assert f"  {key}={value} sensitive=false synonyms={{DYNAMIC_BROKER_CONFIG:{key}={value}, " in out
+    finally:
+        confluent_alter(address[c], str(b), [(key, None, AlterConfigOpType.DELETE)])
+    wait_for(lambda: own_value(b) == ("1048588", DEFAULT), what=f"broker {b} to return to the default")

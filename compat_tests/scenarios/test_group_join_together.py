@@ -30,7 +30,7 @@ from confluent_kafka import Consumer
 
 from compat_tests.brokers import PyBroker
 
-from .support import wait_for
+from .support import CLUSTER_BROKERS, cluster_launcher, wait_for
 
 LEDGER_COLUMN = "confluent"
 PARTITIONS = 4
@@ -47,7 +47,10 @@ def delayed_bootstrap(
     settings = {"group.initial.rebalance.delay.ms": str(delay_ms), "offsets.topic.num.partitions": "1"}
     workdir: Path = tmp_path_factory.mktemp(f"join-together-{delay_ms}")
     launcher: Any
-    if request.config.getoption("--broker") == "kafka":
+    kind = request.config.getoption("--broker")
+    if kind in CLUSTER_BROKERS:
+        launcher = cluster_launcher(kind, workdir, settings)
+    elif kind == "kafka":
         from compat_tests.reference.apache_kafka import ApacheKafka
 
         launcher = ApacheKafka(workdir, overrides=settings)

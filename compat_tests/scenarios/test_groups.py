@@ -28,7 +28,7 @@ from compat_tests.clients.base import ClientError, NotSupportedByClient, Record
 from compat_tests.clients.errors import kafka_error_name
 from compat_tests.clients.registry import make_client
 
-from .support import expressible, wait_for
+from .support import expressible, one_broker_only, wait_for
 
 log = logging.getLogger(__name__)
 
@@ -248,9 +248,10 @@ def test_commit_then_restart_resumes_exactly_after_last_commit(
     assert admin.committed_offsets(bootstrap, group) == {(topic, 0): 20}
 
 
-def test_committed_offsets_survive_broker_kill9(client, client_name, tmp_path, admin) -> None:
+def test_committed_offsets_survive_broker_kill9(request, client, client_name, tmp_path, admin) -> None:
     with expressible(client_name):
         require_groups(client, client_name)
+    one_broker_only(request, "kills or restarts the one broker it starts itself; failover on a cluster is tests/cluster's and tools/chaos's")
     broker = PyBroker(
         tmp_path / "kill9",
         overrides={"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "3"},
@@ -272,10 +273,13 @@ def test_committed_offsets_survive_broker_kill9(client, client_name, tmp_path, a
         broker.stop()
 
 
-def test_static_member_restart_does_not_rebalance(client, client_name, admin, tmp_path, members) -> None:
+def test_static_member_restart_does_not_rebalance(
+    request, client, client_name, admin, tmp_path, members
+) -> None:
     with expressible(client_name):
         require_groups(client, client_name)
     # A dedicated broker, so its log tells whether the coordinator started a new generation.
+    one_broker_only(request, "starts a single broker of its own (a pybroker whose log shows the coordinator's generations); on a cluster it would run on one pybroker, not the cluster under test")
     broker = PyBroker(tmp_path / "static", overrides={"group.initial.rebalance.delay.ms": "500"})
     bootstrap = broker.start()
     try:

@@ -24,7 +24,7 @@ from confluent_kafka.admin import AdminClient
 from compat_tests.brokers import PyBroker
 from compat_tests.clients.base import ClientError, Record
 
-from .support import expressible, wait_for
+from .support import CLUSTER_BROKERS, cluster_launcher, expressible, wait_for
 
 LEDGER_COLUMN = "confluent"
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -121,7 +121,10 @@ def own_bootstrap(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
         pytest.skip("deletes __consumer_offsets: needs a broker of its own, not --bootstrap")
     workdir: Path = tmp_path_factory.mktemp("internal-topics")
     launcher: Any
-    if request.config.getoption("--broker") == "kafka":
+    kind = request.config.getoption("--broker")
+    if kind in CLUSTER_BROKERS:
+        launcher = cluster_launcher(kind, workdir, {"group.initial.rebalance.delay.ms": "0"})
+    elif kind == "kafka":
         from compat_tests.reference.apache_kafka import ApacheKafka
 
         launcher = ApacheKafka(workdir)
@@ -158,10 +161,12 @@ def _consume_in_group(bootstrap: str, group: str, topic: str, count: int) -> lis
     return got
 
 
-def test_groups_keep_working_after_consumer_offsets_is_deleted(own_bootstrap, admin) -> None:
+def test_groups_keep_working_after_consumer_offsets_is_deleted(request, own_bootstrap, admin) -> None:
     bootstrap = own_bootstrap
     topic = f"compat-internal-{uuid.uuid4().hex[:8]}"
-    admin.create_topic(bootstrap, topic, partitions=1)
+    # On a cluster the brokers' default replication factor, as make_topic: acks=all needs 2 in-sync replicas.
+    replication = -1 if request.config.getoption("--broker") in CLUSTER_BROKERS else 1
+    admin.create_topic(bootstrap, topic, partitions=1, replication_factor=replication)
     admin.produce(bootstrap, topic, [Record(f"k{i}".encode(), f"v{i}".encode()) for i in range(5)])
     old_group = f"{topic}-before"
     assert len(_consume_in_group(bootstrap, old_group, topic, 5)) == 5

@@ -1,6 +1,8 @@
-"""ElectLeaders (43), AlterPartitionReassignments (45) and ListPartitionReassignments (46) on one broker,
-over a raw socket at every version and through kafka-python's admin client: the only replica leads
-already (ELECTION_NOT_NEEDED), nothing can move, and the errors of each refusal.
+"""ElectLeaders (43), AlterPartitionReassignments (45) and ListPartitionReassignments (46) over a raw
+socket at every version and through kafka-python's admin client, where no election or reassignment has
+anything to do: the preferred replica leads already (ELECTION_NOT_NEEDED), a reassignment to the
+partition's own replicas moves nothing, and the errors of each refusal. On a cluster (``--broker
+pybroker-cluster``/``kafka-cluster``) the same holds for a new topic's replica set.
 
 Every expectation holds on both brokers (``--broker kafka`` runs it against Apache Kafka 4.3.1). The
 replicated behaviour (elections that move leadership, reassignments that move data) is tested on a
@@ -13,24 +15,26 @@ import pytest
 from kafka import TopicPartition
 from kafka.admin import KafkaAdminClient
 
+from compat_tests.reference import kafka_probe
+from compat_tests.scenarios.support import partition_leader
 from compat_tests.scenarios.test_newest_versions import call
 
 LEDGER_COLUMN = "raw-socket"
 
-ELECT_LEADERS, ALTER_REASSIGNMENTS, LIST_REASSIGNMENTS, METADATA = 43, 45, 46, 3
+ELECT_LEADERS, ALTER_REASSIGNMENTS, LIST_REASSIGNMENTS = 43, 45, 46
 NONE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT, INVALID_REQUEST = 0, 3, 39, 42
 NO_REASSIGNMENT_IN_PROGRESS, ELECTION_NOT_NEEDED = 85, 84
 
 
-def node_id(bootstrap: str) -> int:
-    answer = call(
-        bootstrap,
-        METADATA,
-        12,
-        {"topics": [], "allow_auto_topic_creation": False, "include_topic_authorized_operations": False},
-    )
-    [broker] = answer["brokers"]
-    return broker["node_id"]
+def replicas_and_absent_node(bootstrap: str, topic: str) -> tuple[list[int], int]:
+    """Partition 0's replica set as Metadata names it (on one broker: that broker), and a node id no
+    broker has. On a cluster the broker learns of a new topic a moment after CreateTopics answers."""
+    partition_leader(bootstrap, topic)
+    host, _, port = bootstrap.split(",")[0].rpartition(":")
+    brokers, states = kafka_probe.topic_metadata(host, int(port), topic)
+    replicas = states[0]["replicas"]
+    assert isinstance(replicas, list) and replicas, states
+    return replicas, max(brokers) + 100
 
 
 def elect(bootstrap: str, version: int, election_type: int, topic_partitions: list[dict] | None) -> dict:
@@ -109,14 +113,16 @@ def reassign(
 
 @pytest.mark.parametrize("version", [0, 1])
 def test_reassignments_on_one_broker(bootstrap: str, make_topic, version: int) -> None:
+    """Reassignments that move nothing: to the partition's own replica set (on one broker, that broker;
+    on a cluster, the replicas Metadata names), to a broker that does not exist, of what does not exist."""
     topic = make_topic()
-    me = node_id(bootstrap)
-    assert reassign(bootstrap, version, topic, 0, [me]) == (NONE, NONE)  # its own replica set: nothing to do
+    replicas, absent = replicas_and_absent_node(bootstrap, topic)
+    assert reassign(bootstrap, version, topic, 0, replicas) == (NONE, NONE)  # its own replicas: nothing to do
     assert reassign(bootstrap, version, topic, 0, None) == (NONE, NO_REASSIGNMENT_IN_PROGRESS)
-    assert reassign(bootstrap, version, topic, 0, [me, me + 100]) == (NONE, INVALID_REPLICA_ASSIGNMENT)
-    assert reassign(bootstrap, version, topic, 0, [me + 100]) == (NONE, INVALID_REPLICA_ASSIGNMENT)
-    assert reassign(bootstrap, version, topic, 3, [me]) == (NONE, UNKNOWN_TOPIC_OR_PARTITION)
-    assert reassign(bootstrap, version, topic + "-missing", 0, [me]) == (NONE, UNKNOWN_TOPIC_OR_PARTITION)
+    assert reassign(bootstrap, version, topic, 0, [*replicas, absent]) == (NONE, INVALID_REPLICA_ASSIGNMENT)
+    assert reassign(bootstrap, version, topic, 0, [absent]) == (NONE, INVALID_REPLICA_ASSIGNMENT)
+    assert reassign(bootstrap, version, topic, 3, replicas) == (NONE, UNKNOWN_TOPIC_OR_PARTITION)
+    assert reassign(bootstrap, version, topic + "-missing", 0, replicas) == (NONE, UNKNOWN_TOPIC_OR_PARTITION)
     listed = call(bootstrap, LIST_REASSIGNMENTS, 0, {"timeout_ms": 30000, "topics": None})
     assert (listed["error_code"], listed["topics"]) == (NONE, [])
     listed = call(

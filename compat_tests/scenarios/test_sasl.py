@@ -31,6 +31,7 @@ from confluent_kafka.admin import (
 
 from compat_tests.brokers import PyBroker, free_port, read_response
 from compat_tests.kafka_tools import run_tool
+from compat_tests.scenarios.support import one_broker_only
 from tests.wire import WireClient
 
 PLAIN_JAAS = (
@@ -95,6 +96,7 @@ class SaslBroker:
 def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslBroker]:
     if request.config.getoption("--bootstrap"):
         pytest.skip("the SASL scenarios start their own broker with a SASL listener")
+    one_broker_only(request, 'starts a single broker of its own (a SASL listener); on a cluster it would run on one pybroker, not the cluster under test')
     b = SaslBroker(request.config.getoption("--broker"), tmp_path_factory.mktemp("sasl"))
     b.start()
     try:

@@ -35,7 +35,7 @@ from confluent_kafka.admin import (
 from compat_tests.brokers import PyBroker, free_port
 from compat_tests.clients.base import ClientError, Record
 from compat_tests.clients.security import ClientSecurity
-from compat_tests.scenarios.support import expressible
+from compat_tests.scenarios.support import expressible, one_broker_only
 from pybroker.testing.certs import STORE_PASSWORD, CertificateAuthority
 
 USER, PASSWORD = "alice", "alice-secret"
@@ -101,6 +101,7 @@ def secured(
         for mechanism, jaas in JAAS.items():
             settings[f"listener.name.{listener}.{mechanism}.sasl.jaas.config"] = jaas
     workdir = tmp_path_factory.mktemp("security-broker")
+    one_broker_only(request, 'starts a single broker of its own (TLS and SASL listeners); on a cluster it would run on one pybroker, not the cluster under test')
     launcher: Any
     if request.config.getoption("--broker") == "kafka":
         from compat_tests.reference.apache_kafka import ApacheKafka

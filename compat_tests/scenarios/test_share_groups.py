@@ -32,6 +32,7 @@ import pytest
 from compat_tests.brokers import PyBroker
 from compat_tests.clients.java43 import java43_command
 from compat_tests.clients.share_consume import REPO_ROOT, share_consume_command
+from compat_tests.scenarios.support import CLUSTER_BROKERS, cluster_launcher, one_broker_only
 
 SHARE_SETTINGS = {
     "group.share.record.lock.duration.ms": "3000",
@@ -49,6 +50,8 @@ EVENT_TIMEOUT_S = 60.0
 
 
 def _launcher(kind: str, workdir: Path) -> Any:
+    if kind in CLUSTER_BROKERS:
+        return cluster_launcher(kind, workdir, SHARE_SETTINGS)
     if kind == "kafka":
         from compat_tests.reference.apache_kafka import ApacheKafka
 
@@ -354,6 +357,7 @@ def test_share_state_survives_a_broker_restart(request: pytest.FixtureRequest, t
     broker restart: the share-partition state is durable (``__share_group_state``)."""
     if request.config.getoption("--bootstrap"):
         pytest.skip("restarts a broker of its own; an external --bootstrap cannot be restarted")
+    one_broker_only(request, "kills or restarts the one broker it starts itself; failover on a cluster is tests/cluster's and tools/chaos's")
     launcher = _launcher(request.config.getoption("--broker"), tmp_path)
     launcher.start()
     consumers: list[ShareConsumer] = []

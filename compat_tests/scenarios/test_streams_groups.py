@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from compat_tests.brokers import PyBroker
+from compat_tests.scenarios.support import one_broker_only
 from compat_tests.scenarios.test_newest_versions import FIND_COORDINATOR, call
 from compat_tests.streams.wordcount import read_topic
 from pybroker.coordinator.streams import records as sr
@@ -592,6 +593,7 @@ def test_a_streams_group_survives_a_broker_restart(
     __consumer_offsets: after a restart the member carries on at its epoch with its tasks."""
     if request.config.getoption("--bootstrap"):
         pytest.skip("restarts a broker of its own; an external --bootstrap cannot be restarted")
+    one_broker_only(request, "kills or restarts the one broker it starts itself; failover on a cluster is tests/cluster's and tools/chaos's")
     launcher = _launcher(request.config.getoption("--broker"), tmp_path)
     launcher.start()
     try:
@@ -642,6 +644,7 @@ def test_standby_tasks_with_group_streams_num_standby_replicas(
     subtopology 0 gets none.  A member asking to shut the application down is reported to all."""
     if request.config.getoption("--bootstrap"):
         pytest.skip("needs a broker with group.streams.num.standby.replicas=1")
+    one_broker_only(request, 'starts a single broker of its own (group.streams.num.standby.replicas=1); on a cluster it would run on one pybroker, not the cluster under test')
     launcher = _launcher(
         request.config.getoption("--broker"), tmp_path, **{"group.streams.num.standby.replicas": "1"}
     )

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from compat_tests.brokers import PyBroker, free_port
-from compat_tests.scenarios.support import confluent_round_trip
+from compat_tests.scenarios.support import confluent_round_trip, one_broker_only
 from pybroker.testing.certs import STORE_PASSWORD, CertificateAuthority
 
 API_VERSIONS_V0 = struct.pack(">hhih", 18, 0, 7, 1) + b"t"
@@ -63,6 +63,7 @@ def tls(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
         "group.initial.rebalance.delay.ms": "0",
     }
     workdir = tmp_path_factory.mktemp("tls-broker")
+    one_broker_only(request, 'starts a single broker of its own (TLS listeners); on a cluster it would run on one pybroker, not the cluster under test')
     launcher: Any
     if request.config.getoption("--broker") == "kafka":
         from compat_tests.reference.apache_kafka import ApacheKafka

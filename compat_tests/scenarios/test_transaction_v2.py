@@ -24,6 +24,7 @@ from .test_newest_versions import (
     NONE,
     RECORDS,
     call,
+    leader_of,
     list_offset_committed,
     transaction_coordinator,
     transaction_coordinator_ready,
@@ -138,7 +139,8 @@ INVALID_PRODUCER_EPOCH, NOT_LEADER_OR_FOLLOWER, TRANSACTION_COORDINATOR_FENCED =
 def write_marker(
     bootstrap: str, topic: str, pid: int, epoch: int, coordinator_epoch: int, version: int, tv: int = 0
 ) -> int:
-    """One raw WriteTxnMarkers (COMMIT) for partition 0, as a coordinator sends it; its error code."""
+    """One raw WriteTxnMarkers (COMMIT) for partition 0, as a coordinator sends it (to the partition's
+    leader); its error code."""
     marker = {
         "producer_id": pid,
         "producer_epoch": epoch,
@@ -147,12 +149,14 @@ def write_marker(
         "coordinator_epoch": coordinator_epoch,
         "transaction_version": tv,
     }
-    answer = call(bootstrap, WRITE_TXN_MARKERS, version, {"markers": [marker]})
+    answer = call(leader_of(bootstrap, topic), WRITE_TXN_MARKERS, version, {"markers": [marker]})
     return answer["markers"][0]["topics"][0]["partitions"][0]["error_code"]
 
 
 def producer_state(bootstrap: str, topic: str, pid: int) -> dict:
-    answer = call(bootstrap, DESCRIBE_PRODUCERS, 0, {"topics": [{"name": topic, "partition_indexes": [0]}]})
+    """DescribeProducers of partition 0, from its leader (where the admin clients send it)."""
+    body = {"topics": [{"name": topic, "partition_indexes": [0]}]}
+    answer = call(leader_of(bootstrap, topic), DESCRIBE_PRODUCERS, 0, body)
     part = answer["topics"][0]["partitions"][0]
     assert part["error_code"] == NONE, part
     (state,) = [p for p in part["active_producers"] if p["producer_id"] == pid]

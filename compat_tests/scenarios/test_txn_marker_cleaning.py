@@ -32,7 +32,7 @@ from pybroker.records.batch import DELETE_HORIZON_MASK
 from pybroker.records.builder import SimpleRecord, build_batch
 from pybroker.records.control import ABORT, COMMIT, control_type
 
-from .test_newest_versions import NONE, PRODUCE, call
+from .test_newest_versions import NONE, PRODUCE, call, to_partition_leader
 
 LEDGER_COLUMN = "confluent"
 FETCH = 1
@@ -43,40 +43,42 @@ ROUND_TIMEOUT_S = 60
 
 
 def fetch_batches(bootstrap: str, topic: str) -> list[dict[str, Any]]:
-    """Every batch of partition 0 from offset 0, read_uncommitted: what a dump of the log shows."""
+    """Every batch of partition 0 from offset 0, read_uncommitted: what a dump of the log shows (the
+    leader's log: a consumer's Fetch goes to the partition's leader)."""
     out: list[dict[str, Any]] = []
     offset = 0
     while True:
-        answer = call(
+        body = {
+            "replica_id": -1,
+            "max_wait_ms": 0,
+            "min_bytes": 0,
+            "max_bytes": 1 << 20,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [
+                {
+                    "topic": topic,
+                    "partitions": [
+                        {
+                            "partition": 0,
+                            "current_leader_epoch": -1,
+                            "fetch_offset": offset,
+                            "last_fetched_epoch": -1,
+                            "log_start_offset": -1,
+                            "partition_max_bytes": 1 << 20,
+                        }
+                    ],
+                }
+            ],
+            "forgotten_topics_data": [],
+            "rack_id": "",
+        }
+        answer = to_partition_leader(
             bootstrap,
-            FETCH,
-            12,
-            {
-                "replica_id": -1,
-                "max_wait_ms": 0,
-                "min_bytes": 0,
-                "max_bytes": 1 << 20,
-                "isolation_level": 0,
-                "session_id": 0,
-                "session_epoch": -1,
-                "topics": [
-                    {
-                        "topic": topic,
-                        "partitions": [
-                            {
-                                "partition": 0,
-                                "current_leader_epoch": -1,
-                                "fetch_offset": offset,
-                                "last_fetched_epoch": -1,
-                                "log_start_offset": -1,
-                                "partition_max_bytes": 1 << 20,
-                            }
-                        ],
-                    }
-                ],
-                "forgotten_topics_data": [],
-                "rack_id": "",
-            },
+            topic,
+            lambda leader, body=body: call(leader, FETCH, 12, body),
+            lambda answer: answer["responses"][0]["partitions"][0]["error_code"],
         )
         part = answer["responses"][0]["partitions"][0]
         assert part["error_code"] == NONE, part
@@ -139,19 +141,20 @@ def consume_all(bootstrap: str, topic: str, isolation: str) -> list[tuple[int, b
 
 
 def produce_plain(bootstrap: str, topic: str, key: bytes, value: bytes) -> int:
-    """One plain record (no producer id), acks=all; its offset."""
-    answer = call(
+    """One plain record (no producer id), acks=all, to the partition's leader; its offset."""
+    body = {
+        "transactional_id": None,
+        "acks": -1,
+        "timeout_ms": 30000,
+        "topic_data": [
+            {"name": topic, "partition_data": [{"index": 0, "records": build_batch([SimpleRecord(key, value)])}]}
+        ],
+    }
+    answer = to_partition_leader(
         bootstrap,
-        PRODUCE,
-        9,
-        {
-            "transactional_id": None,
-            "acks": -1,
-            "timeout_ms": 30000,
-            "topic_data": [
-                {"name": topic, "partition_data": [{"index": 0, "records": build_batch([SimpleRecord(key, value)])}]}
-            ],
-        },
+        topic,
+        lambda leader: call(leader, PRODUCE, 9, body),
+        lambda answer: answer["responses"][0]["partition_responses"][0]["error_code"],
     )
     part = answer["responses"][0]["partition_responses"][0]
     assert part["error_code"] == NONE, part

@@ -555,10 +555,17 @@ class Partition:
             self.notify_data()
         return info
 
+    @property
+    def effective_min_isr(self) -> int:
+        """Kafka's effectiveMinIsr: min.insync.replicas, but never more than the replication factor (a
+        topic of fewer replicas than min.insync.replicas still takes acks=all writes once all of its
+        replicas have them)."""
+        return min(self.min_insync_replicas, max(len(self._replicas), 1))
+
     def has_enough_replicas(self) -> bool:
-        """acks=all may append: the committed ISR has min.insync.replicas members (Kafka's
+        """acks=all may append: the committed ISR has the effective min.insync.replicas members (Kafka's
         appendRecordsToLeader check; NOT_ENOUGH_REPLICAS otherwise)."""
-        return len(self._isr) >= self.min_insync_replicas
+        return len(self._isr) >= self.effective_min_isr
 
     def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, ErrorCode]:
         """(done, error) for an acks=all write ending below ``required_offset`` (Kafka's
@@ -567,7 +574,7 @@ class Partition:
         if not self.is_leader:
             return False, ErrorCode.NOT_LEADER_OR_FOLLOWER
         if self.high_watermark >= required_offset:
-            if len(self.maximal_isr) >= self.min_insync_replicas:
+            if len(self.maximal_isr) >= self.effective_min_isr:
                 return True, ErrorCode.NONE
             return True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         return False, ErrorCode.NONE

@@ -290,7 +290,7 @@ class ReplicaManager:
             return partition_response(
                 index,
                 ErrorCode.NOT_ENOUGH_REPLICAS,
-                f"{len(p.isr)} in-sync replica(s), fewer than min.insync.replicas={p.min_insync_replicas}",
+                f"{len(p.isr)} in-sync replica(s), fewer than min.insync.replicas={p.effective_min_isr}",
             ), None
         if records is None or len(records) == 0:
             return partition_response(
