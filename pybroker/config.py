@@ -376,8 +376,13 @@ _BROKER_CONFIG_LIST = [
          "The number of samples controller mutation quotas are measured over."),
     _key("controller.quota.window.size.seconds", _T.INT, 1, at_least(1), _L,
          "The span of each controller mutation quota sample."),
-    _key("socket.send.buffer.bytes", _T.INT, 102400, None, _H,
-         "SO_SNDBUF of client connections; -1 uses the OS default."),
+    # Kafka's default is 102400.  pybroker's is the kernel's autotuned buffer (-1): with one thread
+    # sending every response, a 100 KiB SO_SNDBUF cuts a 10 MB fetch into ~40 sendfile rounds, each
+    # waking the consumer's network thread for 100-250 KiB, and a librdkafka consumer sharing its CPU
+    # then read 250-320 MB/s where the autotuned buffer gives 630-730 MB/s (bench/RESULTS.md).
+    _key("socket.send.buffer.bytes", _T.INT, -1, None, _H,
+         "SO_SNDBUF of client connections; -1 (pybroker's default; Kafka's is 102400) uses the OS default, "
+         "which the kernel autotunes."),
     _key("socket.receive.buffer.bytes", _T.INT, 102400, None, _H,
          "SO_RCVBUF of client connections; -1 uses the OS default."),
     # logs

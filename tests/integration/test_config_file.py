@@ -66,8 +66,6 @@ KAFKA_4_UNUSED = [
     "num.network.threads",
     "num.io.threads",
     "num.recovery.threads.per.data.dir",
-    "share.coordinator.state.topic.replication.factor",
-    "share.coordinator.state.topic.min.isr",
 ]
 
 # Kafka 3.x's config/kraft/server.properties named the quorum by its voters instead.
@@ -81,7 +79,7 @@ KAFKA_3_KRAFT_SERVER_PROPERTIES = (
     .replace("share.coordinator.state.topic.replication.factor=1\nshare.coordinator.state.topic.min.isr=1\n", "")
 )
 KAFKA_3_UNUSED = [
-    k for k in KAFKA_4_UNUSED if not k.startswith("share.") and k != "controller.quorum.bootstrap.servers"
+    k for k in KAFKA_4_UNUSED if k != "controller.quorum.bootstrap.servers"
 ] + ["controller.quorum.voters"]
 
 
