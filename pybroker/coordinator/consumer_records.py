@@ -15,9 +15,9 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from pybroker.coordinator.group_records import GroupRecordCodec, GroupRecordKey
-from pybroker.protocol.schema import NO_VERSIONS, MessageSpec
+from pybroker.coordinator.group_records import GroupRecordCodec, GroupRecordKey, key_spec, value_spec
 from pybroker.protocol.schema import FieldSpec as F
+from pybroker.protocol.schema import MessageSpec
 from pybroker.protocol.schema import VersionRange as V
 
 if TYPE_CHECKING:
@@ -36,45 +36,20 @@ _ALL = V(0, None)
 Assignment = dict[uuid.UUID, tuple[int, ...]]
 
 
-def _key_spec(name: str, version: int, with_member: bool) -> MessageSpec:
-    fields = [F("group_id", "groupId", "string", V(version, None))]
-    if with_member:
-        fields.append(F("member_id", "memberId", "string", V(version, None)))
-    return MessageSpec(
-        name=name,
-        api_key=None,
-        kind="data",
-        valid_versions=V(version, version),
-        flexible_versions=NO_VERSIONS,
-        fields=tuple(fields),
-    )
-
-
 KEY_SPECS: dict[int, MessageSpec] = {
-    METADATA: _key_spec("ConsumerGroupMetadataKey", METADATA, False),
-    PARTITION_METADATA: _key_spec("ConsumerGroupPartitionMetadataKey", PARTITION_METADATA, False),
-    MEMBER_METADATA: _key_spec("ConsumerGroupMemberMetadataKey", MEMBER_METADATA, True),
-    TARGET_ASSIGNMENT_METADATA: _key_spec(
+    METADATA: key_spec("ConsumerGroupMetadataKey", METADATA, False),
+    PARTITION_METADATA: key_spec("ConsumerGroupPartitionMetadataKey", PARTITION_METADATA, False),
+    MEMBER_METADATA: key_spec("ConsumerGroupMemberMetadataKey", MEMBER_METADATA, True),
+    TARGET_ASSIGNMENT_METADATA: key_spec(
         "ConsumerGroupTargetAssignmentMetadataKey", TARGET_ASSIGNMENT_METADATA, False
     ),
-    TARGET_ASSIGNMENT_MEMBER: _key_spec(
+    TARGET_ASSIGNMENT_MEMBER: key_spec(
         "ConsumerGroupTargetAssignmentMemberKey", TARGET_ASSIGNMENT_MEMBER, True
     ),
-    CURRENT_MEMBER_ASSIGNMENT: _key_spec(
+    CURRENT_MEMBER_ASSIGNMENT: key_spec(
         "ConsumerGroupCurrentMemberAssignmentKey", CURRENT_MEMBER_ASSIGNMENT, True
     ),
 }
-
-
-def _value_spec(name: str, fields: tuple[F, ...]) -> MessageSpec:
-    return MessageSpec(
-        name=name,
-        api_key=None,
-        kind="data",
-        valid_versions=V(0, 0),
-        flexible_versions=_ALL,
-        fields=fields,
-    )
 
 
 def _topic_partitions(name: str, with_epochs: bool = False) -> F:
@@ -103,8 +78,8 @@ def _topic_partitions(name: str, with_epochs: bool = False) -> F:
 
 
 VALUE_SPECS: dict[int, MessageSpec] = {
-    METADATA: _value_spec("ConsumerGroupMetadataValue", (F("epoch", "epoch", "int32", _ALL),)),
-    PARTITION_METADATA: _value_spec(
+    METADATA: value_spec("ConsumerGroupMetadataValue", (F("epoch", "epoch", "int32", _ALL),)),
+    PARTITION_METADATA: value_spec(
         "ConsumerGroupPartitionMetadataValue",
         (
             F(
@@ -130,7 +105,7 @@ VALUE_SPECS: dict[int, MessageSpec] = {
             ),
         ),
     ),
-    MEMBER_METADATA: _value_spec(
+    MEMBER_METADATA: value_spec(
         "ConsumerGroupMemberMetadataValue",
         (
             F("instance_id", "instanceId", "string", _ALL, nullable_versions=_ALL),
@@ -143,14 +118,14 @@ VALUE_SPECS: dict[int, MessageSpec] = {
             F("server_assignor", "serverAssignor", "string", _ALL, nullable_versions=_ALL),
         ),
     ),
-    TARGET_ASSIGNMENT_METADATA: _value_spec(
+    TARGET_ASSIGNMENT_METADATA: value_spec(
         "ConsumerGroupTargetAssignmentMetadataValue",
         (F("assignment_epoch", "assignmentEpoch", "int32", _ALL),),
     ),
-    TARGET_ASSIGNMENT_MEMBER: _value_spec(
+    TARGET_ASSIGNMENT_MEMBER: value_spec(
         "ConsumerGroupTargetAssignmentMemberValue", (_topic_partitions("topic_partitions"),)
     ),
-    CURRENT_MEMBER_ASSIGNMENT: _value_spec(
+    CURRENT_MEMBER_ASSIGNMENT: value_spec(
         "ConsumerGroupCurrentMemberAssignmentValue",
         (
             F("member_epoch", "memberEpoch", "int32", _ALL),

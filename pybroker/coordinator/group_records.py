@@ -12,10 +12,34 @@ from dataclasses import dataclass
 from typing import Any
 
 from pybroker.protocol import codec
-from pybroker.protocol.schema import MessageSpec
+from pybroker.protocol.schema import NO_VERSIONS, MessageSpec
+from pybroker.protocol.schema import FieldSpec as F
+from pybroker.protocol.schema import VersionRange as V
 
 VALUE_VERSION = 0
 _VERSION = struct.Struct(">h")
+
+
+def key_spec(name: str, version: int, with_member: bool) -> MessageSpec:
+    """A record key: the group id (and the member id for member records), at the record type's version."""
+    fields = [F("group_id", "groupId", "string", V(version, None))]
+    if with_member:
+        fields.append(F("member_id", "memberId", "string", V(version, None)))
+    return MessageSpec(
+        name=name,
+        api_key=None,
+        kind="data",
+        valid_versions=V(version, version),
+        flexible_versions=NO_VERSIONS,
+        fields=tuple(fields),
+    )
+
+
+def value_spec(name: str, fields: tuple[F, ...]) -> MessageSpec:
+    """A record value: version 0, flexible (later fields arrive tagged)."""
+    return MessageSpec(
+        name=name, api_key=None, kind="data", valid_versions=V(0, 0), flexible_versions=V(0, None), fields=fields
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,9 +11,9 @@ classes in kafka-group-coordinator 4.3.1 (``...coordinator.group.generated.Strea
 
 from __future__ import annotations
 
-from pybroker.coordinator.group_records import GroupRecordCodec, GroupRecordKey
-from pybroker.protocol.schema import NO_VERSIONS, MessageSpec
+from pybroker.coordinator.group_records import GroupRecordCodec, GroupRecordKey, key_spec, value_spec
 from pybroker.protocol.schema import FieldSpec as F
+from pybroker.protocol.schema import MessageSpec
 from pybroker.protocol.schema import VersionRange as V
 
 METADATA = 17
@@ -26,26 +26,6 @@ RECORD_TYPES = frozenset((METADATA, MEMBER_METADATA, TARGET_ASSIGNMENT_METADATA,
                           CURRENT_MEMBER_ASSIGNMENT, TOPOLOGY))  # fmt: skip
 WITH_MEMBER = frozenset((MEMBER_METADATA, TARGET_ASSIGNMENT_MEMBER, CURRENT_MEMBER_ASSIGNMENT))
 _ALL = V(0, None)
-
-
-def _key_spec(name: str, version: int) -> MessageSpec:
-    fields = [F("group_id", "groupId", "string", V(version, None))]
-    if version in WITH_MEMBER:
-        fields.append(F("member_id", "memberId", "string", V(version, None)))
-    return MessageSpec(
-        name=name,
-        api_key=None,
-        kind="data",
-        valid_versions=V(version, version),
-        flexible_versions=NO_VERSIONS,
-        fields=tuple(fields),
-    )
-
-
-def _value_spec(name: str, fields: tuple[F, ...]) -> MessageSpec:
-    return MessageSpec(
-        name=name, api_key=None, kind="data", valid_versions=V(0, 0), flexible_versions=_ALL, fields=fields
-    )
 
 
 def _key_values(name: str) -> F:
@@ -97,18 +77,19 @@ def _topic_info(name: str) -> F:
 
 
 KEY_SPECS: dict[int, MessageSpec] = {
-    METADATA: _key_spec("StreamsGroupMetadataKey", METADATA),
-    MEMBER_METADATA: _key_spec("StreamsGroupMemberMetadataKey", MEMBER_METADATA),
-    TARGET_ASSIGNMENT_METADATA: _key_spec(
-        "StreamsGroupTargetAssignmentMetadataKey", TARGET_ASSIGNMENT_METADATA
-    ),
-    TARGET_ASSIGNMENT_MEMBER: _key_spec("StreamsGroupTargetAssignmentMemberKey", TARGET_ASSIGNMENT_MEMBER),
-    CURRENT_MEMBER_ASSIGNMENT: _key_spec("StreamsGroupCurrentMemberAssignmentKey", CURRENT_MEMBER_ASSIGNMENT),
-    TOPOLOGY: _key_spec("StreamsGroupTopologyKey", TOPOLOGY),
+    record_type: key_spec(f"StreamsGroup{name}Key", record_type, record_type in WITH_MEMBER)
+    for record_type, name in (
+        (METADATA, "Metadata"),
+        (MEMBER_METADATA, "MemberMetadata"),
+        (TARGET_ASSIGNMENT_METADATA, "TargetAssignmentMetadata"),
+        (TARGET_ASSIGNMENT_MEMBER, "TargetAssignmentMember"),
+        (CURRENT_MEMBER_ASSIGNMENT, "CurrentMemberAssignment"),
+        (TOPOLOGY, "Topology"),
+    )
 }
 
 VALUE_SPECS: dict[int, MessageSpec] = {
-    METADATA: _value_spec(
+    METADATA: value_spec(
         "StreamsGroupMetadataValue",
         (
             F("epoch", "epoch", "int32", _ALL),
@@ -135,7 +116,7 @@ VALUE_SPECS: dict[int, MessageSpec] = {
             ),
         ),
     ),  # fmt: skip
-    MEMBER_METADATA: _value_spec(
+    MEMBER_METADATA: value_spec(
         "StreamsGroupMemberMetadataValue",
         (
             F("instance_id", "instanceId", "string", _ALL, nullable_versions=_ALL),
@@ -157,7 +138,7 @@ VALUE_SPECS: dict[int, MessageSpec] = {
             _key_values("client_tags"),
         ),
     ),  # fmt: skip
-    TARGET_ASSIGNMENT_METADATA: _value_spec(
+    TARGET_ASSIGNMENT_METADATA: value_spec(
         "StreamsGroupTargetAssignmentMetadataValue",
         (
             F("assignment_epoch", "assignmentEpoch", "int32", _ALL),
@@ -172,11 +153,11 @@ VALUE_SPECS: dict[int, MessageSpec] = {
             ),
         ),
     ),
-    TARGET_ASSIGNMENT_MEMBER: _value_spec(
+    TARGET_ASSIGNMENT_MEMBER: value_spec(
         "StreamsGroupTargetAssignmentMemberValue",
         (_task_ids("active_tasks"), _task_ids("standby_tasks"), _task_ids("warmup_tasks")),
     ),
-    CURRENT_MEMBER_ASSIGNMENT: _value_spec(
+    CURRENT_MEMBER_ASSIGNMENT: value_spec(
         "StreamsGroupCurrentMemberAssignmentValue",
         (
             F("member_epoch", "memberEpoch", "int32", _ALL),
@@ -190,7 +171,7 @@ VALUE_SPECS: dict[int, MessageSpec] = {
             _task_ids("warmup_tasks_pending_revocation", with_epochs=True),
         ),
     ),
-    TOPOLOGY: _value_spec(
+    TOPOLOGY: value_spec(
         "StreamsGroupTopologyValue",
         (
             F("epoch", "epoch", "int32", _ALL),
