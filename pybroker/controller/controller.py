@@ -438,6 +438,38 @@ class KafkaController:
             return written
         raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"{tp}: partition state kept changing")
 
+    async def _write_states(
+        self, changes: Mapping[TopicPartition, Callable[[LeaderAndIsr], LeaderAndIsr | None]]
+    ) -> dict[TopicPartition, LeaderAndIsr | None]:
+        """_write_state for many partitions, their writes sent together (``update_leader_and_isr_many``);
+        a partition whose write found a newer version (or no znode) goes through _write_state again."""
+        out: dict[TopicPartition, LeaderAndIsr | None] = {}
+        wanted: list[tuple[TopicPartition, LeaderAndIsr]] = []
+        for tp, make in changes.items():
+            current = self.states.get(tp)
+            if current is None:
+                out[tp] = await self._write_state(tp, make)
+                continue
+            new = make(current)
+            if new is None:
+                out[tp] = current
+            else:
+                wanted.append((tp, new))
+        if not wanted:
+            return out
+        results = await self._zk(
+            self.zk.update_leader_and_isr_many, self.epoch_zk_version, [(tp[0], tp[1], s) for tp, s in wanted]
+        )
+        for (tp, _), result in zip(wanted, results, strict=True):
+            if isinstance(result, LeaderAndIsr):
+                self.states[tp] = out[tp] = result
+            elif isinstance(result, (BadVersionError, NoNodeError)):
+                self.states.pop(tp, None)  # stale: _write_state reads it again
+                out[tp] = await self._write_state(tp, changes[tp])
+            else:
+                raise result
+        return out
+
     def _replicas(self, tp: TopicPartition) -> tuple[int, ...]:
         assignment = self.assignments.get(tp[0])
         if assignment is None or tp[1] not in assignment.partitions:
@@ -446,13 +478,15 @@ class KafkaController:
 
     async def _elect_offline_partitions(self) -> None:
         live = set(self.live_brokers)
-        for tp, state in list(self.states.items()):
-            if tp[0] in self.topics_being_deleted:
-                continue
-            if state.leader == NO_LEADER or state.leader not in live:
-                await self._elect_offline(tp)
+        await self._elect_offline_many(
+            tp for tp, state in list(self.states.items())
+            if tp[0] not in self.topics_being_deleted and (state.leader == NO_LEADER or state.leader not in live)
+        )
 
-    async def _elect_offline(self, tp: TopicPartition, excluded: set[int] | frozenset[int] = frozenset()) -> None:
+    async def _offline_election(
+        self, tp: TopicPartition, excluded: set[int] | frozenset[int] = frozenset()
+    ) -> Callable[[LeaderAndIsr], LeaderAndIsr | None]:
+        """Kafka's OfflinePartitionLeaderElectionStrategy for ``tp``, as a state change for _write_state."""
         # Brokers in controlled shutdown are not eligible (Kafka's liveBrokerIds leaves them out), nor
         # ``excluded`` ones (failed, even if already back).
         live = set(self.live_brokers) - self.shutting_down_brokers - set(excluded)
@@ -480,10 +514,19 @@ class KafkaController:
             isr = (leader,) if unclean else tuple(r for r in current.isr if r in live)
             return current.new_leader_and_isr(leader, isr, self.epoch)
 
-        state = await self._write_state(tp, make)
-        if state is not None:
-            logger.info("controller %d: %s-%d leader %d epoch %d isr %s", self.broker_id, tp[0], tp[1],
-                        state.leader, state.leader_epoch, list(state.isr))
+        return make
+
+    async def _elect_offline(self, tp: TopicPartition, excluded: set[int] | frozenset[int] = frozenset()) -> None:
+        await self._elect_offline_many([tp], excluded)
+
+    async def _elect_offline_many(
+        self, partitions: Iterable[TopicPartition], excluded: set[int] | frozenset[int] = frozenset()
+    ) -> None:
+        changes = {tp: await self._offline_election(tp, excluded) for tp in partitions}
+        for tp, state in (await self._write_states(changes)).items():
+            if state is not None:
+                logger.info("controller %d: %s-%d leader %d epoch %d isr %s", self.broker_id, tp[0], tp[1],
+                            state.leader, state.leader_epoch, list(state.isr))
 
     async def _remove_offline_replicas_from_isr(self) -> None:
         """Kafka's ReplicaStateMachine.startup: replicas on brokers that are not registered go
@@ -491,24 +534,33 @@ class KafkaController:
         (the old controller among them) never saw them leave; without this an idle partition's ISR
         would keep them (a leader shrinks only followers that fall behind its log end)."""
         live = set(self.live_brokers)
-        for tp, state in list(self.states.items()):
-            for broker in state.isr:
-                if broker not in live and broker != state.leader:
-                    await self._remove_from_isr(tp, broker)
+        await self._remove_from_isrs(
+            tp for tp, state in list(self.states.items()) if any(b not in live and b != state.leader for b in state.isr)
+        )
 
     async def _remove_from_isr(self, tp: TopicPartition, broker_id: int) -> None:
-        """OfflineReplica: a follower leaves the ISR (leader epoch + 1, as Kafka's removeReplicasFromIsr)."""
+        await self._write_state(tp, self._isr_without({broker_id}))
+
+    async def _remove_from_isrs(self, partitions: Iterable[TopicPartition]) -> None:
+        """OfflineReplica for every replica on a broker that is not registered, in the ISRs of ``partitions``."""
+        await self._write_states({tp: self._isr_without(set(self.live_brokers), keep=True) for tp in partitions})
+
+    def _isr_without(self, brokers: set[int], *, keep: bool = False) -> Callable[[LeaderAndIsr], LeaderAndIsr | None]:
+        """OfflineReplica: followers leave the ISR (leader epoch + 1, as Kafka's removeReplicasFromIsr) —
+        those in ``brokers``, or with ``keep`` those not in it. The leader stays, and the ISR is never
+        emptied: its last member keeps the partition's history."""
 
         def make(current: LeaderAndIsr) -> LeaderAndIsr | None:
-            if broker_id not in current.isr or current.leader == broker_id:
+            isr = tuple(r for r in current.isr if r == current.leader or ((r in brokers) == keep))
+            if isr == current.isr:
                 return None
-            if len(current.isr) == 1:
-                return None  # never empty the ISR: the last member keeps the partition's history
-            return current.new_leader_and_isr(
-                current.leader, tuple(r for r in current.isr if r != broker_id), self.epoch
-            )
+            if not isr:
+                isr = current.isr[-1:]
+                if isr == current.isr:
+                    return None
+            return current.new_leader_and_isr(current.leader, isr, self.epoch)
 
-        await self._write_state(tp, make)
+        return make
 
     # -- broker changes
 
@@ -533,13 +585,15 @@ class KafkaController:
             await self._resume_reassignments()
 
     async def _on_brokers_failure(self, dead: set[int]) -> None:
-        for tp, state in list(self.states.items()):
-            if state.leader in dead:
-                await self._elect_offline(tp, excluded=dead)
-        for tp, state in list(self.states.items()):
-            for broker in dead:
-                if broker in state.isr and state.leader != broker:
-                    await self._remove_from_isr(tp, broker)
+        # Every partition the dead brokers led moves in one round of writes (Kafka's onBrokerFailure hands
+        # them all to the partition state machine at once): one at a time, the last would stay leaderless
+        # for as many ZooKeeper round trips as there are partitions, and clients would see it offline.
+        await self._elect_offline_many((tp for tp, state in list(self.states.items()) if state.leader in dead), dead)
+        await self._write_states({
+            tp: self._isr_without(dead)
+            for tp, state in list(self.states.items())
+            if state.leader not in dead and any(b in dead for b in state.isr)
+        })
 
     # -- topics
 

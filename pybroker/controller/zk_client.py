@@ -17,11 +17,18 @@ import json
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.exceptions import (
+    BadVersionError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    RolledBackError,
+    RuntimeInconsistency,
+)
 from kazoo.protocol.states import WatchedEvent
 from kazoo.retry import KazooRetry
 
@@ -44,6 +51,7 @@ class ZkTransaction(Protocol):
     def set_data(self, path: str, value: bytes, version: int = -1) -> None: ...
     def delete(self, path: str, version: int = -1) -> None: ...
     def commit(self) -> list[Any]: ...
+    def commit_async(self) -> Any: ...  # an IAsyncResult whose get() is commit()'s list
 
 
 class BrokerIdInUseError(Exception):
@@ -52,6 +60,26 @@ class BrokerIdInUseError(Exception):
 
 class ControllerMovedError(Exception):
     """A controller write failed its /controller_epoch check: another controller was elected."""
+
+
+def _check_controller_epoch(result: Any, epoch_zk_version: int) -> None:
+    """The result of a transaction's first op, the check of /controller_epoch's version. When a later op
+    fails, ZooKeeper answers the ops before it RolledBackError: the check itself passed, and the later
+    op's own error (BadVersionError of a stale partition state) is the caller's to handle. Any other
+    error is the check's: another controller was elected."""
+    if isinstance(result, Exception) and not isinstance(result, RolledBackError):
+        raise ControllerMovedError(
+            f"controller epoch znode version is no longer {epoch_zk_version}: another controller was elected"
+        )
+
+
+def _transaction_error(results: list[Any]) -> Exception | None:
+    """The error of the op that failed a transaction: the ops before it are answered RolledBackError and
+    those after it RuntimeInconsistency, which say nothing of the cause."""
+    for result in results:
+        if isinstance(result, Exception) and not isinstance(result, (RolledBackError, RuntimeInconsistency)):
+            return result
+    return None
 
 
 class KafkaZkClient:
@@ -226,7 +254,7 @@ class KafkaZkClient:
                 return None  # someone else is the controller
             if isinstance(results[1], BadVersionError):
                 continue  # the epoch moved under us: read it again
-            raise results[0] if isinstance(results[0], Exception) else results[1]
+            raise _transaction_error(results) or RuntimeError(f"controller election failed: {results}")
 
     def _controller_transaction(self, epoch_zk_version: int, build: Callable[[ZkTransaction], None]) -> list[Any]:
         """Run ops in a transaction fenced by /controller_epoch's version (Kafka's checkControllerEpoch).
@@ -235,13 +263,10 @@ class KafkaZkClient:
         transaction.check(z.CONTROLLER_EPOCH_PATH, epoch_zk_version)
         build(transaction)
         results = transaction.commit()
-        if isinstance(results[0], Exception):
-            raise ControllerMovedError(
-                f"controller epoch znode version is no longer {epoch_zk_version}: another controller was elected"
-            )
-        for result in results[1:]:
-            if isinstance(result, Exception):
-                raise result
+        _check_controller_epoch(results[0], epoch_zk_version)
+        error = _transaction_error(results)
+        if error is not None:
+            raise error
         return results[1:]
 
     # -- topics
@@ -313,9 +338,9 @@ class KafkaZkClient:
         results = transaction.commit()
         if any(isinstance(r, NodeExistsError) for r in results):
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic}' already exists.")
-        for r in results:
-            if isinstance(r, Exception):
-                raise r
+        error = _transaction_error(results)
+        if error is not None:
+            raise error
         return result
 
     def add_partitions(
@@ -440,6 +465,30 @@ class KafkaZkClient:
         )
         stat = results[0]
         return LeaderAndIsr(state.leader, state.leader_epoch, state.isr, state.controller_epoch, stat.version)
+
+    def update_leader_and_isr_many(
+        self, epoch_zk_version: int, writes: Sequence[tuple[str, int, LeaderAndIsr]]
+    ) -> list[LeaderAndIsr | Exception]:
+        """Many partition states written at once, as Kafka's ``updateLeaderAndIsr`` pipelines its
+        setData requests: one fenced transaction per partition, all sent before any answer is awaited,
+        so a broker failure moves every partition's leadership in about one round trip rather than one
+        per partition. Per write, the state with its new zk version, or the error (BadVersionError,
+        NoNodeError) for the caller to read again; ControllerMovedError if the epoch check failed."""
+        pending = []
+        for topic, partition, state in writes:
+            transaction: ZkTransaction = self.kazoo.transaction()
+            transaction.check(z.CONTROLLER_EPOCH_PATH, epoch_zk_version)
+            transaction.set_data(z.partition_state_path(topic, partition), state.encode(), version=state.zk_version)
+            pending.append((state, transaction.commit_async()))
+        out: list[LeaderAndIsr | Exception] = []
+        for state, result in pending:
+            check, written = result.get()
+            _check_controller_epoch(check, epoch_zk_version)
+            if isinstance(written, Exception):
+                out.append(written)
+            else:
+                out.append(LeaderAndIsr(state.leader, state.leader_epoch, state.isr, state.controller_epoch, written.version))
+        return out
 
     def set_topic_assignment(self, epoch_zk_version: int, assignment: TopicAssignment) -> None:
         self._controller_transaction(

@@ -86,10 +86,28 @@ def send(p: Producer, topic: str, values: list[str]) -> None:
     p.flush(30)
 
 
+def wait_for_live_leaders(cluster: Cluster, topic: str) -> None:
+    """Every partition of ``topic`` led by a live broker, as a live broker's Metadata says. After a kill,
+    the partitions the dead broker led are leaderless until the controller has elected their new leaders;
+    librdkafka keeps a leaderless partition it was told of in its metadata cache, and its watermark query
+    then fails with "Unknown partition" until the cache entry is refreshed (minutes), so the reads
+    below start only once the election is done."""
+
+    def led() -> bool:
+        alive = live(cluster)
+        with WireClient(cluster.brokers[alive[0]].bootstrap) as w:
+            md = w.request(3, 12, {"topics": [{"name": topic}], "allow_auto_topic_creation": False})
+        partitions = md["topics"][0]["partitions"]
+        return len(partitions) == PARTITIONS and all(p["leader_id"] in alive for p in partitions)
+
+    wait_for(led, 60, f"{topic}'s partitions led by live brokers")
+
+
 def read_committed(cluster: Cluster, topic: str) -> list[str]:
     """Every committed value of ``topic``, read to the high watermark of every partition: a
     read_committed consumer gets there only when no transaction is left open (the last stable offset
     has caught up), so a hanging transaction fails here."""
+    wait_for_live_leaders(cluster, topic)
     c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"rc-{uuid.uuid4().hex[:6]}",
                   "isolation.level": "read_committed", "enable.auto.commit": False})  # fmt: skip
     # The high watermarks, by a read_uncommitted client (a read_committed one is told the LSO instead).

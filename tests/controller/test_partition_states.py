@@ -304,3 +304,68 @@ def test_metadata_loader_and_topic_deletion(zk_connect):
                 await node.stop()
 
     run(scenario)
+
+
+def test_a_broker_death_moves_every_partition_it_led(zk_connect):
+    """Kafka's onBrokerFailure: every partition the dead broker led gets a leader from the live ISR and
+    loses the dead broker from its ISR, and the followers' ISRs lose it too — written together
+    (update_leader_and_isr_many), not one round trip per partition."""
+
+    async def scenario() -> None:
+        nodes = {b: await Node(zk_connect, b).start() for b in (1, 2, 3, 4)}
+        try:
+            await active(list(nodes.values()))
+            led_by_1 = {p: [1, 2, 3] for p in range(24)}
+            followed_by_1 = {p: [2, 1, 3] for p in range(24, 30)}
+            await asyncio.to_thread(nodes[4].zk.create_topic, "many", assignment=led_by_1 | followed_by_1)
+            for p in range(30):
+                await wait_state(nodes[4], "many", lambda s: s.leader != -1, f"many-{p} has a leader", partition=p)
+            survivor = nodes[4]
+            await nodes[1].stop()
+            for p in range(24):
+                s = await wait_state(survivor, "many", lambda s: s.leader != 1, f"many-{p} moves off 1", partition=p)
+                assert (s.leader, s.leader_epoch, s.isr) == (2, 1, (2, 3)), p
+            for p in range(24, 30):
+                s = await wait_state(survivor, "many", lambda s: 1 not in s.isr, f"1 leaves many-{p}'s ISR", partition=p)
+                assert (s.leader, s.leader_epoch, s.isr) == (2, 1, (2, 3)), p
+        finally:
+            for node in nodes.values():
+                await node.stop()
+
+    run(scenario)
+
+
+def test_a_stale_partition_state_is_read_again_not_taken_for_a_new_controller(zk_connect, caplog):
+    """A partition state changed behind the controller's cache (a leader's AlterPartition it has not
+    seen yet): its write fails the version check, which ZooKeeper reports beside a RolledBackError for
+    the transaction's controller-epoch check. The controller reads the state again and writes; it does not
+    resign as if another controller had been elected."""
+
+    async def scenario() -> None:
+        nodes = {b: await Node(zk_connect, b).start() for b in (1, 2, 3)}
+        try:
+            node = await active(list(nodes.values()))
+            ctl = node.controller
+            epoch = ctl.epoch
+            await asyncio.to_thread(node.zk.create_topic, "stale", assignment={0: [3, 1, 2], 1: [3, 2, 1]})
+            for p in (0, 1):
+                await wait_state(node, "stale", lambda s: s.leader == 3, f"stale-{p} led by 3", partition=p)
+                await wait_until(lambda p=p: ("stale", p) in ctl.states, what="the controller caches the state")
+                # The same state, one zk version on: the controller's cached version is now stale.
+                path = f"/brokers/topics/stale/partitions/{p}/state"
+                data, _ = await asyncio.to_thread(node.zk.kazoo.get, path)
+                await asyncio.to_thread(node.zk.kazoo.set, path, data)
+            follower = 2 if node is not nodes[2] else 1
+            await nodes[follower].stop()
+            for p in (0, 1):
+                s = await wait_state(node, "stale", lambda s: follower not in s.isr, f"{follower} leaves stale-{p}'s ISR",
+                                     partition=p)
+                assert s.leader == 3
+            assert ctl.is_active and ctl.epoch == epoch
+            resigned = [r.getMessage() for r in caplog.records if "resigning" in r.getMessage()]
+            assert not resigned, f"the controller resigned over a stale partition state: {resigned}"
+        finally:
+            for node_ in nodes.values():
+                await node_.stop()
+
+    run(scenario)
