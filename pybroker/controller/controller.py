@@ -366,10 +366,9 @@ class KafkaController:
             self._forget_topic(topic)
             return
         self.assignments[topic] = assignment
-        for partition in assignment.partitions:
-            state = await self._zk(self.zk.get_partition_state, topic, partition)
-            if state is not None:
-                self.states[(topic, partition)] = state
+        states = await self._zk(self.zk.get_partition_states, topic, list(assignment.partitions))
+        for partition, state in states.items():
+            self.states[(topic, partition)] = state
 
     def _forget_topic(self, topic: str) -> None:
         self.assignments.pop(topic, None)
@@ -522,6 +521,10 @@ class KafkaController:
     async def _elect_offline_many(
         self, partitions: Iterable[TopicPartition], excluded: set[int] | frozenset[int] = frozenset()
     ) -> None:
+        partitions = list(partitions)
+        unread = {tp[0] for tp in partitions} - self._event_topic_configs.keys()
+        if len(unread) > 1:
+            self._event_topic_configs.update(await self._zk(self.zk.get_topic_configs, sorted(unread)))
         changes = {tp: await self._offline_election(tp, excluded) for tp in partitions}
         for tp, state in (await self._write_states(changes)).items():
             if state is not None:

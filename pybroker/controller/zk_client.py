@@ -288,6 +288,19 @@ class KafkaZkClient:
             return {}
         return z.decode_topic_config(data)
 
+    def get_topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
+        """get_topic_config of many topics, the reads sent together (one round trip, not one per topic)."""
+        pending = [(topic, self.kazoo.get_async(z.topic_config_path(topic))) for topic in topics]
+        out: dict[str, dict[str, str]] = {}
+        for topic, result in pending:
+            try:
+                data, _ = result.get()
+            except NoNodeError:
+                out[topic] = {}
+            else:
+                out[topic] = z.decode_topic_config(data)
+        return out
+
     def set_topic_config(self, topic: str, config: Mapping[str, str]) -> None:
         """Replace the topic's config znode (/config/topics/<topic>, Kafka's format); every broker's
         metadata loader watches it (ZkMetadataLoader) and applies the change."""
@@ -438,6 +451,19 @@ class KafkaZkClient:
         except NoNodeError:
             return None
         return LeaderAndIsr.decode(data, stat.version)
+
+    def get_partition_states(self, topic: str, partitions: Iterable[int]) -> dict[int, LeaderAndIsr]:
+        """get_partition_state of many partitions of ``topic``, the reads sent together; a partition
+        without a state znode is left out."""
+        pending = [(p, self.kazoo.get_async(z.partition_state_path(topic, p))) for p in partitions]
+        out: dict[int, LeaderAndIsr] = {}
+        for partition, result in pending:
+            try:
+                data, stat = result.get()
+            except NoNodeError:
+                continue
+            out[partition] = LeaderAndIsr.decode(data, stat.version)
+        return out
 
     def create_partition_states(
         self, epoch_zk_version: int, states: Mapping[tuple[str, int], LeaderAndIsr]
