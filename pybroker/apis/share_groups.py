@@ -35,7 +35,7 @@ from pybroker.metadata.features import SHARE_VERSION
 from pybroker.protocol.api import AUTHORIZED_OPERATIONS_OMITTED
 from pybroker.protocol.errors import ErrorCode, KafkaError
 from pybroker.protocol.messages.api_keys import ApiKey
-from pybroker.records.batch import iter_batch_headers, whole_batches
+from pybroker.storage.segment import whole_batch_headers
 
 if TYPE_CHECKING:
     from pybroker.protocol.typed.fetch import AcknowledgementBatch as WireAcknowledgementBatch
@@ -431,7 +431,10 @@ async def _acquire_all(  # noqa: PLR0913
 
 
 def _acquire_one(sp: SharePartition, p: Partition, member_id: str, max_records: int, max_bytes: int):  # noqa: ANN202
-    """Read the log from the share partition's next fetch offset and acquire what it holds."""
+    """Read the log from the share partition's next fetch offset and acquire what it holds. Only the batch
+    headers are read, up to the batch holding the last offset the acquisition could take; the records go
+    out as a slice of the segment file (sendfile), whole batches up to the last acquired offset (the
+    client skips the offsets it did not acquire)."""
     if p.log_start_offset > sp.start_offset:
         sp.advance_to_log_start(p.log_start_offset)
     if not sp.can_acquire():
@@ -443,8 +446,8 @@ def _acquire_one(sp: SharePartition, p: Partition, member_id: str, max_records: 
     file_slice = p.log.read(offset, max_bytes, hw)
     if file_slice is None:
         return None
-    data = whole_batches(file_slice.read())  # the slice ends at max_bytes, maybe inside a batch
-    headers = list(iter_batch_headers(data, verify_crc=False))
+    # the slice ends at max_bytes, maybe inside a batch: whole batches only
+    headers = whole_batch_headers(file_slice, sp.acquirable_through(offset, max_records))
     if not headers:
         return None
     last = min(headers[-1].last_offset, hw - 1)
@@ -452,9 +455,8 @@ def _acquire_one(sp: SharePartition, p: Partition, member_id: str, max_records: 
     if not acquired:
         return None
     end = acquired[-1].last_offset
-    # whole batches up to the last acquired offset (the client skips offsets it did not acquire)
     cut = next((h.end_position for h in headers if h.last_offset >= end), headers[-1].end_position)
-    return bytes(data[:cut]), acquired
+    return file_slice.head(cut - file_slice.position), acquired
 
 
 async def _long_poll(  # noqa: PLR0913
