@@ -18,8 +18,8 @@ timer task per acquired batch. Each offset still has exactly the state a per-off
 from __future__ import annotations
 
 import logging
-from bisect import bisect_right
-from collections.abc import Callable, Iterable
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from functools import partial
@@ -323,16 +323,51 @@ class SharePartition:
 
     # -- acquire ----------------------------------------------------------------------------------------
 
-    def acquire(self, member_id: str, first_offset: int, last_offset: int, max_records: int) -> list[AcquiredRecords]:
+    def acquire(
+        self,
+        member_id: str,
+        first_offset: int,
+        last_offset: int,
+        max_records: int,
+        batch_last_offsets: Sequence[int] = (),
+    ) -> list[AcquiredRecords]:
         """Acquire up to ``max_records`` records of the fetched log range [first_offset, last_offset] for
         ``member_id``: AVAILABLE in-flight records are re-acquired, offsets past the end offset join the
         window while it holds fewer than ``max_in_flight_records``. Each acquisition increments the
         delivery count; the records acquired by one call share one acquisition lock of
-        ``record_lock_duration_ms`` (Kafka schedules one timer task per acquired batch)."""
+        ``record_lock_duration_ms`` (Kafka schedules one timer task per acquired batch).
+
+        ``batch_last_offsets``, the last offsets of the fetched log batches, asks for Kafka's
+        batch-optimized acquisition (ShareAcquireMode 0, the clients' default): ``max_records`` is then a
+        soft limit, and an acquisition that stops inside a batch goes on to that batch's end, so the batch
+        that goes out whole is acquired whole. Without it the limit is strict (ShareAcquireMode 1,
+        record_limit)."""
         out: list[AcquiredRecords] = []
-        remaining = max_records
-        offset = max(first_offset, self.start_offset)
         lock = _AcquisitionLock(member_id)
+        taken = self._take(lock, max(first_offset, self.start_offset), last_offset, max_records, out, bounded=True)
+        if out and batch_last_offsets:
+            tail = out[-1].last_offset
+            k = bisect_left(batch_last_offsets, tail)
+            if k < len(batch_last_offsets):
+                batch_end = min(batch_last_offsets[k], last_offset)
+                if batch_end > tail:
+                    # as Kafka, past the in-flight bound too: the batch's records are in the response anyway
+                    taken += self._take(lock, tail + 1, batch_end, batch_end - tail, out, bounded=False)
+        if out:
+            lock.acquired = taken
+            lock.timer = self.clock.call_later(self.record_lock_duration_ms, partial(self._lock_expired, lock))
+            self._coalesce()
+        return out
+
+    def _take(  # noqa: PLR0913
+        self, lock: _AcquisitionLock, offset: int, last_offset: int, max_records: int, out: list[AcquiredRecords],
+        *, bounded: bool,
+    ) -> int:
+        """Acquire for ``lock``'s member up to ``max_records`` AVAILABLE or new records of [offset,
+        last_offset] (new ones within the in-flight bound if ``bounded``), adding their ranges to ``out``;
+        how many were acquired."""
+        member_id = lock.member_id
+        remaining = max_records
 
         def took(first: int, last: int, count: int) -> None:
             if out and out[-1].last_offset == first - 1 and out[-1].delivery_count == count:
@@ -352,28 +387,25 @@ class SharePartition:
                 lo = max(run.first_offset, offset)
                 hi = min(run.last_offset, last_offset, lo + remaining - 1)
                 i, j = self._isolate(lo, hi)  # one run: [lo, hi] lies inside ``run``
-                taken = self._batches[i]
-                taken.state = RecordState.ACQUIRED
-                taken.delivery_count += 1
-                taken.member_id = member_id
-                taken.lock = lock
+                acquired = self._batches[i]
+                acquired.state = RecordState.ACQUIRED
+                acquired.delivery_count += 1
+                acquired.member_id = member_id
+                acquired.lock = lock
                 remaining -= hi - lo + 1
-                took(lo, hi, taken.delivery_count)
+                took(lo, hi, acquired.delivery_count)
                 i = j
         # New records join the window after the records it holds, up to its bound.
         if offset <= self.end_offset <= last_offset and remaining > 0:
-            n = min(remaining, last_offset - self.end_offset + 1, self.max_in_flight_records - self.in_flight_count())
+            room = self.max_in_flight_records - self.in_flight_count() if bounded else remaining
+            n = min(remaining, last_offset - self.end_offset + 1, room)
             if n > 0:
                 first = self.end_offset
                 self._batches.append(InFlightBatch(first, first + n - 1, RecordState.ACQUIRED, 1, member_id, lock))
                 self.end_offset = first + n
                 remaining -= n
                 took(first, first + n - 1, 1)
-        if out:
-            lock.acquired = max_records - remaining
-            lock.timer = self.clock.call_later(self.record_lock_duration_ms, partial(self._lock_expired, lock))
-            self._coalesce()
-        return out
+        return max_records - remaining
 
     # -- acknowledge / release --------------------------------------------------------------------------
 

@@ -140,6 +140,27 @@ def test_from_state_fills_the_gaps_and_joins_equal_runs() -> None:
                                            AcquiredRecords(6, 9, 3), AcquiredRecords(10, 20, 1)]
 
 
+def test_batch_optimized_acquisition_takes_the_rest_of_the_batch() -> None:
+    clock = FakeClock()
+    sp = make(clock, max_in_flight_records=12)
+    ends = [9, 19, 29]  # log batches 0-9, 10-19, 20-29
+    # 4 records asked, the batch holding the 4th goes out whole: acquired whole (a soft limit)
+    assert sp.acquire("a", 0, 29, 4, ends) == [AcquiredRecords(0, 9, 1)]
+    assert timers(clock) == 1
+    # the in-flight bound (12) stops new records at 11, inside batch 10-19: its end still comes along
+    assert sp.acquire("b", 10, 29, 100, ends) == [AcquiredRecords(10, 19, 1)]
+    assert sp.in_flight_count() == 20 and not sp.can_acquire()
+    # released records inside a batch: the re-acquisition goes on to the batch's end, over what is taken
+    sp.acknowledge("b", [ack(12, 17, RELEASE, ACCEPT, RELEASE, RELEASE, ACCEPT, RELEASE)])
+    assert sp.acquire("c", 10, 19, 1, ends) == [AcquiredRecords(12, 12, 2), AcquiredRecords(14, 15, 2),
+                                                AcquiredRecords(17, 17, 2)]
+    # record_limit (no batch offsets): strict
+    sp.acknowledge("a", [ack(0, 9, RELEASE)])
+    assert sp.acquire("d", 0, 29, 4) == [AcquiredRecords(0, 3, 2)]
+    # the fetched range ends inside a batch (the high watermark): no further than it
+    assert sp.acquire("d", 0, 7, 1, ends) == [AcquiredRecords(4, 7, 2)]
+
+
 # -- a random walk against the per-offset rules ------------------------------------------------------------
 
 
@@ -152,21 +173,33 @@ class _Model:
         self.start = self.end = 0
         self.recs: dict[int, list] = {}  # offset -> [state, count, member, deadline]
 
-    def acquire(self, now: int, member: str, first: int, last: int, max_records: int) -> list[tuple[int, int]]:
+    def acquire(  # noqa: PLR0913
+        self, now: int, member: str, first: int, last: int, max_records: int, ends: list[int] | None = None
+    ) -> list[tuple[int, int]]:
         got: list[tuple[int, int]] = []
-        offset = max(first, self.start)
-        while offset <= last and len(got) < max_records:
+        self._walk(now, member, max(first, self.start), last, max_records, got, bounded=True)
+        if got and ends:
+            tail = got[-1][0]
+            batch_end = min(min(e for e in ends if e >= tail), last) if any(e >= tail for e in ends) else tail
+            self._walk(now, member, tail + 1, batch_end, batch_end - tail, got, bounded=False)
+        return got
+
+    def _walk(  # noqa: PLR0913
+        self, now: int, member: str, offset: int, last: int, max_records: int, got: list, *, bounded: bool
+    ) -> None:
+        n = 0
+        while offset <= last and n < max_records:
             rec = self.recs.get(offset)
             if rec is None:
-                if offset != self.end or self.end - self.start >= self.max_in_flight:
+                if offset != self.end or (bounded and self.end - self.start >= self.max_in_flight):
                     break
                 rec = self.recs[offset] = [RecordState.AVAILABLE, 0, None, None]
                 self.end = offset + 1
             if rec[0] == RecordState.AVAILABLE:
                 rec[:] = [RecordState.ACQUIRED, rec[1] + 1, member, now + LOCK_MS]
                 got.append((offset, rec[1]))
+                n += 1
             offset += 1
-        return got
 
     def _release(self, rec: list) -> None:
         rec[:] = [RecordState.ARCHIVED if rec[1] >= self.limit else RecordState.AVAILABLE, rec[1], None, None]
@@ -234,10 +267,20 @@ def test_random_walk_matches_the_per_offset_rules() -> None:
                 last = first + rng.randrange(0, 40)
                 n = rng.randrange(1, 30)
                 bound = sp.acquirable_through(first, n)
-                got = sp.acquire(member, first, last, n)
-                assert got == _ranges(model.acquire(now, member, first, last, n)), where
-                # a fetch reads the log only up to the bound: nothing acquired lies past it
-                assert not got or got[-1].last_offset <= bound, where
+                if rng.random() < 0.5:  # batch-optimized: log batches of 1 to 8 records from offset 0
+                    ends, e = [], -1
+                    while e < last + 10:
+                        e += rng.randrange(1, 9)
+                        ends.append(e)
+                    got = sp.acquire(member, first, last, n, ends)
+                    assert got == _ranges(model.acquire(now, member, first, last, n, ends)), where
+                    # the fetch read the batches up to the one holding the bound: nothing past that batch
+                    assert not got or got[-1].last_offset <= next((x for x in ends if x >= bound), ends[-1]), where
+                else:
+                    got = sp.acquire(member, first, last, n)
+                    assert got == _ranges(model.acquire(now, member, first, last, n)), where
+                    # a fetch reads the log only up to the bound: nothing acquired lies past it
+                    assert not got or got[-1].last_offset <= bound, where
             elif op < 0.75:
                 member = rng.choice(members)
                 held = [o for o, r in model.recs.items() if r[0] == RecordState.ACQUIRED and r[2] == member]
