@@ -150,6 +150,11 @@ class InFlightBatch:
                 f"count={self.delivery_count}, member={self.member_id})")
 
 
+def _unlocked(state: RecordState) -> RecordState:
+    """A persisted state after a (re)load: an acquisition lock does not outlive its broker."""
+    return RecordState.AVAILABLE if state == RecordState.ACQUIRED else state
+
+
 def _first_offset(batch: InFlightBatch) -> int:
     return batch.first_offset
 
@@ -215,13 +220,23 @@ class SharePartition:
         batches = [b for b in state_batches if b.last_offset >= start_offset]
         if batches:
             sp.end_offset = max(b.last_offset for b in batches) + 1
-            sp._batches = [InFlightBatch(start_offset, sp.end_offset - 1, RecordState.AVAILABLE, 0)]
-            for batch in batches:  # a later batch wins where two overlap
-                state = RecordState.AVAILABLE if batch.delivery_state == RecordState.ACQUIRED else batch.delivery_state
-                i, j = sp._isolate(max(batch.first_offset, start_offset), batch.last_offset)
-                for run in sp._batches[i:j]:
-                    run.state = state
-                    run.delivery_count = batch.delivery_count
+            ordered = all(a.last_offset < b.first_offset for a, b in zip(batches, batches[1:], strict=False))
+            if ordered:  # as the share coordinator keeps them: one pass
+                cursor = start_offset
+                for batch in batches:
+                    first = max(batch.first_offset, start_offset)
+                    if first > cursor:
+                        sp._batches.append(InFlightBatch(cursor, first - 1, RecordState.AVAILABLE, 0))
+                    sp._batches.append(InFlightBatch(first, batch.last_offset, _unlocked(batch.delivery_state),
+                                                     batch.delivery_count))
+                    cursor = batch.last_offset + 1
+            else:
+                sp._batches = [InFlightBatch(start_offset, sp.end_offset - 1, RecordState.AVAILABLE, 0)]
+                for batch in batches:  # a later batch wins where two overlap
+                    i, j = sp._isolate(max(batch.first_offset, start_offset), batch.last_offset)
+                    for run in sp._batches[i:j]:
+                        run.state = _unlocked(batch.delivery_state)
+                        run.delivery_count = batch.delivery_count
             sp._coalesce()
         sp._advance_start_offset()
         return sp

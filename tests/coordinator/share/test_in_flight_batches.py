@@ -161,6 +161,15 @@ def test_batch_optimized_acquisition_takes_the_rest_of_the_batch() -> None:
     assert sp.acquire("d", 0, 7, 1, ends) == [AcquiredRecords(4, 7, 2)]
 
 
+def test_from_state_with_overlapping_batches_the_later_wins() -> None:
+    clock = FakeClock()
+    persisted = [StateBatch(0, 5, RecordState.ARCHIVED, 1), StateBatch(3, 8, RecordState.AVAILABLE, 2),
+                 StateBatch(10, 11, RecordState.ACQUIRED, 1)]
+    sp = SharePartition.from_state("g", "t", 0, 2, persisted, clock)
+    assert sp.start_offset == 3
+    assert runs(sp) == [(3, 8, "AVAILABLE", 2), (9, 9, "AVAILABLE", 0), (10, 11, "AVAILABLE", 1)]
+
+
 # -- a random walk against the per-offset rules ------------------------------------------------------------
 
 
