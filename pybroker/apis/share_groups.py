@@ -15,6 +15,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from pybroker.apis import RequestContext, auth, handles
@@ -35,7 +36,7 @@ from pybroker.metadata.features import SHARE_VERSION
 from pybroker.protocol.api import AUTHORIZED_OPERATIONS_OMITTED
 from pybroker.protocol.errors import ErrorCode, KafkaError
 from pybroker.protocol.messages.api_keys import ApiKey
-from pybroker.records.batch import iter_batch_headers, whole_batches
+from pybroker.storage.segment import whole_batch_headers
 
 if TYPE_CHECKING:
     from pybroker.protocol.typed.fetch import AcknowledgementBatch as WireAcknowledgementBatch
@@ -80,6 +81,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_FETCH_BYTES = 8 * 1024 * 1024  # per partition read: bounds the response whatever MaxBytes says
+BATCH_OPTIMIZED, RECORD_LIMIT = 0, 1  # ShareFetch v2's ShareAcquireMode (KIP-1206)
 
 
 def service(ctx: RequestContext) -> ShareGroupService:
@@ -375,12 +377,26 @@ async def handle_share_fetch(ctx: RequestContext, request: ShareFetchRequest) ->
         for index in forgotten["partitions"]:
             session.partitions.discard((forgotten["topic_id"], index))
 
-    max_records = request.get("max_records") or 500
-    max_bytes = min(request.get("max_bytes") or MAX_FETCH_BYTES, MAX_FETCH_BYTES)
+    limits = _Limits(
+        request.get("max_records") or 500,
+        min(request.get("max_bytes") or MAX_FETCH_BYTES, MAX_FETCH_BYTES),
+        # KIP-1206: v2's ShareAcquireMode, 1 is record_limit; v1 knows only batch-optimized acquisition
+        ctx.version < 2 or request.get("share_acquire_mode", BATCH_OPTIMIZED) != RECORD_LIMIT,
+    )
     load_wait = max(request["max_wait_ms"], 0) / 1000
-    if await _acquire_all(svc, ctx, session, names, entry, max_records, max_bytes, load_wait) or load_wait <= 0:
+    if await _acquire_all(svc, ctx, session, names, entry, limits, load_wait) or load_wait <= 0:
         return _fetch_response(svc, out)
-    return await _long_poll(svc, ctx, session, names, entry, out, max_records, max_bytes, request["max_wait_ms"])
+    return await _long_poll(svc, ctx, session, names, entry, out, limits, request["max_wait_ms"])
+
+
+@dataclass(frozen=True)
+class _Limits:
+    """A ShareFetch's bounds: MaxRecords (over all its partitions), MaxBytes (per partition read), and
+    whether MaxRecords may be exceeded to the end of a fetched batch (batch-optimized acquisition)."""
+
+    max_records: int
+    max_bytes: int
+    batch_optimized: bool
 
 
 async def _acquire_all(  # noqa: PLR0913
@@ -389,11 +405,11 @@ async def _acquire_all(  # noqa: PLR0913
     session: ShareSession,
     names: dict[uuid.UUID, str],
     entry: _Entry,
-    max_records: int,
-    max_bytes: int,
+    limits: _Limits,
     load_wait: float = 0,
 ) -> bool:
     acquired_any = False
+    max_records = limits.max_records
     for topic_id, index in sorted(session.partitions, key=lambda k: (str(k[0]), k[1])):
         if max_records <= 0:
             break
@@ -415,7 +431,7 @@ async def _acquire_all(  # noqa: PLR0913
             continue
         if sp is None:
             continue
-        got = _acquire_one(sp, p, session.member_id, max_records, max_bytes)
+        got = _acquire_one(sp, p, session.member_id, max_records, limits)
         if got is not None:
             records, acquired = got
             e = entry(topic_id, index, p)
@@ -430,8 +446,11 @@ async def _acquire_all(  # noqa: PLR0913
     return acquired_any
 
 
-def _acquire_one(sp: SharePartition, p: Partition, member_id: str, max_records: int, max_bytes: int):  # noqa: ANN202
-    """Read the log from the share partition's next fetch offset and acquire what it holds."""
+def _acquire_one(sp: SharePartition, p: Partition, member_id: str, max_records: int, limits: _Limits):  # noqa: ANN202
+    """Read the log from the share partition's next fetch offset and acquire what it holds. Only the batch
+    headers are read, up to the batch holding the last offset the acquisition could take; the records go
+    out as a slice of the segment file (sendfile), whole batches up to the last acquired offset (the
+    client skips the offsets it did not acquire)."""
     if p.log_start_offset > sp.start_offset:
         sp.advance_to_log_start(p.log_start_offset)
     if not sp.can_acquire():
@@ -440,21 +459,22 @@ def _acquire_one(sp: SharePartition, p: Partition, member_id: str, max_records: 
     hw = p.high_watermark
     if offset >= hw:
         return None
-    file_slice = p.log.read(offset, max_bytes, hw)
+    file_slice = p.log.read(offset, limits.max_bytes, hw)
     if file_slice is None:
         return None
-    data = whole_batches(file_slice.read())  # the slice ends at max_bytes, maybe inside a batch
-    headers = list(iter_batch_headers(data, verify_crc=False))
+    # the slice ends at max_bytes, maybe inside a batch: whole batches only
+    headers = whole_batch_headers(file_slice, sp.acquirable_through(offset, max_records))
     if not headers:
         return None
     last = min(headers[-1].last_offset, hw - 1)
-    acquired = sp.acquire(member_id, offset, last, max_records)
+    # batch-optimized: the batch the last acquired record is in goes out whole and is acquired whole
+    batch_ends = [h.last_offset for h in headers] if limits.batch_optimized else ()
+    acquired = sp.acquire(member_id, offset, last, max_records, batch_ends)
     if not acquired:
         return None
     end = acquired[-1].last_offset
-    # whole batches up to the last acquired offset (the client skips offsets it did not acquire)
     cut = next((h.end_position for h in headers if h.last_offset >= end), headers[-1].end_position)
-    return bytes(data[:cut]), acquired
+    return file_slice.head(cut - file_slice.position), acquired
 
 
 async def _long_poll(  # noqa: PLR0913
@@ -464,8 +484,7 @@ async def _long_poll(  # noqa: PLR0913
     names: dict[uuid.UUID, str],
     entry: _Entry,
     out: dict[tuple[uuid.UUID, int], ShareFetchResponsePartitionData],
-    max_records: int,
-    max_bytes: int,
+    limits: _Limits,
     max_wait_ms: int,
 ) -> ShareFetchResponse:
     loop = asyncio.get_running_loop()
@@ -497,7 +516,7 @@ async def _long_poll(  # noqa: PLR0913
                 woken = loop.create_future()
             if (session.group_id, session.member_id) not in svc.sessions:
                 break
-            if await _acquire_all(svc, ctx, session, names, entry, max_records, max_bytes, remaining):
+            if await _acquire_all(svc, ctx, session, names, entry, limits, remaining):
                 break
     finally:
         for p in parts:

@@ -43,6 +43,10 @@ class FileSlice:
     def fileno(self) -> int:
         return self._file if isinstance(self._file, int) else self._file.fileno()
 
+    def head(self, size: int) -> FileSlice:
+        """The first ``size`` bytes of this slice (the same file, kept open as long)."""
+        return FileSlice(self._file, self.position, min(size, self.size))
+
     def read(self) -> bytes:
         fd = self.fileno()
         data = os.pread(fd, self.size, self.position)

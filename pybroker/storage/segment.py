@@ -357,6 +357,24 @@ def read_header_at(fd: int, position: int, end: int) -> BatchHeader | None:
     return header
 
 
+def whole_batch_headers(file_slice: FileSlice, through_offset: int) -> list[BatchHeader]:
+    """Headers of the whole batches a log read returned, from its start up to the first batch whose last
+    offset is >= ``through_offset``, reading 61 bytes per batch (never the records). A batch the slice
+    ends inside (a read is cut at its byte limit) is left out, as is anything after an unreadable header."""
+    fd = file_slice.fileno()
+    position, end = file_slice.position, file_slice.position + file_slice.size
+    out: list[BatchHeader] = []
+    while position < end:
+        header = read_header_at(fd, position, end)
+        if header is None:
+            break
+        out.append(header)
+        if header.last_offset >= through_offset:
+            break
+        position += header.size
+    return out
+
+
 def iter_headers_in(
     file: SegmentFile, end: int, name: object, start_position: int = 0
 ) -> Iterator[BatchHeader]:

@@ -57,6 +57,19 @@ def share_fetch(wire: WireClient, group: str, member: str, epoch: int, topic_id:
     )  # fmt: skip
 
 
+def share_fetch_v2(wire: WireClient, group: str, member: str, epoch: int, topic_id: uuid.UUID, max_records: int,
+                   mode: int) -> dict:
+    return wire.request(
+        SHARE_FETCH, 2,
+        {"group_id": group, "member_id": member, "share_session_epoch": epoch, "max_wait_ms": 0,
+         "min_bytes": 1, "max_bytes": 1 << 20, "max_records": max_records, "batch_size": max_records,
+         "share_acquire_mode": mode, "is_renew_ack": False,
+         "topics": [{"topic_id": topic_id, "partitions": [
+             {"partition_index": 0, "acknowledgement_batches": []}]}],
+         "forgotten_topics_data": []},
+    )  # fmt: skip
+
+
 def ack_batch(first: int, last: int, kind: int) -> dict:
     return {"first_offset": first, "last_offset": last, "acknowledge_types": [kind]}
 
@@ -171,3 +184,23 @@ def test_alter_and_delete_share_group_offsets(shared_broker) -> None:  # noqa: A
         deleted = wire.request(92, 0, {"group_id": group, "topics": [{"topic_name": topic}]})
         assert (deleted["error_code"], deleted["responses"][0]["error_code"]) == (0, 0)
         assert start_offset() == -1
+
+
+def test_max_records_is_soft_in_batch_optimized_mode_and_strict_in_record_limit_mode(shared_broker) -> None:  # noqa: ANN001
+    """KIP-1206: ShareAcquireMode 0 (batch_optimized, the clients' default and v1's only mode) acquires the
+    batch holding the MaxRecords-th record to its end, since that batch goes out whole; 1 (record_limit)
+    acquires MaxRecords records and no more."""
+    bootstrap = shared_broker.bootstrap
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    a, b, c = uuid.uuid4().hex, uuid.uuid4().hex, uuid.uuid4().hex
+    with WireClient(bootstrap) as wire:
+        topic, topic_id = setup_topic(bootstrap, wire, group, 10)  # one batch, offsets 0-9
+        for member in (a, b, c):
+            heartbeat(wire, group, member, 0, [topic])
+        strict = share_fetch_v2(wire, group, a, 0, topic_id, 4, mode=1)["responses"][0]["partitions"][0]
+        assert strict["acquired_records"] == [{"first_offset": 0, "last_offset": 3, "delivery_count": 1}]
+        soft = share_fetch_v2(wire, group, b, 0, topic_id, 2, mode=0)["responses"][0]["partitions"][0]
+        assert soft["acquired_records"] == [{"first_offset": 4, "last_offset": 9, "delivery_count": 1}]
+        # both got the whole batch
+        assert len(strict["records"]) == len(soft["records"]) > 0
+        assert share_fetch(wire, group, c, 0, topic_id)["responses"] == []  # nothing left

@@ -208,3 +208,19 @@ def test_close_writes_a_producer_snapshot_only_when_the_log_moved(log_dir):
     assert snapshot.stat().st_mtime_ns == written  # unchanged log: the snapshot is not rewritten
     log = Log.open(log_dir, "topic", 0, LogConfig(), 0, recovery_point=2, clean_shutdown=True)
     assert append(log, idem(0)).duplicate  # and the state still comes back from it
+
+
+def test_whole_batch_headers_stop_at_the_wanted_offset_and_at_a_torn_end(log_dir, small_config):
+    from pybroker.storage.segment import whole_batch_headers
+
+    log = Log.create(log_dir, "topic", 0, small_config, 0)
+    fill(log, batches=5)  # batches of 3: 0-2, 3-5, ...
+    whole = log.read(0, 10_000)
+    assert [(h.base_offset, h.last_offset) for h in whole_batch_headers(whole, 4)] == [(0, 2), (3, 5)]
+    assert [h.base_offset for h in whole_batch_headers(whole, 100)] == [0, 3, 6, 9, 12]
+    headers = whole_batch_headers(whole, 100)
+    # a read cut inside the third batch: the torn batch is left out
+    torn = whole.head(headers[2].position + 10)
+    assert [h.base_offset for h in whole_batch_headers(torn, 100)] == [0, 3]
+    # the head of a slice is the same bytes
+    assert whole.head(headers[1].end_position).read() == whole.read()[: headers[1].end_position]
