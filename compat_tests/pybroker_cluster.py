@@ -9,6 +9,10 @@ Each broker gets ``zookeeper.connect``, ``broker.id``, its own ``log.dirs`` and 
 127.0.0.1; with ``proxied=True`` its ``advertised.listeners`` is a fault-proxy port in front of it, and
 ZooKeeper sits behind a proxy too, so ``isolate(node)`` also cuts the broker's ZooKeeper session.
 
+``extra_listeners`` adds client listeners (SSL, SASL_PLAINTEXT, SASL_SSL ...) with a port of each on
+every broker; ``authorizer`` turns the authorizer on with the brokers' own traffic on an INTERNAL
+SASL_PLAINTEXT listener as a super user (``authorizer_settings``), as the Kafka reference does.
+
 What waits on cluster mode (issue 11): ZooKeeper comes from ``pybroker.controller.zookeeper_server``
 (branch h/zk), and ``active_controller`` reads the ``/controller`` and ``/controller_epoch`` znodes
 Kafka's ZooKeeper mode defines, through kazoo.  Until both exist, ``start()`` raises
