@@ -9,6 +9,10 @@ Each broker gets ``zookeeper.connect``, ``broker.id``, its own ``log.dirs`` and 
 127.0.0.1; with ``proxied=True`` its ``advertised.listeners`` is a fault-proxy port in front of it, and
 ZooKeeper sits behind a proxy too, so ``isolate(node)`` also cuts the broker's ZooKeeper session.
 
+``extra_listeners`` adds client listeners (SSL, SASL_PLAINTEXT, SASL_SSL ...) with a port of each on
+every broker; ``authorizer`` turns the authorizer on with the brokers' own traffic on an INTERNAL
+SASL_PLAINTEXT listener as a super user (``authorizer_settings``), as the Kafka reference does.
+
 What waits on cluster mode (issue 11): ZooKeeper comes from ``pybroker.controller.zookeeper_server``
 (branch h/zk), and ``active_controller`` reads the ``/controller`` and ``/controller_epoch`` znodes
 Kafka's ZooKeeper mode defines, through kazoo.  Until both exist, ``start()`` raises
@@ -47,6 +51,27 @@ CLUSTER_SETTINGS: dict[str, str] = {
 }
 
 
+def authorizer_settings() -> dict[str, str]:
+    """With an authorizer, as Kafka's (``kafka_cluster.authorizer_settings``): the brokers reach each
+    other on INTERNAL (SASL_PLAINTEXT, PLAIN) as INTERNAL_PRINCIPAL, a super user, so replication and the
+    other inter-broker requests never depend on the ACLs clients make; PLAINTEXT clients stay
+    User:ANONYMOUS."""
+    from compat_tests.reference.apache_kafka import INTERNAL_PASSWORD, INTERNAL_PRINCIPAL, INTERNAL_USER
+
+    jaas = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="{INTERNAL_USER}" password="{INTERNAL_PASSWORD}" user_{INTERNAL_USER}="{INTERNAL_PASSWORD}";'
+    )
+    return {
+        "inter.broker.listener.name": "INTERNAL",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "listener.name.internal.plain.sasl.jaas.config": jaas,
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": INTERNAL_PRINCIPAL,
+    }
+
+
 class ClusterModeUnavailable(RuntimeError):
     """This checkout has no cluster mode yet (no ZooKeeper launcher, or brokers refuse zookeeper.connect)."""
 
@@ -60,11 +85,21 @@ class PyBrokerCluster:
         nodes: int = 3,
         overrides: dict[str, str] | None = None,
         proxied: bool = False,
+        extra_listeners: dict[str, str] | None = None,
+        authorizer: bool = False,
     ) -> None:
         self.workdir = Path(workdir)
         self.size = nodes
         self.overrides = dict(overrides or {})
         self.proxied = proxied
+        # Client listeners beside PLAINTEXT, name -> security protocol (their settings come with the
+        # overrides, e.g. listener.name.<name>.ssl.*); each node gets its own port of each.
+        self.extra_listeners = dict(extra_listeners or {})
+        self.extra_ports: dict[int, dict[str, int]] = {}
+        # An authorizer, the brokers' own traffic a super user's (authorizer_settings).
+        self.authorizer = authorizer
+        if proxied and (self.extra_listeners or authorizer):
+            raise ValueError("extra listeners and the authorizer are not behind the fault proxies")
         self.nodes: dict[int, PyBroker] = {}
         self.advertised: dict[int, int] = {}
         self.zookeeper: Any = None
@@ -110,11 +145,21 @@ class PyBrokerCluster:
             self.proxies.start()
             zk_port = zk_proxy
         for node_id, port in real.items():
+            listeners = dict(self.extra_listeners)
+            self.extra_ports[node_id] = {name: free_port() for name in listeners}
+            if self.authorizer:
+                listeners["INTERNAL"] = "SASL_PLAINTEXT"
+                self.extra_ports[node_id]["INTERNAL"] = free_port()
+            extra = "".join(f",{name}://127.0.0.1:{p}" for name, p in self.extra_ports[node_id].items())
             settings = {
                 "zookeeper.connect": f"127.0.0.1:{zk_port}",
                 "broker.id": str(node_id),
-                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.advertised[node_id]}",
+                "listeners": f"PLAINTEXT://127.0.0.1:{port}{extra}",
+                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.advertised[node_id]}{extra}",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT"
+                + "".join(f",{name}:{protocol}" for name, protocol in listeners.items()),
                 **CLUSTER_SETTINGS,
+                **(authorizer_settings() if self.authorizer else {}),
                 **self.overrides,
             }
             self.nodes[node_id] = PyBroker(self.workdir / f"broker{node_id}", port=port, overrides=settings)
@@ -127,6 +172,16 @@ class PyBrokerCluster:
             raise
         self.bootstrap = ",".join(f"127.0.0.1:{self.advertised[n]}" for n in sorted(self.nodes))
         return self.bootstrap
+
+    def listener_ports(self, listener: str) -> list[int]:
+        """Every broker's port of a listener, by broker id ("PLAINTEXT": the advertised client ports)."""
+        if listener == "PLAINTEXT":
+            return [self.advertised[n] for n in sorted(self.nodes)]
+        return [self.extra_ports[n][listener] for n in sorted(self.nodes)]
+
+    def listener_bootstrap(self, listener: str) -> str:
+        """Bootstrap through the whole cluster on one listener."""
+        return ",".join(f"127.0.0.1:{port}" for port in self.listener_ports(listener))
 
     def wait_all_serving(self, timeout_s: float = 120) -> None:
         deadline = time.monotonic() + timeout_s

@@ -72,8 +72,9 @@ from pybroker.protocol.errors import ErrorCode, KafkaError
 from pybroker.replication.alter_partition import AlterIsrManager
 from pybroker.replication.fetcher import ReplicaFetcherConfig, ReplicaFetcherManager
 from pybroker.replication.isr import run_isr_expiration
-from pybroker.replication.leader_endpoint import LeaderEndpointError, RemoteLeaderEndpoint
+from pybroker.replication.leader_endpoint import LeaderEndpointError, RemoteLeaderEndpoint, SaslPlainLogin
 from pybroker.replication.state_change import become_leader_or_follower
+from pybroker.security.sasl_config import SaslConfigError, client_login
 from pybroker.storage.errors import StorageError
 
 if TYPE_CHECKING:
@@ -187,6 +188,24 @@ def _registration(info: BrokerInfo) -> BrokerRegistration:
     )
 
 
+def inter_broker_login(config: Any, listener_name: str) -> SaslPlainLogin | None:
+    """How this broker authenticates to the others: nothing on a PLAINTEXT inter-broker listener; on a
+    SASL_PLAINTEXT one, sasl.mechanism.inter.broker.protocol (PLAIN) with that listener's JAAS username
+    and password, so a peer's authorizer sees this broker's own principal (a super user, typically)."""
+    protocol = next(
+        (e.security_protocol for e in config.advertised_endpoints if e.listener_name == listener_name), "PLAINTEXT"
+    )
+    if protocol not in ("SASL_PLAINTEXT", "SASL_SSL"):
+        return None
+    mechanism = config.get("sasl.mechanism.inter.broker.protocol")
+    if protocol == "SASL_SSL" or mechanism != "PLAIN":
+        raise SaslConfigError(
+            f"inter-broker listener {listener_name} ({protocol}, sasl.mechanism.inter.broker.protocol="
+            f"{mechanism}): pybroker's brokers authenticate to each other with PLAIN over SASL_PLAINTEXT only"
+        )
+    return SaslPlainLogin(*client_login(config, listener_name, mechanism))
+
+
 class ClusterMode:
     """One broker's part in a ZooKeeper cluster (see the module docstring)."""
 
@@ -196,6 +215,7 @@ class ClusterMode:
         self.node_id = broker.node_id
         self.publisher = ZkMetadataPublisher(self.node_id)
         self.listener_name = self.config.get("inter.broker.listener.name") or "PLAINTEXT"
+        self.inter_broker_login = inter_broker_login(self.config, self.listener_name)
         self.fetchers = ReplicaFetcherManager(
             self.node_id,
             self._endpoint_for,
@@ -362,7 +382,7 @@ class ClusterMode:
         if info is None:
             raise KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"broker {leader_id} is not registered")
         host, port = info.endpoint(self.listener_name) or (info.host, info.port)
-        return RemoteLeaderEndpoint(leader_id, host, port, self.node_id)
+        return RemoteLeaderEndpoint(leader_id, host, port, self.node_id, sasl=self.inter_broker_login)
 
     # -- MetadataListener ------------------------------------------------------------------
     def on_brokers(self, brokers: dict[int, BrokerInfo]) -> None:

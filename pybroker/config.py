@@ -264,6 +264,9 @@ _BROKER_CONFIG_LIST = [
     _key("sasl.jaas.config", _T.PASSWORD, None, None, _M,
          "JAAS login module options in Kafka's syntax, used when no listener.name.<l>.<mechanism>.sasl.jaas.config "
          "is given (PlainLoginModule user_<name>=\"<password>\" entries; OAuthBearerLoginModule options)."),
+    _key("sasl.mechanism.inter.broker.protocol", _T.STRING, "GSSAPI", None, _M,
+         "The SASL mechanism brokers authenticate with on a SASL_PLAINTEXT inter-broker listener: PLAIN (the "
+         "username and password of that listener's PlainLoginModule JAAS options) is the one pybroker speaks."),
     _key("connections.max.reauth.ms", _T.LONG, 0, None, _M,
          "When positive, SASL sessions last at most this long (KIP-368): SaslAuthenticate v1+ tells the client, "
          "and a connection that does not re-authenticate in time is closed at its next request."),
@@ -655,7 +658,6 @@ UNUSED_KAFKA_KEYS: dict[str, str] = {
     "offsets.topic.min.isr": "a single node always has one in-sync replica",
     "group.share.enable": "share groups are always on (Kafka 4.3 turns them on with the share.version feature)",
     "group.coordinator.rebalance.protocols": "pybroker always serves the classic, consumer and streams group protocols",
-    "sasl.mechanism.inter.broker.protocol": _NO_SECURITY,
     "sasl.mechanism.controller.protocol": _NO_SECURITY,
     "ssl.keymanager.algorithm": _PYTHON_TLS,
     "ssl.trustmanager.algorithm": _PYTHON_TLS,

@@ -31,12 +31,15 @@ import struct
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
 from compat_tests.reference.apache_kafka import (
     DEFAULT_SETTINGS,
+    INTERNAL_PASSWORD,
+    INTERNAL_PRINCIPAL,
+    INTERNAL_USER,
     STOCK_PERFORMANCE_OPTS,
     ApacheKafka,
     ApacheKafkaError,
@@ -75,6 +78,30 @@ class NodePorts:
     controller: int  # the real CONTROLLER listener
     client_advertised: int  # what clients and brokers dial: the proxy port, or ``client``
     controller_advertised: int
+    # Client listeners beside PLAINTEXT: name -> port (not proxied), e.g. {"SSL": 9093}.
+    extra: dict[str, int] = field(default_factory=dict)
+    internal: int = 0  # with an authorizer: the INTERNAL (SASL_PLAINTEXT) inter-broker listener
+
+
+def authorizer_settings() -> dict[str, str]:
+    """With an authorizer, as the single-node reference (``ApacheKafka(authorizer=True)``): the nodes'
+    own traffic (replication and other inter-broker requests on INTERNAL, the quorum and broker
+    registrations on CONTROLLER) is SASL/PLAIN as INTERNAL_PRINCIPAL, a super user, so PLAINTEXT clients
+    stay User:ANONYMOUS and replication never depends on their ACLs."""
+    jaas = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="{INTERNAL_USER}" password="{INTERNAL_PASSWORD}" user_{INTERNAL_USER}="{INTERNAL_PASSWORD}";'
+    )
+    return {
+        "inter.broker.listener.name": "INTERNAL",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "sasl.mechanism.controller.protocol": "PLAIN",
+        "listener.name.internal.plain.sasl.jaas.config": jaas,
+        "listener.name.controller.plain.sasl.jaas.config": jaas,
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": INTERNAL_PRINCIPAL,
+    }
 
 
 class KafkaClusterNode(ApacheKafka):
@@ -89,8 +116,11 @@ class KafkaClusterNode(ApacheKafka):
         cluster_id: str,
         overrides: dict[str, str],
         jvm: JvmProfile,
+        extra_protocols: dict[str, str] | None = None,
+        authorizer: bool = False,
     ) -> None:
-        super().__init__(workdir, port=ports.client, overrides=overrides, jvm=jvm)
+        super().__init__(workdir, port=ports.client, overrides=overrides, jvm=jvm, authorizer=authorizer)
+        self.extra_protocols = dict(extra_protocols or {})  # listener name -> security protocol
         self.node_id = node_id
         self.ports = ports
         self.voters = voters
@@ -102,20 +132,31 @@ class KafkaClusterNode(ApacheKafka):
 
     def _write_config(self) -> Path:
         ports = self.ports
+        extra_ports = dict(ports.extra)
+        protocols = dict(self.extra_protocols)
+        controller_protocol = "PLAINTEXT"
+        if self.authorizer:
+            extra_ports["INTERNAL"] = ports.internal
+            protocols["INTERNAL"] = controller_protocol = "SASL_PLAINTEXT"
+        extra = "".join(f",{name}://127.0.0.1:{port}" for name, port in extra_ports.items())
         settings = {
             "process.roles": "broker,controller",
             "node.id": str(self.node_id),
             "controller.quorum.voters": self.voters,
-            "listeners": f"PLAINTEXT://127.0.0.1:{ports.client},CONTROLLER://127.0.0.1:{ports.controller}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{ports.client},CONTROLLER://127.0.0.1:{ports.controller}{extra}",
             "advertised.listeners": (
                 f"PLAINTEXT://127.0.0.1:{ports.client_advertised},"
-                f"CONTROLLER://127.0.0.1:{ports.controller_advertised}"
+                f"CONTROLLER://127.0.0.1:{ports.controller_advertised}{extra}"
             ),
             "inter.broker.listener.name": "PLAINTEXT",
             "controller.listener.names": "CONTROLLER",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map": (
+                f"PLAINTEXT:PLAINTEXT,CONTROLLER:{controller_protocol}"
+                + "".join(f",{name}:{protocol}" for name, protocol in protocols.items())
+            ),
             "log.dirs": str(self.data_dir),
             **CLUSTER_SETTINGS,
+            **(authorizer_settings() if self.authorizer else {}),
             **self.overrides,
         }
         config = self.workdir / "server.properties"
@@ -205,12 +246,21 @@ class ApacheKafkaCluster:
         overrides: dict[str, str] | None = None,
         jvm: JvmProfile = CLUSTER_JVM,
         proxied: bool = False,
+        extra_listeners: dict[str, str] | None = None,
+        authorizer: bool = False,
     ) -> None:
         self.workdir = Path(workdir)
         self.size = nodes
         self.overrides = dict(overrides or {})
         self.jvm = jvm
         self.proxied = proxied
+        # Client listeners beside PLAINTEXT, name -> security protocol (their settings come with the
+        # overrides, e.g. listener.name.<name>.ssl.*); each node gets its own port of each.
+        self.extra_listeners = dict(extra_listeners or {})
+        # StandardAuthorizer, the nodes' own traffic a super user's (authorizer_settings).
+        self.authorizer = authorizer
+        if proxied and (self.extra_listeners or authorizer):
+            raise ValueError("extra listeners and the authorizer are not behind the fault proxies")
         self.nodes: dict[int, KafkaClusterNode] = {}
         self.proxies: FaultProxies | None = None
         self.bootstrap = ""
@@ -231,7 +281,9 @@ class ApacheKafkaCluster:
             if self.proxied:
                 ports[node_id] = NodePorts(client, controller, fresh(), fresh())
             else:
-                ports[node_id] = NodePorts(client, controller, client, controller)
+                extra = {name: fresh() for name in self.extra_listeners}
+                internal = fresh() if self.authorizer else 0
+                ports[node_id] = NodePorts(client, controller, client, controller, extra, internal)
         return ports
 
     def start(self, timeout_s: float = 180) -> str:
@@ -244,7 +296,7 @@ class ApacheKafkaCluster:
         for node_id, node_ports in ports.items():
             self.nodes[node_id] = KafkaClusterNode(
                 self.workdir / f"node{node_id}", node_id, node_ports, voters, cluster_id, self.overrides,
-                self.jvm,
+                self.jvm, self.extra_listeners, self.authorizer,
             )  # fmt: skip
         if self.proxied:
             routes = []
@@ -264,6 +316,16 @@ class ApacheKafkaCluster:
         self.bootstrap = ",".join(node.bootstrap for node in self.nodes.values())
         logger.info("Apache Kafka cluster of %d ready at %s", self.size, self.bootstrap)
         return self.bootstrap
+
+    def listener_ports(self, listener: str) -> list[int]:
+        """Every node's port of a listener, by node id ("PLAINTEXT": the advertised client ports)."""
+        if listener == "PLAINTEXT":
+            return [self.nodes[n].ports.client_advertised for n in sorted(self.nodes)]
+        return [self.nodes[n].ports.extra[listener] for n in sorted(self.nodes)]
+
+    def listener_bootstrap(self, listener: str) -> str:
+        """Bootstrap through the whole cluster on one listener."""
+        return ",".join(f"127.0.0.1:{port}" for port in self.listener_ports(listener))
 
     def wait_all_serving(self, timeout_s: float = 180) -> None:
         """Until every node lists every node as an unfenced broker."""

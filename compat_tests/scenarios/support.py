@@ -21,17 +21,30 @@ CLUSTER_BROKERS = ("kafka-cluster", "pybroker-cluster")
 ONE_BROKER_ONLY = "ONE BROKER ONLY"
 
 
-def cluster_launcher(kind: str, workdir: Path, settings: dict[str, str]) -> Any:
+def cluster_launcher(
+    kind: str,
+    workdir: Path,
+    settings: dict[str, str],
+    *,
+    extra_listeners: dict[str, str] | None = None,
+    authorizer: bool = False,
+) -> Any:
     """For a scenario that starts a broker of its own with settings of its own, on a cluster run: a
     3-node cluster of the kind under test (``kind``, a CLUSTER_BROKERS name) with those settings on every
-    node, the same as the session's cluster otherwise. Not started."""
+    node, the same as the session's cluster otherwise. ``extra_listeners`` (name -> security protocol):
+    client listeners beside PLAINTEXT, a port of each on every node (``listener_bootstrap(name)``);
+    ``authorizer``: StandardAuthorizer semantics, the nodes' own traffic a super user's. Not started."""
     if kind == "kafka-cluster":
         from compat_tests.reference.kafka_cluster import ApacheKafkaCluster
 
-        return ApacheKafkaCluster(workdir, nodes=3, overrides=dict(settings))
+        return ApacheKafkaCluster(
+            workdir, nodes=3, overrides=dict(settings), extra_listeners=extra_listeners, authorizer=authorizer
+        )
     from compat_tests.pybroker_cluster import PyBrokerCluster
 
-    return PyBrokerCluster(workdir, nodes=3, overrides=dict(settings))
+    return PyBrokerCluster(
+        workdir, nodes=3, overrides=dict(settings), extra_listeners=extra_listeners, authorizer=authorizer
+    )
 
 
 def one_broker_only(request: pytest.FixtureRequest, why: str) -> None:

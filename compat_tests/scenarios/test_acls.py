@@ -34,10 +34,11 @@ from confluent_kafka.admin import (
 
 from compat_tests.brokers import PyBroker
 from compat_tests.kafka_tools import run_tool
+from compat_tests.reference import kafka_probe
 from pybroker.records.builder import SimpleRecord, build_batch
 from tests.wire import WireClient
 
-from .support import one_broker_only, wait_for
+from .support import CLUSTER_BROKERS, cluster_launcher, wait_for
 
 SETTINGS = {
     "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
@@ -59,9 +60,13 @@ def acl_bootstrap(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
     if request.config.getoption("--bootstrap"):
         pytest.skip("needs a broker started with an authorizer, not --bootstrap")
     workdir: Path = tmp_path_factory.mktemp("acls")
-    one_broker_only(request, 'starts a single broker of its own (an authorizer and listeners of its own); on a cluster it would run on one pybroker, not the cluster under test')
     launcher: Any
-    if request.config.getoption("--broker") == "kafka":
+    kind = request.config.getoption("--broker")
+    if kind in CLUSTER_BROKERS:
+        # A 3-node cluster of the kind under test, the authorizer on every node; the nodes' own traffic
+        # is a super user's on a listener of its own, as Kafka's single node below.
+        launcher = cluster_launcher(kind, workdir, SETTINGS, authorizer=True)
+    elif kind == "kafka":
         from compat_tests.reference.apache_kafka import ApacheKafka
 
         launcher = ApacheKafka(workdir, authorizer=True, overrides=SETTINGS)
@@ -103,8 +108,16 @@ RETRIABLE = (3, 6)  # UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER
 
 
 def produce_code(bootstrap: str, topic: str) -> int:
-    """The error code of one raw Produce v9 of a record to partition 0 of ``topic``."""
+    """The error code of one raw Produce v9 of a record to partition 0 of ``topic``, sent as a client
+    sends it: to the leader Metadata names (on a cluster, another broker answers NOT_LEADER_OR_FOLLOWER),
+    or to the first broker when Metadata names none (a topic ANONYMOUS may not describe: every broker
+    refuses it the same)."""
     batch = build_batch([SimpleRecord(None, b"v")])
+    host, _, port = bootstrap.split(",")[0].rpartition(":")
+    brokers, states = kafka_probe.topic_metadata(host, int(port), topic)
+    leader = states.get(0, {}).get("leader", -1)
+    if isinstance(leader, int) and leader in brokers:
+        bootstrap = "{}:{}".format(*brokers[leader])
     with WireClient(bootstrap) as wire:
         response = wire.request(
             0,
@@ -116,6 +129,18 @@ def produce_code(bootstrap: str, topic: str) -> int:
             },
         )
     return response["responses"][0]["partition_responses"][0]["error_code"]
+
+
+def group_coordinator(bootstrap: str, group: str) -> str:
+    """"host:port" of the group's coordinator, FindCoordinator through the first broker (retried while
+    the lookup is refused: an ACL just made, or __consumer_offsets being created)."""
+
+    def find() -> str | None:
+        with WireClient(bootstrap) as wire:
+            (found,) = wire.request(10, 4, {"key_type": 0, "coordinator_keys": [group]})["coordinators"]
+        return f"{found['host']}:{found['port']}" if found["error_code"] == NONE else None
+
+    return wait_for(find, what=f"the coordinator of {group}")
 
 
 def metadata_topic(bootstrap: str, topic: str, *, operations: bool = False) -> dict:
@@ -384,8 +409,13 @@ def test_metadata_hides_topics_the_principal_may_not_describe(
 
     wait_for(lambda: hidden not in listed(), what="the topic hidden from the topic list")
     assert visible in listed()
-    refused = metadata_topic(acl_bootstrap, hidden)
-    assert refused["error_code"] == TOPIC_AUTHZ and refused["partitions"] == []
+    # The first broker, which the list above may not have come from: on a cluster each broker applies
+    # the ACL as it replays the metadata log (Kafka), so the refusal is waited for there too.
+    refused = wait_for(
+        lambda: (m := metadata_topic(acl_bootstrap, hidden))["error_code"] == TOPIC_AUTHZ and m,
+        what="Metadata refusing the hidden topic",
+    )
+    assert refused["partitions"] == []
     # A topic that does not exist but that the principal may describe: UNKNOWN_TOPIC_OR_PARTITION;
     # one it may not describe is refused whether it exists or not (nothing is disclosed).
     create_acls(admin, topic_acl(f"{name}-ghost", ALICE, AclOperation.READ))
@@ -465,12 +495,18 @@ def test_cluster_acls(acl_bootstrap: str, admin: AdminClient) -> None:
                 return response["responses"][0]["error_code"]
 
             wait_for(lambda: alter_code() == CLUSTER_AUTHZ, what="AlterConfigs on the broker refused")
-            described = wire.request(
-                60, 1, {"include_cluster_authorized_operations": True, "endpoint_type": 1}
-            )
+
+            def describe_cluster() -> dict:
+                return wire.request(60, 1, {"include_cluster_authorized_operations": True, "endpoint_type": 1})
+
             # ALTER (7) and DESCRIBE (8) allowed; the rest has ACLs on the cluster, none for ANONYMOUS.
+            # Waited for: on Kafka's cluster AlterConfigs is decided by the controller (forwarded), and
+            # this broker applies the same ACLs when it replays the metadata log, a moment apart.
+            described = wait_for(
+                lambda: (d := describe_cluster())["cluster_authorized_operations"] == (1 << 7) | (1 << 8) and d,
+                what="DescribeCluster answering the cluster ACLs' operations",
+            )
             assert described["error_code"] == NONE
-            assert described["cluster_authorized_operations"] == (1 << 7) | (1 << 8)
             logs = wire.request(35, 4, {"topics": None})
             assert logs["error_code"] == NONE
     finally:
@@ -717,7 +753,9 @@ def test_group_offsets_need_group_and_topic_rights(acl_bootstrap: str, admin: Ad
             for t in (readable, secret)
         ],
     }
-    with WireClient(acl_bootstrap) as wire:
+    # Group requests go to the group's coordinator, as a client sends them (on a cluster another broker
+    # answers NOT_COORDINATOR); with one __consumer_offsets partition it coordinates every group here.
+    with WireClient(group_coordinator(acl_bootstrap, group)) as wire:
 
         def commit_codes() -> dict[str, int]:
             response = wire.request(8, 9, commit_body)
@@ -801,9 +839,22 @@ def sasl_acl_broker(
         "sasl.enabled.mechanisms": "PLAIN",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": SASL_JAAS,
     }
-    one_broker_only(request, 'starts a single broker of its own (an authorizer and listeners of its own); on a cluster it would run on one pybroker, not the cluster under test')
     launcher: Any
-    if request.config.getoption("--broker") == "kafka":
+    kind = request.config.getoption("--broker")
+    if kind in CLUSTER_BROKERS:
+        from compat_tests.reference.apache_kafka import INTERNAL_PRINCIPAL
+
+        settings["super.users"] = f"{INTERNAL_PRINCIPAL};User:admin"  # and the brokers' own principal
+        launcher = cluster_launcher(
+            kind, workdir, settings, extra_listeners={"SASL_PLAINTEXT": "SASL_PLAINTEXT"}, authorizer=True
+        )
+        launcher.start()
+        try:
+            yield {"plaintext": launcher.bootstrap, "sasl": launcher.listener_bootstrap("SASL_PLAINTEXT")}
+        finally:
+            launcher.stop()
+        return
+    if kind == "kafka":
         from compat_tests.reference.apache_kafka import INTERNAL_PRINCIPAL, ApacheKafka
 
         settings["super.users"] = f"{INTERNAL_PRINCIPAL};User:admin"  # and the broker's own principal

@@ -31,7 +31,7 @@ from confluent_kafka.admin import (
 
 from compat_tests.brokers import PyBroker, free_port, read_response
 from compat_tests.kafka_tools import run_tool
-from compat_tests.scenarios.support import one_broker_only
+from compat_tests.scenarios.support import CLUSTER_BROKERS, cluster_launcher
 from tests.wire import WireClient
 
 PLAIN_JAAS = (
@@ -59,12 +59,19 @@ SASL_SETTINGS = {
 
 
 class SaslBroker:
-    """A broker with PLAINTEXT on ``bootstrap`` and SASL_PLAINTEXT on ``sasl_bootstrap``."""
+    """A broker with PLAINTEXT on ``bootstrap`` and SASL_PLAINTEXT on ``sasl_bootstrap``; on a cluster
+    run, a 3-node cluster of the kind under test, every node with both listeners, bootstrapped through
+    every node."""
 
     def __init__(self, kind: str, workdir: Path, settings: dict[str, str] | None = None) -> None:
         self.sasl_port = free_port()
+        self.cluster = kind in CLUSTER_BROKERS
         settings = {**SASL_SETTINGS, **(settings or {})}
-        if kind == "kafka":
+        if self.cluster:
+            self.launcher = cluster_launcher(
+                kind, workdir, settings, extra_listeners={"SASL_PLAINTEXT": "SASL_PLAINTEXT"}
+            )
+        elif kind == "kafka":
             from compat_tests.reference.apache_kafka import ApacheKafka
 
             self.launcher: Any = ApacheKafka(
@@ -89,6 +96,8 @@ class SaslBroker:
 
     @property
     def sasl_bootstrap(self) -> str:
+        if self.cluster:
+            return self.launcher.listener_bootstrap("SASL_PLAINTEXT")
         return f"127.0.0.1:{self.sasl_port}"
 
 
@@ -96,7 +105,6 @@ class SaslBroker:
 def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslBroker]:
     if request.config.getoption("--bootstrap"):
         pytest.skip("the SASL scenarios start their own broker with a SASL listener")
-    one_broker_only(request, 'starts a single broker of its own (a SASL listener); on a cluster it would run on one pybroker, not the cluster under test')
     b = SaslBroker(request.config.getoption("--broker"), tmp_path_factory.mktemp("sasl"))
     b.start()
     try:

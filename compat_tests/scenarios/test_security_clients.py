@@ -35,7 +35,7 @@ from confluent_kafka.admin import (
 from compat_tests.brokers import PyBroker, free_port
 from compat_tests.clients.base import ClientError, Record
 from compat_tests.clients.security import ClientSecurity
-from compat_tests.scenarios.support import expressible, one_broker_only
+from compat_tests.scenarios.support import CLUSTER_BROKERS, cluster_launcher, expressible
 from pybroker.testing.certs import STORE_PASSWORD, CertificateAuthority
 
 USER, PASSWORD = "alice", "alice-secret"
@@ -68,9 +68,9 @@ def _old_librdkafka() -> bool:
 
 
 class SecuredBroker:
-    def __init__(self, ca_pem: Path, ports: dict[str, int], launcher: Any) -> None:
+    def __init__(self, ca_pem: Path, bootstraps: dict[str, str], launcher: Any) -> None:
         self.ca_pem = ca_pem
-        self.ports = ports
+        self.bootstraps = bootstraps  # listener -> bootstrap (every broker's port of it)
         self.launcher = launcher
 
     @property
@@ -101,9 +101,12 @@ def secured(
         for mechanism, jaas in JAAS.items():
             settings[f"listener.name.{listener}.{mechanism}.sasl.jaas.config"] = jaas
     workdir = tmp_path_factory.mktemp("security-broker")
-    one_broker_only(request, 'starts a single broker of its own (TLS and SASL listeners); on a cluster it would run on one pybroker, not the cluster under test')
     launcher: Any
-    if request.config.getoption("--broker") == "kafka":
+    kind = request.config.getoption("--broker")
+    if kind in CLUSTER_BROKERS:
+        # A 3-node cluster of the kind under test, every node with the same listeners (ports its own).
+        launcher = cluster_launcher(kind, workdir, settings, extra_listeners={name: name for name in ports})
+    elif kind == "kafka":
         from compat_tests.reference.apache_kafka import ApacheKafka
 
         launcher = ApacheKafka(
@@ -116,6 +119,10 @@ def secured(
         )
         launcher = PyBroker(workdir, port=port, overrides={"listeners": listeners, **settings})
     launcher.start()
+    if kind in CLUSTER_BROKERS:
+        bootstraps = {name: launcher.listener_bootstrap(name) for name in ports}
+    else:
+        bootstraps = {name: f"127.0.0.1:{port}" for name, port in ports.items()}
     try:
         admin = AdminClient({"bootstrap.servers": launcher.bootstrap})
         # One request per mechanism: a request naming a user twice is refused (DUPLICATE_RESOURCE).
@@ -125,7 +132,7 @@ def secured(
             )
             for future in admin.alter_user_scram_credentials([upsert]).values():
                 future.result(30)
-        yield SecuredBroker(ca_pem, ports, launcher)
+        yield SecuredBroker(ca_pem, bootstraps, launcher)
     finally:
         launcher.stop()
 
@@ -145,7 +152,7 @@ def test_produce_and_consume_in_a_group(
         PASSWORD if mechanism else "",
         str(secured.ca_pem) if "SSL" in protocol else None,
     )
-    bootstrap = f"127.0.0.1:{secured.ports[protocol]}"
+    bootstrap = secured.bootstraps[protocol]
     values = [f"{client_name}-{protocol}-{mechanism}-{i}".encode() for i in range(RECORDS)]
     if (
         client_name == "kcat"

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from compat_tests.brokers import PyBroker, free_port
-from compat_tests.scenarios.support import confluent_round_trip, one_broker_only
+from compat_tests.scenarios.support import CLUSTER_BROKERS, cluster_launcher, confluent_round_trip
 from pybroker.testing.certs import STORE_PASSWORD, CertificateAuthority
 
 API_VERSIONS_V0 = struct.pack(">hhih", 18, 0, 7, 1) + b"t"
@@ -43,7 +43,16 @@ class Tls:
         rogue = CertificateAuthority("rogue CA")
         self.rogue_ca_pem = rogue.write_pem(d, "rogue-ca")
         self.rogue_cert, self.rogue_key = rogue.issue({"CN": "rogue"}).write_pem(d, "rogue")
-        self.ports: dict[str, int] = {}
+        # Every broker's port of each listener (one broker, or each node of a cluster).
+        self.ports: dict[str, list[int]] = {}
+
+    def bootstrap(self, listener: str) -> str:
+        """Bootstrap through every broker of the listener."""
+        return ",".join(f"127.0.0.1:{port}" for port in self.ports[listener])
+
+    def port(self, listener: str) -> int:
+        """One broker's port of the listener (the first): where raw sockets go."""
+        return self.ports[listener][0]
 
 
 @pytest.fixture(scope="module")
@@ -63,9 +72,19 @@ def tls(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
         "group.initial.rebalance.delay.ms": "0",
     }
     workdir = tmp_path_factory.mktemp("tls-broker")
-    one_broker_only(request, 'starts a single broker of its own (TLS listeners); on a cluster it would run on one pybroker, not the cluster under test')
     launcher: Any
-    if request.config.getoption("--broker") == "kafka":
+    kind = request.config.getoption("--broker")
+    if kind in CLUSTER_BROKERS:
+        # A 3-node cluster of the kind under test, every node with the same listeners (ports its own).
+        launcher = cluster_launcher(kind, workdir, settings, extra_listeners={"SSL": "SSL", "MTLS": "SSL"})
+        launcher.start()
+        tls.ports = {name: launcher.listener_ports(name) for name in ("PLAINTEXT", "SSL", "MTLS")}
+        try:
+            yield tls
+        finally:
+            launcher.stop()
+        return
+    if kind == "kafka":
         from compat_tests.reference.apache_kafka import ApacheKafka
 
         launcher = ApacheKafka(
@@ -85,7 +104,7 @@ def tls(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
             },
         )
     launcher.start()
-    tls.ports = {"PLAINTEXT": int(launcher.bootstrap.rsplit(":", 1)[1]), "SSL": ssl_port, "MTLS": mtls_port}
+    tls.ports = {"PLAINTEXT": [int(launcher.bootstrap.rsplit(":", 1)[1])], "SSL": [ssl_port], "MTLS": [mtls_port]}
     try:
         yield tls
     finally:
@@ -99,7 +118,7 @@ def _produce_consume(client: str, tls: Tls, listener: str, *, cert: bool) -> Non
     """Produce ten records over the listener and read them back with the same client."""
     topic = f"compat-tls-{client}-{uuid.uuid4().hex[:8]}"
     values = [f"{client}-{i}".encode() * 10 for i in range(10)]
-    bootstrap = f"127.0.0.1:{tls.ports[listener]}"
+    bootstrap = tls.bootstrap(listener)
     if client == "confluent":
         got = confluent_round_trip(_confluent_conf(tls, listener, cert=cert), topic, values)
     elif client == "kafka-python":
@@ -135,7 +154,7 @@ def _produce_consume(client: str, tls: Tls, listener: str, *, cert: bool) -> Non
 
 def _confluent_conf(tls: Tls, listener: str, *, cert: bool, ca: Path | None = None) -> dict[str, Any]:
     conf: dict[str, Any] = {
-        "bootstrap.servers": f"127.0.0.1:{tls.ports[listener]}",
+        "bootstrap.servers": tls.bootstrap(listener),
         "security.protocol": "SSL",
         "ssl.ca.location": str(ca or tls.ca_pem),
     }
@@ -207,7 +226,7 @@ def test_mtls_refuses_a_client_without_a_certificate(tls: Tls) -> None:
     with pytest.raises(KafkaException):
         AdminClient(_confluent_conf(tls, "MTLS", cert=False)).list_topics(timeout=5)
     try:
-        sock = _tls_socket(tls.ports["MTLS"], tls.ca_pem)
+        sock = _tls_socket(tls.port("MTLS"), tls.ca_pem)
     except (ssl.SSLError, OSError):
         return  # refused in the handshake itself
     with sock:
@@ -216,7 +235,7 @@ def test_mtls_refuses_a_client_without_a_certificate(tls: Tls) -> None:
 
 def test_mtls_refuses_a_certificate_from_an_untrusted_ca(tls: Tls) -> None:
     try:
-        sock = _tls_socket(tls.ports["MTLS"], tls.ca_pem, (tls.rogue_cert, tls.rogue_key))
+        sock = _tls_socket(tls.port("MTLS"), tls.ca_pem, (tls.rogue_cert, tls.rogue_key))
     except (ssl.SSLError, OSError):
         return
     with sock:
@@ -225,18 +244,18 @@ def test_mtls_refuses_a_certificate_from_an_untrusted_ca(tls: Tls) -> None:
 
 def test_a_client_that_does_not_trust_the_broker_refuses_it(tls: Tls) -> None:
     with pytest.raises(ssl.SSLCertVerificationError):
-        _tls_socket(tls.ports["SSL"], tls.rogue_ca_pem)
+        _tls_socket(tls.port("SSL"), tls.rogue_ca_pem)
 
 
 def test_the_broker_keeps_serving_after_refused_handshakes(tls: Tls) -> None:
     for _ in range(3):
         try:
-            _tls_socket(tls.ports["MTLS"], tls.ca_pem, (tls.rogue_cert, tls.rogue_key)).close()
+            _tls_socket(tls.port("MTLS"), tls.ca_pem, (tls.rogue_cert, tls.rogue_key)).close()
         except (ssl.SSLError, OSError):
             pass
-    with _tls_socket(tls.ports["MTLS"], tls.ca_pem, (tls.client_cert, tls.client_key)) as sock:
+    with _tls_socket(tls.port("MTLS"), tls.ca_pem, (tls.client_cert, tls.client_key)) as sock:
         assert _answered(sock)
-    with _tls_socket(tls.ports["SSL"], tls.ca_pem) as sock:
+    with _tls_socket(tls.port("SSL"), tls.ca_pem) as sock:
         assert _answered(sock)
 
 
@@ -245,28 +264,30 @@ def test_metadata_answers_the_endpoint_of_the_clients_listener(tls: Tls) -> None
 
     def ports(conf: dict[str, Any]) -> list[tuple[str, int]]:
         md = AdminClient(conf).list_topics(timeout=20)
-        return [(b.host, b.port) for b in md.brokers.values()]
+        return sorted((b.host, b.port) for b in md.brokers.values())
 
-    assert ports(_confluent_conf(tls, "SSL", cert=False)) == [("127.0.0.1", tls.ports["SSL"])]
-    assert ports(_confluent_conf(tls, "MTLS", cert=True)) == [("127.0.0.1", tls.ports["MTLS"])]
-    plaintext = {"bootstrap.servers": f"127.0.0.1:{tls.ports['PLAINTEXT']}"}
-    assert ports(plaintext) == [("127.0.0.1", tls.ports["PLAINTEXT"])]
+    def endpoints(listener: str) -> list[tuple[str, int]]:
+        return sorted(("127.0.0.1", port) for port in tls.ports[listener])
+
+    assert ports(_confluent_conf(tls, "SSL", cert=False)) == endpoints("SSL")
+    assert ports(_confluent_conf(tls, "MTLS", cert=True)) == endpoints("MTLS")
+    assert ports({"bootstrap.servers": tls.bootstrap("PLAINTEXT")}) == endpoints("PLAINTEXT")
 
 
 def test_describe_cluster_answers_the_endpoint_of_the_clients_listener(tls: Tls) -> None:
     from compat_tests.clients.java import JavaClient
 
-    cluster = JavaClient(properties=_java_props(tls, cert=False)).describe_cluster(
-        f"127.0.0.1:{tls.ports['SSL']}"
+    cluster = JavaClient(properties=_java_props(tls, cert=False)).describe_cluster(tls.bootstrap("SSL"))
+    assert sorted((n["host"], n["port"]) for n in cluster["nodes"]) == sorted(
+        ("127.0.0.1", port) for port in tls.ports["SSL"]
     )
-    assert [(n["host"], n["port"]) for n in cluster["nodes"]] == [("127.0.0.1", tls.ports["SSL"])]
 
 
 def test_a_plaintext_request_on_the_ssl_port_is_not_answered(tls: Tls) -> None:
-    with socket.create_connection(("127.0.0.1", tls.ports["SSL"]), timeout=15) as sock:
+    with socket.create_connection(("127.0.0.1", tls.port("SSL")), timeout=15) as sock:
         assert not _answered(sock)
 
 
 def test_a_tls_handshake_on_the_plaintext_port_fails(tls: Tls) -> None:
     with pytest.raises((ssl.SSLError, OSError)):
-        _tls_socket(tls.ports["PLAINTEXT"], tls.ca_pem)
+        _tls_socket(tls.port("PLAINTEXT"), tls.ca_pem)

@@ -161,3 +161,17 @@ def build_listener_config(config: BrokerConfig, listener: str) -> SaslListenerCo
         else:
             raise SaslConfigError(f"listener {listener}: OAUTHBEARER server callback handler {handler} is not supported")
     return cfg
+
+
+def client_login(config: BrokerConfig, listener: str, mechanism: str) -> tuple[str, str]:
+    """(username, password) this broker itself logs in with on ``listener`` (the inter-broker one), from
+    the ``username``/``password`` options of that listener's JAAS config for ``mechanism``, as Kafka's
+    broker-side client reads them."""
+    module = _jaas(config, listener, mechanism)
+    options = module.options if module is not None else {}
+    if "username" not in options or "password" not in options:
+        raise SaslConfigError(
+            f"the inter-broker listener {listener} needs username and password in "
+            f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config (or sasl.jaas.config)"
+        )
+    return options["username"], options["password"]
