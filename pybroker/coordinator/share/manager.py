@@ -150,6 +150,7 @@ class ShareGroupService:
         self.groups: dict[str, ShareGroup] = {}
         self.share_partitions: dict[SharePartitionKey, SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
+        self._group_empty_tasks: set[asyncio.Future[None]] = set()
         # Group configs set with IncrementalAlterConfigs (resource type GROUP).
         self.group_configs: dict[str, dict[str, str]] = group_configs if group_configs is not None else {}
 
@@ -430,6 +431,39 @@ class ShareGroupService:
         n = self.release_member(session.group_id, session.member_id)
         if n:
             log.info("released %d records of share group %s member %s", n, session.group_id, session.member_id)
+        if not any(group_id == session.group_id for group_id, _ in self.sessions):
+            self._group_empty(session.group_id)
+
+    def _group_empty(self, group_id: str) -> None:
+        """Kafka's ShareGroupListener.onGroupEmpty: the group's last share session here ended, so its share
+        partitions here are dropped (once their last state write is in): the next fetch reads the state
+        again, with what AlterShareGroupOffsets or DeleteShareGroupOffsets did at the share coordinator
+        meanwhile. Checked again after the writes: a session opened in between keeps them."""
+        keys = [k for k in self.share_partitions if k.group_id == group_id]
+        if not keys:
+            return
+
+        async def drop() -> None:
+            for key in keys:
+                written = self.durable(key)
+                if written is not None:
+                    await written
+            if any(g == group_id for g, _ in self.sessions):
+                return
+            for key in keys:
+                sp = self.share_partitions.get(key)
+                if sp is not None:
+                    self._unload(key, sp)
+
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # no event loop (a unit test's direct call): nothing can be pending
+            for key in keys:
+                self._unload(key, self.share_partitions[key])
+            return
+        task = asyncio.ensure_future(drop())
+        self._group_empty_tasks.add(task)
+        task.add_done_callback(self._group_empty_tasks.discard)
 
     def connection_closed(self, connection: str) -> None:
         """A client connection closed: its share sessions end and their acquired records are released."""
