@@ -211,9 +211,11 @@ class ShareGroupService:
             if self._leader_epochs.get(key) == p.leader_epoch or await self._still_current(key, sp, p.leader_epoch):
                 return sp
             self._unload(key, sp)
-        if self.persister is None or self._local(key):
-            return self._load_local(key, topic, p)
         loading = self._loading.get(key)
+        # A load through the persister still under way (begun before this broker led the key's state
+        # partition) is waited for: a second, local load would initialize the state a second time.
+        if loading is None and (self.persister is None or self._local(key)):
+            return self._load_local(key, topic, p)
         if loading is None:
             loading = self._loading[key] = asyncio.ensure_future(self._load_remote(key, topic, p))
             loading.add_done_callback(partial(self._loaded, key))
