@@ -146,8 +146,10 @@ def test_describe_offsets_after_consuming_part_of_a_topic(
     # the next consumer starts where the first stopped
     c = ShareConsumer(share_bootstrap, topic, group)
     consumers.append(c)
-    # the first consumer had acquired 3 and 4 too (one fetch) and released them when it closed
-    assert c.next_record() == (3, 2, "v3")
+    # the first consumer had acquired 3 and 4 too (one fetch) and released them when it closed: a second
+    # delivery at least (a share consumer's background fetches may have acquired them again meanwhile)
+    offset, delivery, value = c.next_record()
+    assert (offset, value) == (3, "v3") and delivery >= 2
 
 
 def test_reset_to_earliest_and_latest_then_a_consumer_starts_there(
@@ -205,11 +207,11 @@ def test_reset_to_datetime(share_bootstrap: str, make_topic, consumers: list[Sha
 def test_refused_while_a_member_is_active(share_bootstrap: str, make_topic, consumers: list[ShareConsumer]) -> None:
     topic = make_topic()
     group = _group(share_bootstrap)
-    produce(share_bootstrap, topic, ["a", "b"])
+    produce(share_bootstrap, topic, ["a"])
     c = ShareConsumer(share_bootstrap, topic, group)
     consumers.append(c)
     assert c.next_record() == (0, 1, "a")
-    c.acknowledge("accept")
+    c.acknowledge("accept")  # the member stays, polling, holding no record
     # the broker refuses to delete the offsets of a group with a member (NON_EMPTY_GROUP) ...
     deleted = _tool(share_bootstrap, group, "--delete-offsets", "--topic", topic).check().stdout
     assert "Error: The group is not empty." in deleted
@@ -220,11 +222,12 @@ def test_refused_while_a_member_is_active(share_bootstrap: str, make_topic, cons
     assert f"Share group '{group}' is not EMPTY." in removed
     c.stop()
     _wait_empty(share_bootstrap, group)
-    # nothing changed: the accepted record stays accepted, the released one comes next
-    assert _offsets(share_bootstrap, group) == {(topic, 0): ("1", "1")}
+    # nothing changed: the accepted record stays accepted (deleted offsets would start again at earliest)
+    assert _lags(share_bootstrap, group) == {(topic, 0): "0"}
+    produce(share_bootstrap, topic, ["b"])
     again = ShareConsumer(share_bootstrap, topic, group)
     consumers.append(again)
-    assert again.next_record() == (1, 2, "b")
+    assert again.next_record() == (1, 1, "b")
 
 
 def test_delete_offsets_of_one_topic_then_the_group(
