@@ -1,7 +1,7 @@
 """Apache Kafka 4.3.1's own command-line tools, run from the Maven Central jars against any broker.
 
 Where each tool's main class lives in 4.3.1:
-- org.apache.kafka:kafka-tools — TopicCommand, ConsumerGroupCommand, StreamsGroupCommand, ConsoleProducer, ConsoleConsumer,
+- org.apache.kafka:kafka-tools — TopicCommand, ConsumerGroupCommand, ShareGroupCommand, StreamsGroupCommand, ConsoleProducer, ConsoleConsumer,
   GetOffsetShell, DeleteRecordsCommand, LogDirsCommand, DumpLogSegments, AclCommand, DelegationTokenCommand, FeatureCommand,
   ReassignPartitionsCommand (resolved by
   bench/java/pom.xml);
@@ -20,6 +20,7 @@ TOOLS: dict[str, tuple[str, str]] = {
     "kafka-topics": ("tools", "org.apache.kafka.tools.TopicCommand"),
     "kafka-consumer-groups": ("tools", "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"),
     "kafka-streams-groups": ("tools", "org.apache.kafka.tools.streams.StreamsGroupCommand"),
+    "kafka-share-groups": ("tools", "org.apache.kafka.tools.consumer.group.ShareGroupCommand"),
     "kafka-console-producer": ("tools", "org.apache.kafka.tools.ConsoleProducer"),
     "kafka-console-consumer": ("tools", "org.apache.kafka.tools.consumer.ConsoleConsumer"),
     "kafka-get-offsets": ("tools", "org.apache.kafka.tools.GetOffsetShell"),

@@ -119,6 +119,7 @@ def load_all() -> dict[int, ApiHandler]:
         produce,
         producer_ids,
         sasl,
+        share_group_offsets,
         share_groups,
         share_state,
         streams_groups,

@@ -453,10 +453,27 @@ def handle_delete_groups(
     elsewhere: list[DeletableGroupResult] = [
         {"group_id": g, "error_code": ErrorCode.NOT_COORDINATOR} for g in allowed if g not in here
     ]
+    if ctx.services.share_groups is not None and any(ctx.services.share_groups.group(g) for g in here):
+        return _delete_with_share_groups(ctx, coordinator, here, elsewhere + refused)
     results, wait = coordinator.delete_groups(here) if here else ([], None)
     deleted: list[DeletableGroupResult] = [{"group_id": g, "error_code": e} for g, e in results]
     response: DeleteGroupsResponse = {"throttle_time_ms": 0, "results": deleted + elsewhere + refused}
     return response if wait is None else _after(wait, response)
+
+
+async def _delete_with_share_groups(
+    ctx: RequestContext, coordinator: GroupCoordinator, here: list[str], others: list[DeletableGroupResult]
+) -> DeleteGroupsResponse:
+    """Kafka deletes the share groups first (their share-partition state, then the group), then the rest."""
+    from pybroker.apis.share_group_offsets import delete_share_groups
+
+    shares = await delete_share_groups(ctx, here)
+    rest = [g for g in here if g not in shares]
+    results, wait = coordinator.delete_groups(rest) if rest else ([], None)
+    if wait is not None:
+        await wait
+    deleted: list[DeletableGroupResult] = [{"group_id": g, "error_code": e} for g, e in [*shares.items(), *results]]
+    return {"throttle_time_ms": 0, "results": deleted + others}
 
 
 async def _after(wait: Awaitable[None], response: _Response) -> _Response:

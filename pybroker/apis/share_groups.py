@@ -16,7 +16,7 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from pybroker.apis import RequestContext, auth, handles
 from pybroker.apis.consumer_groups import _group_error
@@ -52,19 +52,6 @@ if TYPE_CHECKING:
         ShareFetchResponsePartitionData,
     )
     from pybroker.protocol.typed.groups import (
-        AlterShareGroupOffsetsRequest,
-        AlterShareGroupOffsetsResponse,
-        AlterShareGroupOffsetsResponsePartition,
-        AlterShareGroupOffsetsResponseTopic,
-        DeleteShareGroupOffsetsRequest,
-        DeleteShareGroupOffsetsResponse,
-        DeleteShareGroupOffsetsResponseTopic,
-        DescribeShareGroupOffsetsRequest,
-        DescribeShareGroupOffsetsRequestTopic,
-        DescribeShareGroupOffsetsResponse,
-        DescribeShareGroupOffsetsResponseGroup,
-        DescribeShareGroupOffsetsResponsePartition,
-        DescribeShareGroupOffsetsResponseTopic,
         ShareGroupDescribeRequest,
         ShareGroupDescribeResponse,
         ShareGroupDescribeResponseDescribedGroup,
@@ -584,153 +571,6 @@ async def handle_share_acknowledge(ctx: RequestContext, request: ShareAcknowledg
     if epoch == FINAL_SESSION_EPOCH:
         _close_session(svc, session)
     return {**base, "responses": responses}
-
-
-# -- DescribeShareGroupOffsets ------------------------------------------------------------------------
-
-
-@handles(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, 1)
-async def handle_describe_share_group_offsets(
-    ctx: RequestContext, request: DescribeShareGroupOffsetsRequest
-) -> DescribeShareGroupOffsetsResponse:
-    """The share-partition start offsets of each group (-1 where the group has no state for the
-    partition), and from v1 the lag: records up to the high watermark not yet acknowledged or archived."""
-    svc = service(ctx)
-    topics = svc.topics()
-    by_id = {tid: name for name, (tid, _) in topics.items()}
-    out: list[DescribeShareGroupOffsetsResponseGroup] = []
-    for g in request["groups"]:
-        group_id = g["group_id"]
-        if not auth.authorize(ctx, auth.DESCRIBE, auth.GROUP, group_id):
-            out.append({"group_id": group_id, "topics": [], "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED,
-                        "error_message": None})
-            continue
-        wanted: Sequence[DescribeShareGroupOffsetsRequestTopic] | None = g.get("topics")
-        if wanted is None:  # every topic the group has state for
-            per_topic: dict[str, list[int]] = {}
-            for key in svc.coordinator.keys_of_group(group_id):
-                if key.topic_id in by_id:
-                    per_topic.setdefault(by_id[key.topic_id], []).append(key.partition)
-            wanted = [{"topic_name": name, "partitions": sorted(ps)} for name, ps in sorted(per_topic.items())]
-        topics_out: list[DescribeShareGroupOffsetsResponseTopic] = []
-        for t in wanted:
-            name = t["topic_name"]
-            info = topics.get(name)
-            parts: list[DescribeShareGroupOffsetsResponsePartition] = []
-            for index in t["partitions"]:
-                parts.append(await _describe_offset(ctx, svc, group_id, name, info, index))
-            topics_out.append({"topic_name": name, "topic_id": info[0] if info else uuid.UUID(int=0), "partitions": parts})
-        out.append({"group_id": group_id, "topics": topics_out, "error_code": ErrorCode.NONE, "error_message": None})
-    return {"throttle_time_ms": 0, "groups": out}
-
-
-async def _describe_offset(  # noqa: PLR0913
-    ctx: RequestContext,
-    svc: ShareGroupService,
-    group_id: str,
-    name: str,
-    info: tuple[uuid.UUID, Any] | None,
-    index: int,
-) -> DescribeShareGroupOffsetsResponsePartition:
-    entry: DescribeShareGroupOffsetsResponsePartition = {"partition_index": index, "start_offset": -1, "leader_epoch": -1, "lag": -1,
-                             "error_code": ErrorCode.NONE, "error_message": None}
-    if info is None or not auth.authorize(ctx, auth.DESCRIBE, auth.TOPIC, name, log_denied=False):
-        entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        return entry
-    p = _partition(ctx, name, index)
-    key = SharePartitionKey(group_id, info[0], index)
-    sp = svc.share_partitions.get(key)
-    if sp is None and svc.coordinator.read_state(key) is not None:
-        try:
-            sp = await svc.share_partition(group_id, info[0], name, index)
-        except ShareStateUnavailable as exc:
-            entry["error_code"] = exc.code
-            return entry
-    if sp is not None and p is not None:
-        entry.update(
-            {"start_offset": sp.start_offset, "leader_epoch": p.leader_epoch, "lag": sp.lag(p.high_watermark)}
-        )
-    return entry
-
-
-# -- AlterShareGroupOffsets / DeleteShareGroupOffsets -----------------------------------------------
-
-
-def _offsets_group_error(
-    ctx: RequestContext, svc: ShareGroupService, group_id: str, op: auth.AclOperation
-) -> ErrorCode | None:
-    """Kafka allows both only on a share group with no members (NON_EMPTY_GROUP otherwise)."""
-    if not auth.authorize(ctx, op, auth.GROUP, group_id):
-        return ErrorCode.GROUP_AUTHORIZATION_FAILED
-    g = svc.group(group_id)
-    if g is not None and g.members:
-        return ErrorCode.NON_EMPTY_GROUP
-    return None
-
-
-@handles(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, 0)
-async def handle_alter_share_group_offsets(
-    ctx: RequestContext, request: AlterShareGroupOffsetsRequest
-) -> AlterShareGroupOffsetsResponse:
-    svc = service(ctx)
-    group_id = request["group_id"]
-    error = _offsets_group_error(ctx, svc, group_id, auth.READ)
-    if error is not None:
-        return {"throttle_time_ms": 0, "error_code": error, "error_message": None, "responses": []}
-    topics = svc.topics()
-    responses: list[AlterShareGroupOffsetsResponseTopic] = []
-    for t in request["topics"]:
-        name = t["topic_name"]
-        info = topics.get(name)
-        parts: list[AlterShareGroupOffsetsResponsePartition] = []
-        for part in t["partitions"]:
-            index, offset = part["partition_index"], part["start_offset"]
-            code = ErrorCode.NONE
-            p = _partition(ctx, name, index)
-            if p is None or info is None or not auth.authorize(ctx, auth.READ, auth.TOPIC, name):
-                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            else:
-                try:
-                    sp = await svc.share_partition(group_id, info[0], name, index)
-                except ShareStateUnavailable as exc:
-                    sp, code = None, exc.code
-                if sp is None:
-                    code = code or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                else:
-                    # -1 is "latest" as kafka-share-groups.sh --reset-offsets --to-latest sends it
-                    target = p.high_watermark if offset < 0 else min(max(offset, p.log_start_offset), p.high_watermark)
-                    sp.reset_start_offset(target)
-            parts.append({"partition_index": index, "error_code": code, "error_message": None})
-        responses.append({"topic_name": name, "topic_id": info[0] if info else uuid.UUID(int=0), "partitions": parts})
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "responses": responses}
-
-
-@handles(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, 0)
-def handle_delete_share_group_offsets(
-    ctx: RequestContext, request: DeleteShareGroupOffsetsRequest
-) -> DeleteShareGroupOffsetsResponse:
-    svc = service(ctx)
-    group_id = request["group_id"]
-    error = _offsets_group_error(ctx, svc, group_id, auth.DELETE)
-    if error is not None:
-        return {"throttle_time_ms": 0, "error_code": error, "error_message": None, "responses": []}
-    topics = svc.topics()
-    responses: list[DeleteShareGroupOffsetsResponseTopic] = []
-    for t in request["topics"]:
-        name = t["topic_name"]
-        info = topics.get(name)
-        code = ErrorCode.NONE
-        if info is None or not auth.authorize(ctx, auth.READ, auth.TOPIC, name):
-            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        else:
-            for key in [k for k in svc.coordinator.keys_of_group(group_id) if k.topic_id == info[0]]:
-                sp = svc.share_partitions.pop(key, None)
-                if sp is not None:
-                    sp.close()
-                svc.coordinator.delete_state(key)
-        responses.append({"topic_name": name, "topic_id": info[0] if info else uuid.UUID(int=0),
-                          "error_code": code, "error_message": None})
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "responses": responses}
 
 
 # -- group configs (IncrementalAlterConfigs, resource type GROUP) ---------------------------------------

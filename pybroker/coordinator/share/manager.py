@@ -150,6 +150,7 @@ class ShareGroupService:
         self.groups: dict[str, ShareGroup] = {}
         self.share_partitions: dict[SharePartitionKey, SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
+        self._group_empty_tasks: set[asyncio.Future[None]] = set()
         # Group configs set with IncrementalAlterConfigs (resource type GROUP).
         self.group_configs: dict[str, dict[str, str]] = group_configs if group_configs is not None else {}
 
@@ -210,9 +211,11 @@ class ShareGroupService:
             if self._leader_epochs.get(key) == p.leader_epoch or await self._still_current(key, sp, p.leader_epoch):
                 return sp
             self._unload(key, sp)
-        if self.persister is None or self._local(key):
-            return self._load_local(key, topic, p)
         loading = self._loading.get(key)
+        # A load through the persister still under way (begun before this broker led the key's state
+        # partition) is waited for: a second, local load would initialize the state a second time.
+        if loading is None and (self.persister is None or self._local(key)):
+            return self._load_local(key, topic, p)
         if loading is None:
             loading = self._loading[key] = asyncio.ensure_future(self._load_remote(key, topic, p))
             loading.add_done_callback(partial(self._loaded, key))
@@ -430,6 +433,39 @@ class ShareGroupService:
         n = self.release_member(session.group_id, session.member_id)
         if n:
             log.info("released %d records of share group %s member %s", n, session.group_id, session.member_id)
+        if not any(group_id == session.group_id for group_id, _ in self.sessions):
+            self._group_empty(session.group_id)
+
+    def _group_empty(self, group_id: str) -> None:
+        """Kafka's ShareGroupListener.onGroupEmpty: the group's last share session here ended, so its share
+        partitions here are dropped (once their last state write is in): the next fetch reads the state
+        again, with what AlterShareGroupOffsets or DeleteShareGroupOffsets did at the share coordinator
+        meanwhile. Checked again after the writes: a session opened in between keeps them."""
+        keys = [k for k in self.share_partitions if k.group_id == group_id]
+        if not keys:
+            return
+
+        async def drop() -> None:
+            for key in keys:
+                written = self.durable(key)
+                if written is not None:
+                    await written
+            if any(g == group_id for g, _ in self.sessions):
+                return
+            for key in keys:
+                sp = self.share_partitions.get(key)
+                if sp is not None:
+                    self._unload(key, sp)
+
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # no event loop (a unit test's direct call): nothing can be pending
+            for key in keys:
+                self._unload(key, self.share_partitions[key])
+            return
+        task = asyncio.ensure_future(drop())
+        self._group_empty_tasks.add(task)
+        task.add_done_callback(self._group_empty_tasks.discard)
 
     def connection_closed(self, connection: str) -> None:
         """A client connection closed: its share sessions end and their acquired records are released."""

@@ -22,11 +22,14 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pybroker.coordinator.share.share_partition import StateBatch
 from pybroker.coordinator.share.state_records import SharePartitionKey
 from pybroker.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from pybroker.coordinator.share.share_coordinator import ShareCoordinator
 
 log = logging.getLogger(__name__)
 
@@ -199,3 +202,59 @@ class RemoteStatePersister:
                 got = _unavailable(entry.key.partition, why)
             if not entry.answer.done():
                 entry.answer.set_result(got)
+
+
+class ShareStatePersister:
+    """Kafka's Persister as the group coordinator uses it for the share-group offsets APIs (describe: readSummary;
+    alter: initializeState; delete: deleteState): each call reaches the share partition's share coordinator,
+    in-process when this broker leads its ``__share_group_state`` partition, otherwise (in a cluster) through
+    ``RemoteStatePersister``. The answer is the share coordinator's PartitionResult, given once what it wrote
+    is replicated."""
+
+    def __init__(self, coordinator: ShareCoordinator, remote: RemoteStatePersister | None) -> None:
+        self.coordinator = coordinator
+        self.remote = remote
+
+    async def read_state_summary(self, key: SharePartitionKey) -> dict[str, Any]:
+        local = await self._local(key, lambda: (self.coordinator.read_state_summary(key), None))
+        if local is not None:
+            return local
+        if self.remote is None:
+            return _unavailable(key.partition, "the share coordinator is not available")
+        return await self.remote.read_state_summary(key, -1)
+
+    async def initialize_state(self, key: SharePartitionKey, state_epoch: int, start_offset: int) -> dict[str, Any]:
+        local = await self._local(key, lambda: self.coordinator.initialize_state(key, state_epoch, start_offset))
+        if local is not None:
+            return local
+        if self.remote is None:
+            return _unavailable(key.partition, "the share coordinator is not available")
+        return await self.remote.initialize_state(key, state_epoch, start_offset)
+
+    async def delete_state(self, key: SharePartitionKey) -> dict[str, Any]:
+        local = await self._local(key, lambda: self.coordinator.delete_state(key))
+        if local is not None:
+            return local
+        if self.remote is None:
+            return _unavailable(key.partition, "the share coordinator is not available")
+        return await self.remote.delete_state(key)
+
+    async def _local(
+        self, key: SharePartitionKey, call: Callable[[], tuple[dict[str, Any], Awaitable[Any] | None]]
+    ) -> dict[str, Any] | None:
+        """The in-process answer, or None when another broker coordinates ``key`` (or the state topic is not
+        loaded here yet: the remote persister looks the coordinator up and retries)."""
+        self.coordinator.ensure_topic()
+        if not self.coordinator.owns(key):
+            return None
+        try:
+            result, wait = call()
+        except RuntimeError as exc:  # the state partition closed under us
+            return _unavailable(key.partition, str(exc))
+        if wait is not None:
+            outcome = await wait
+            if isinstance(outcome, ErrorCode) and outcome != ErrorCode.NONE:
+                # Kafka's CoordinatorOperationExceptionHelper: a lost leadership is NOT_COORDINATOR, else unavailable
+                code = ErrorCode.NOT_COORDINATOR if outcome == ErrorCode.NOT_LEADER_OR_FOLLOWER else ErrorCode.COORDINATOR_NOT_AVAILABLE
+                return {"partition": key.partition, "error_code": code, "error_message": code.message}
+        return result

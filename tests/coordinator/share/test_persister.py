@@ -9,10 +9,13 @@ import uuid
 from typing import Any
 
 from pybroker.coordinator.share.persister import (
+    DELETE_SHARE_GROUP_STATE,
     INITIALIZE_SHARE_GROUP_STATE,
     READ_SHARE_GROUP_STATE,
+    READ_SHARE_GROUP_STATE_SUMMARY,
     WRITE_SHARE_GROUP_STATE,
     RemoteStatePersister,
+    ShareStatePersister,
 )
 from pybroker.coordinator.share.share_partition import RecordState, StateBatch
 from pybroker.coordinator.share.state_records import SharePartitionKey
@@ -49,6 +52,10 @@ class Brokers:
                     parts.append(self.coordinator.initialize_state(key, p["state_epoch"], p["start_offset"])[0])
                 elif api_key == READ_SHARE_GROUP_STATE:
                     parts.append(self.coordinator.read_state_and_maybe_update_leader_epoch(key, p["leader_epoch"])[0])
+                elif api_key == READ_SHARE_GROUP_STATE_SUMMARY:
+                    parts.append(self.coordinator.read_state_summary(key))
+                elif api_key == DELETE_SHARE_GROUP_STATE:
+                    parts.append(self.coordinator.delete_state(key)[0])
                 else:
                     batches = [StateBatch(b["first_offset"], b["last_offset"], RecordState(b["delivery_state"]),
                                           b["delivery_count"]) for b in p["state_batches"]]  # fmt: skip
@@ -112,3 +119,42 @@ def test_calls_of_one_group_in_one_loop_turn_go_as_one_request() -> None:
     # one share partition appears once per request: the second write of it is a request of its own
     assert [(api, len(body["topics"][0]["partitions"])) for _, api, body in brokers.sent] == [
         (WRITE_SHARE_GROUP_STATE, 1), (WRITE_SHARE_GROUP_STATE, 1)]  # fmt: skip
+
+
+class ElsewhereLog(ListLog):
+    """The state topic exists but its partition is led by another broker."""
+
+    def leads(self, key: str) -> bool:
+        return False
+
+
+def test_offsets_apis_reach_the_share_coordinator_here_or_on_another_broker() -> None:
+    """ShareStatePersister (the share-group offsets APIs' persister): in-process when this broker leads the
+    key's state partition, else through the RemoteStatePersister; with neither, COORDINATOR_NOT_AVAILABLE."""
+    key = SharePartitionKey("g", TOPIC, 1)
+
+    async def alter_describe_delete(state: ShareStatePersister) -> list[tuple[int, int]]:
+        seen = []
+        assert (await state.initialize_state(key, 1, 7))["error_code"] == ErrorCode.NONE
+        summary = await state.read_state_summary(key)
+        seen.append((summary["state_epoch"], summary["start_offset"]))
+        assert (await state.delete_state(key))["error_code"] == ErrorCode.NONE
+        summary = await state.read_state_summary(key)
+        seen.append((summary["error_code"], summary["start_offset"]))
+        return seen
+
+    here = coordinator(ListLog())
+    brokers = Brokers()
+    assert asyncio.run(alter_describe_delete(ShareStatePersister(here, persister(brokers)))) == [(1, 7), (0, -1)]
+    assert brokers.sent == []  # all in-process
+
+    brokers.coordinator_node = 2
+    elsewhere = coordinator(ElsewhereLog())
+    assert asyncio.run(alter_describe_delete(ShareStatePersister(elsewhere, persister(brokers)))) == [(1, 7), (0, -1)]
+    assert [api for _, api, _ in brokers.sent] == [
+        INITIALIZE_SHARE_GROUP_STATE, READ_SHARE_GROUP_STATE_SUMMARY, DELETE_SHARE_GROUP_STATE,
+        READ_SHARE_GROUP_STATE_SUMMARY]  # fmt: skip
+    assert elsewhere.read_state(key) is None  # nothing was written here
+
+    alone = ShareStatePersister(coordinator(ElsewhereLog()), None)
+    assert asyncio.run(alone.read_state_summary(key))["error_code"] == ErrorCode.COORDINATOR_NOT_AVAILABLE
