@@ -25,14 +25,13 @@ from typing import Any
 
 import pytest
 
-from compat_tests.brokers import PyBroker
 from compat_tests.clients.base import ClientError
 from compat_tests.clients.errors import kafka_error_name
 from compat_tests.clients.registry import make_client
 
 from .support import (
     CLUSTER_BROKERS,
-    cluster_launcher,
+    broker_launcher,
     coordinator_node,
     is_cluster,
     kill9_and_start,
@@ -57,13 +56,7 @@ MEMBER_CLIENTS = ["java4", "confluent", "java"]  # java: kafka-clients 3.9.1, wh
 
 
 def _launcher(kind: str, workdir: Path) -> Any:
-    if kind in CLUSTER_BROKERS:
-        return cluster_launcher(kind, workdir, KIP848_SETTINGS)
-    if kind == "kafka":
-        from compat_tests.reference.apache_kafka import ApacheKafka
-
-        return ApacheKafka(workdir, overrides=dict(KIP848_SETTINGS))
-    return PyBroker(workdir, overrides=dict(KIP848_SETTINGS))
+    return broker_launcher(kind, workdir, KIP848_SETTINGS)
 
 
 @pytest.fixture(scope="module")

@@ -29,10 +29,9 @@ from typing import Any
 
 import pytest
 
-from compat_tests.brokers import PyBroker
 from compat_tests.clients.java43 import java43_command
 from compat_tests.clients.share_consume import REPO_ROOT, share_consume_command
-from compat_tests.scenarios.support import CLUSTER_BROKERS, cluster_launcher, is_cluster, restart_every_node
+from compat_tests.scenarios.support import broker_launcher, is_cluster, restart_every_node
 
 SHARE_SETTINGS = {
     "group.share.record.lock.duration.ms": "3000",
@@ -50,21 +49,7 @@ EVENT_TIMEOUT_S = 60.0
 
 
 def _launcher(kind: str, workdir: Path) -> Any:
-    if kind in CLUSTER_BROKERS:
-        return cluster_launcher(kind, workdir, SHARE_SETTINGS)
-    if kind == "kafka":
-        from compat_tests.reference.apache_kafka import ApacheKafka
-
-        return ApacheKafka(workdir, overrides=dict(SHARE_SETTINGS))
-    if kind == "kafka-cluster":
-        from compat_tests.reference.kafka_cluster import ApacheKafkaCluster
-
-        return ApacheKafkaCluster(workdir, nodes=3, overrides=dict(SHARE_SETTINGS))
-    if kind == "pybroker-cluster":
-        from compat_tests.pybroker_cluster import PyBrokerCluster
-
-        return PyBrokerCluster(workdir, nodes=3, overrides=dict(SHARE_SETTINGS))
-    return PyBroker(workdir, overrides=dict(SHARE_SETTINGS))
+    return broker_launcher(kind, workdir, SHARE_SETTINGS)
 
 
 @pytest.fixture(scope="module")
