@@ -210,10 +210,14 @@ class ShareGroupService:
             if self._leader_epochs.get(key) == p.leader_epoch or await self._still_current(key, sp, p.leader_epoch):
                 return sp
             self._unload(key, sp)
-        if self.persister is None or self._local(key):
-            return self._load_local(key, topic, p)
         loading = self._loading.get(key)
         if loading is None:
+            # A load through the persister already under way is waited for even when this broker has
+            # become the key's share coordinator meanwhile (a cluster's state topic just made): an
+            # in-process load beside it would hand out a share partition the remote load then replaces,
+            # losing every acknowledgement taken in between.
+            if self.persister is None or self._local(key):
+                return self._load_local(key, topic, p)
             loading = self._loading[key] = asyncio.ensure_future(self._load_remote(key, topic, p))
             loading.add_done_callback(partial(self._loaded, key))
         try:
