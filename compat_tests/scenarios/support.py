@@ -148,3 +148,121 @@ def partition_leader(bootstrap: str, topic: str, partition: int = 0) -> tuple[in
     """(node id, "host:port") of the partition's leader, as a client finds it through Metadata."""
     leader, (host, port) = kafka_probe.partition_leader(bootstrap, topic, partition)
     return leader, f"{host}:{port}"
+
+
+# -- a scenario's own broker, killed or restarted: one broker, or a 3-node cluster of the kind under test --
+def broker_launcher(kind: str, workdir: Path, settings: dict[str, str]) -> Any:
+    """The broker a scenario starts itself with ``settings``: a 3-node cluster of the kind under test
+    (``cluster_launcher``), one Apache Kafka 4.3.1 under ``--broker kafka``, else one pybroker. Not
+    started."""
+    if kind in CLUSTER_BROKERS:
+        return cluster_launcher(kind, workdir, settings)
+    if kind == "kafka":
+        from compat_tests.reference.apache_kafka import ApacheKafka
+
+        return ApacheKafka(workdir, overrides=dict(settings))
+    from compat_tests.brokers import PyBroker
+
+    return PyBroker(workdir, overrides=dict(settings))
+
+
+def is_cluster(launcher: Any) -> bool:
+    return getattr(launcher, "kind", "") in CLUSTER_BROKERS
+
+
+def _live_addresses(launcher: Any) -> list[str]:
+    """The "host:port" of every node that runs (the bootstrap list is in node-id order on both clusters)."""
+    addresses = launcher.bootstrap.split(",")
+    return [a for n, a in zip(launcher.node_ids(), addresses, strict=True) if launcher.is_running(n)]
+
+
+def coordinator_node(launcher: Any, key: str, key_type: int = 0, timeout_s: float = 120) -> int:
+    """The node id FindCoordinator (v4) names for ``key`` (0: a group, 1: a transactional id, 2: a share
+    partition key), asked of the running nodes as a client does, and which then answers a group request
+    for it (not loading, not NOT_COORDINATOR): where the group's state is served now."""
+    from compat_tests.scenarios.test_newest_versions import DESCRIBE_GROUPS, FIND_COORDINATOR, call
+
+    deadline = time.monotonic() + timeout_s
+    answer: Any = None
+    while True:
+        for address in _live_addresses(launcher):
+            try:
+                answer = call(address, FIND_COORDINATOR, 4, {"key_type": key_type, "coordinator_keys": [key]})
+                (found,) = answer["coordinators"]
+                if found["error_code"] != 0 or not launcher.is_running(found["node_id"]):
+                    continue
+                if key_type == 0:
+                    coordinator = f"{found['host']}:{found['port']}"
+                    (described,) = call(coordinator, DESCRIBE_GROUPS, 5, {"groups": [key]})["groups"]
+                    if described["error_code"] in (14, 15, 16):  # loading, not available, NOT_COORDINATOR
+                        continue
+                return int(found["node_id"])
+            except OSError:
+                continue  # a node on its way down
+        assert time.monotonic() < deadline, f"no live coordinator for {key} within {timeout_s}s: {answer}"
+        time.sleep(0.3)
+
+
+def kill_coordinator(launcher: Any, group: str) -> int:
+    """kill -9 the node that coordinates ``group`` (what a broker kill means on a cluster: the group's
+    state must then be served by another node, from its replica of the group's __consumer_offsets
+    partition). The killed node's id."""
+    node = coordinator_node(launcher, group)
+    launcher.kill(node)
+    return node
+
+
+def wait_fully_replicated(launcher: Any, topics: list[str], timeout_s: float = 120) -> None:
+    """Until every running node names a leader and a full ISR for every partition of ``topics``: after a
+    node came back, before the next one goes down (as a rolling restart waits for no under-replicated
+    partition)."""
+    deadline = time.monotonic() + timeout_s
+    states: Any = None
+    while True:
+        try:
+            done = True
+            for address in _live_addresses(launcher):
+                host, _, port = address.rpartition(":")
+                for topic in topics:
+                    states = kafka_probe.partition_states(host, int(port), topic)
+                    if not states or any(
+                        s["leader"] < 0 or sorted(s["isr"]) != sorted(s["replicas"])  # type: ignore[operator, arg-type]
+                        for s in states.values()
+                    ):
+                        done = False
+            if done:
+                return
+        except (OSError, kafka_probe.ProbeError):
+            pass
+        assert time.monotonic() < deadline, f"{topics} not fully replicated within {timeout_s}s: {states}"
+        time.sleep(0.3)
+
+
+def restart_every_node(launcher: Any, topics: list[str]) -> None:
+    """A rolling restart: each node stopped (SIGTERM: controlled shutdown) and started again on its data,
+    one after the other, each time once ``topics`` (and __consumer_offsets) are fully replicated again, so
+    every partition's leadership and every coordinator moves at least once."""
+    host, _, port = _live_addresses(launcher)[0].rpartition(":")
+    watched = [*topics]
+    if kafka_probe.partition_states(host, int(port), "__consumer_offsets"):  # when a group made it
+        watched.append("__consumer_offsets")
+    for node in launcher.node_ids():
+        wait_fully_replicated(launcher, watched)
+        launcher.terminate(node)
+        launcher.restart(node)
+    wait_fully_replicated(launcher, watched)
+
+
+def kill9_and_start(launcher: Any) -> str:
+    """One broker: SIGKILL it (no shutdown, no flush) and start it again on its data; its bootstrap."""
+    import os
+    import signal
+
+    from compat_tests.brokers import PyBroker
+
+    if isinstance(launcher, PyBroker):
+        launcher.kill9()
+    else:
+        os.kill(launcher.pid, signal.SIGKILL)
+        launcher.stop()  # reaps the killed JVM, so start() can run again
+    return str(launcher.start())

@@ -14,7 +14,6 @@ import argparse
 import json
 import logging
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -26,12 +25,19 @@ from typing import Any
 
 import pytest
 
-from compat_tests.brokers import PyBroker
 from compat_tests.clients.base import ClientError
 from compat_tests.clients.errors import kafka_error_name
 from compat_tests.clients.registry import make_client
 
-from .support import CLUSTER_BROKERS, cluster_launcher, one_broker_only, wait_for
+from .support import (
+    CLUSTER_BROKERS,
+    broker_launcher,
+    coordinator_node,
+    is_cluster,
+    kill9_and_start,
+    kill_coordinator,
+    wait_for,
+)
 from .test_groups import GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, MemberProcess, partitions_shared, produce_spread
 
 log = logging.getLogger(__name__)
@@ -50,13 +56,7 @@ MEMBER_CLIENTS = ["java4", "confluent", "java"]  # java: kafka-clients 3.9.1, wh
 
 
 def _launcher(kind: str, workdir: Path) -> Any:
-    if kind in CLUSTER_BROKERS:
-        return cluster_launcher(kind, workdir, KIP848_SETTINGS)
-    if kind == "kafka":
-        from compat_tests.reference.apache_kafka import ApacheKafka
-
-        return ApacheKafka(workdir, overrides=dict(KIP848_SETTINGS))
-    return PyBroker(workdir, overrides=dict(KIP848_SETTINGS))
+    return broker_launcher(kind, workdir, KIP848_SETTINGS)
 
 
 @pytest.fixture(scope="module")
@@ -216,29 +216,28 @@ def test_commit_then_restart_resumes_exactly_after_last_commit(
     assert admin.committed_offsets(kip848_bootstrap, group) == {(topic, 0): 20}
 
 
-def _kill9(launcher: Any) -> None:
-    if isinstance(launcher, PyBroker):
-        launcher.kill9()
-        return
-    os.kill(launcher.pid, signal.SIGKILL)
-    launcher.stop()  # reaps the killed JVM, so start() can run again
-
-
 @pytest.mark.parametrize("member_client", ["java4", "confluent"])
 def test_group_and_offsets_survive_broker_kill9(member_client, request, tmp_path) -> None:
+    """A consumer group (its records, not only its offsets) survives a kill -9 of the broker. On a 3-node
+    cluster the kill is of the group's coordinator: another node serves the group, from its replica of
+    the __consumer_offsets partition, while the killed one is down."""
     if request.config.getoption("--bootstrap"):
         pytest.skip("needs a broker this test starts and kills (not an external --bootstrap)")
-    one_broker_only(request, "kills or restarts the one broker it starts itself; failover on a cluster is tests/cluster's and tools/chaos's")
     broker = _launcher(request.config.getoption("--broker"), tmp_path / "kill9")
     bootstrap = broker.start()
     admin, viewer = make_client("confluent"), make_client("java4")
     try:
         topic, group = "kip848-kill9", f"kip848-kill9-{member_client}"
-        admin.create_topic(bootstrap, topic, partitions=1)
+        cluster = is_cluster(broker)
+        # On a cluster, the brokers' default replication factor (3): the topic outlives the killed node.
+        admin.create_topic(bootstrap, topic, partitions=1, replication_factor=-1 if cluster else 1)
         produce_spread(admin, bootstrap, topic, 1, 20)
         assert _consume_committing(member_client, bootstrap, topic, group, 8) == list(range(8))
-        _kill9(broker)
-        bootstrap = broker.start()
+        if cluster:
+            killed = kill_coordinator(broker, group)
+            assert coordinator_node(broker, group) != killed
+        else:
+            bootstrap = kill9_and_start(broker)
         # The consumer group itself (its records, not only its offsets) came back.
         assert admin.list_group_types(bootstrap).get(group) == "CONSUMER"
         assert viewer.describe_group(bootstrap, group)["state"] == "EMPTY"
@@ -282,8 +281,8 @@ def test_static_member_closed_and_restarted_gets_its_partitions_back_without_a_r
 ) -> None:
     if request.config.getoption("--bootstrap"):
         pytest.skip("needs a broker this test starts with a longer session timeout")
-    # A session long enough for a JVM to restart within it: the instance keeps its partitions meanwhile.
-    one_broker_only(request, "kills or restarts the one broker it starts itself; failover on a cluster is tests/cluster's and tools/chaos's")
+    # A session long enough for a JVM to restart within it: the instance keeps its partitions meanwhile
+    # (on a cluster, every node has it).
     broker = _launcher(request.config.getoption("--broker"), tmp_path / "static")
     broker.overrides["group.consumer.session.timeout.ms"] = "30000"
     bootstrap = broker.start()

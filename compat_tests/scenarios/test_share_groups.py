@@ -29,10 +29,9 @@ from typing import Any
 
 import pytest
 
-from compat_tests.brokers import PyBroker
 from compat_tests.clients.java43 import java43_command
 from compat_tests.clients.share_consume import REPO_ROOT, share_consume_command
-from compat_tests.scenarios.support import CLUSTER_BROKERS, cluster_launcher, one_broker_only
+from compat_tests.scenarios.support import broker_launcher, is_cluster, restart_every_node
 
 SHARE_SETTINGS = {
     "group.share.record.lock.duration.ms": "3000",
@@ -50,21 +49,7 @@ EVENT_TIMEOUT_S = 60.0
 
 
 def _launcher(kind: str, workdir: Path) -> Any:
-    if kind in CLUSTER_BROKERS:
-        return cluster_launcher(kind, workdir, SHARE_SETTINGS)
-    if kind == "kafka":
-        from compat_tests.reference.apache_kafka import ApacheKafka
-
-        return ApacheKafka(workdir, overrides=dict(SHARE_SETTINGS))
-    if kind == "kafka-cluster":
-        from compat_tests.reference.kafka_cluster import ApacheKafkaCluster
-
-        return ApacheKafkaCluster(workdir, nodes=3, overrides=dict(SHARE_SETTINGS))
-    if kind == "pybroker-cluster":
-        from compat_tests.pybroker_cluster import PyBrokerCluster
-
-        return PyBrokerCluster(workdir, nodes=3, overrides=dict(SHARE_SETTINGS))
-    return PyBroker(workdir, overrides=dict(SHARE_SETTINGS))
+    return broker_launcher(kind, workdir, SHARE_SETTINGS)
 
 
 @pytest.fixture(scope="module")
@@ -339,17 +324,14 @@ def test_batches_larger_than_a_fetch_are_all_delivered(
     assert sorted(delivered) == list(range(count))
 
 
-def _restart(launcher: Any) -> None:
+def _restart(launcher: Any, topic: str) -> None:
     """Stop and start the broker; a 3-node cluster's nodes one after another (its state survives every
     share-partition leader and share coordinator moving)."""
-    nodes = getattr(launcher, "nodes", None)
-    if not nodes:
+    if not is_cluster(launcher):
         launcher.stop()
         launcher.start()
         return
-    for node_id, node in nodes.items():
-        node.stop()
-        launcher.restart(node_id)
+    restart_every_node(launcher, [topic, "__share_group_state"])
 
 
 def test_share_state_survives_a_broker_restart(request: pytest.FixtureRequest, tmp_path: Path, share_client: str) -> None:
@@ -357,7 +339,6 @@ def test_share_state_survives_a_broker_restart(request: pytest.FixtureRequest, t
     broker restart: the share-partition state is durable (``__share_group_state``)."""
     if request.config.getoption("--bootstrap"):
         pytest.skip("restarts a broker of its own; an external --bootstrap cannot be restarted")
-    one_broker_only(request, "kills or restarts the one broker it starts itself; failover on a cluster is tests/cluster's and tools/chaos's")
     launcher = _launcher(request.config.getoption("--broker"), tmp_path)
     launcher.start()
     consumers: list[ShareConsumer] = []
@@ -377,7 +358,7 @@ def test_share_state_survives_a_broker_restart(request: pytest.FixtureRequest, t
         assert c.next_record() == (2, 2, "s2")
         c.stop()  # releases s2 (its second delivery ends unaccepted)
         assert c.process.returncode == 0, "".join(c.stderr)[-2000:]
-        _restart(launcher)
+        _restart(launcher, topic)
         bootstrap = launcher.bootstrap
         again = ShareConsumer(bootstrap, topic, group, client=share_client)
         consumers.append(again)

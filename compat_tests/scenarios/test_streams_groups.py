@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from compat_tests.brokers import PyBroker
-from compat_tests.scenarios.support import one_broker_only
+from compat_tests.scenarios.support import broker_launcher, is_cluster, restart_every_node
 from compat_tests.scenarios.test_newest_versions import FIND_COORDINATOR, call
 from compat_tests.streams.wordcount import read_topic
 from pybroker.coordinator.streams import records as sr
@@ -578,12 +577,8 @@ def heartbeat_until(
 
 
 def _launcher(kind: str, workdir: Path, **extra: str) -> Any:
-    settings = {"offsets.topic.num.partitions": "1", **extra}
-    if kind == "kafka":
-        from compat_tests.reference.apache_kafka import ApacheKafka
-
-        return ApacheKafka(workdir, overrides=settings)
-    return PyBroker(workdir, overrides=settings)
+    """A broker of the kind under test with settings of its own (on a cluster run, 3 nodes with them)."""
+    return broker_launcher(kind, workdir, {"offsets.topic.num.partitions": "1", **extra})
 
 
 def test_a_streams_group_survives_a_broker_restart(
@@ -593,13 +588,13 @@ def test_a_streams_group_survives_a_broker_restart(
     __consumer_offsets: after a restart the member carries on at its epoch with its tasks."""
     if request.config.getoption("--bootstrap"):
         pytest.skip("restarts a broker of its own; an external --bootstrap cannot be restarted")
-    one_broker_only(request, "kills or restarts the one broker it starts itself; failover on a cluster is tests/cluster's and tools/chaos's")
     launcher = _launcher(request.config.getoption("--broker"), tmp_path)
     launcher.start()
     try:
         bootstrap = launcher.bootstrap
         group, source = f"streams-{uuid.uuid4().hex[:8]}", f"in-{uuid.uuid4().hex[:8]}"
-        admin.create_topic(bootstrap, source, partitions=2, replication_factor=1)
+        cluster = is_cluster(launcher)
+        admin.create_topic(bootstrap, source, partitions=2, replication_factor=-1 if cluster else 1)
         streams_coordinator_ready(bootstrap, group)
         member = str(uuid.uuid4())
         joined = join_once_source_is_seen(bootstrap, group, member, word_count_topology(group, source))
@@ -611,8 +606,11 @@ def test_a_streams_group_survives_a_broker_restart(
         before = describe(bootstrap, group)
         assert before["group_state"] == "Stable"
 
-        launcher.stop()
-        launcher.start()
+        if cluster:  # every node, one after the other: the group's coordinator moves at least twice
+            restart_every_node(launcher, [source])
+        else:
+            launcher.stop()
+            launcher.start()
         bootstrap = launcher.bootstrap
         streams_coordinator_ready(bootstrap, group)
         after = describe(bootstrap, group)
@@ -644,7 +642,6 @@ def test_standby_tasks_with_group_streams_num_standby_replicas(
     subtopology 0 gets none.  A member asking to shut the application down is reported to all."""
     if request.config.getoption("--bootstrap"):
         pytest.skip("needs a broker with group.streams.num.standby.replicas=1")
-    one_broker_only(request, 'starts a single broker of its own (group.streams.num.standby.replicas=1); on a cluster it would run on one pybroker, not the cluster under test')
     launcher = _launcher(
         request.config.getoption("--broker"), tmp_path, **{"group.streams.num.standby.replicas": "1"}
     )

@@ -212,8 +212,10 @@ class ShareGroupService:
                 return sp
             self._unload(key, sp)
         loading = self._loading.get(key)
-        # A load through the persister still under way (begun before this broker led the key's state
-        # partition) is waited for: a second, local load would initialize the state a second time.
+        # A load through the persister already under way is waited for even when this broker has become
+        # the key's share coordinator meanwhile (a cluster's state topic just made): a local load beside it
+        # would initialize the state a second time and hand out a share partition the remote load then
+        # replaces, losing every acknowledgement taken in between.
         if loading is None and (self.persister is None or self._local(key)):
             return self._load_local(key, topic, p)
         if loading is None:
