@@ -28,7 +28,7 @@ import pytest
 from pybroker.records.builder import SimpleRecord, build_batch
 from tests.wire import WireClient
 
-from .support import wait_for
+from .support import one_broker_only, wait_for
 from .test_acls import sasl_acl_broker  # noqa: F401  (the module's broker)
 
 # Kafka's codes (org.apache.kafka.common.{resource,acl}).
@@ -345,9 +345,14 @@ def check(cells: list[Cell], observed: dict[int, str]) -> None:
 
 
 @pytest.fixture(scope="module")
-def wires(sasl_acl_broker: dict) -> Iterator[tuple[WireClient, WireClient]]:  # noqa: F811
-    admin = sasl_wire(sasl_acl_broker["sasl"], "admin")
-    alice = sasl_wire(sasl_acl_broker["sasl"], "alice")
+def wires(request: pytest.FixtureRequest) -> Iterator[tuple[WireClient, WireClient]]:
+    # The matrix sends each raw request to the first broker of the SASL listener: on a cluster a
+    # partition's requests must go to its leader and a group's or transaction's to its coordinator, which
+    # this module does not do yet (a cluster run of it failed on both kinds of cluster for that reason).
+    one_broker_only(request, "sends every raw request to the one broker it starts; not yet routed to leaders and coordinators on a cluster")
+    broker = request.getfixturevalue("sasl_acl_broker")
+    admin = sasl_wire(broker["sasl"], "admin")
+    alice = sasl_wire(broker["sasl"], "alice")
     try:
         yield admin, alice
     finally:
