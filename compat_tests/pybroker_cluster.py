@@ -56,20 +56,9 @@ def authorizer_settings() -> dict[str, str]:
     other on INTERNAL (SASL_PLAINTEXT, PLAIN) as INTERNAL_PRINCIPAL, a super user, so replication and the
     other inter-broker requests never depend on the ACLs clients make; PLAINTEXT clients stay
     User:ANONYMOUS."""
-    from compat_tests.reference.apache_kafka import INTERNAL_PASSWORD, INTERNAL_PRINCIPAL, INTERNAL_USER
+    from compat_tests.reference.apache_kafka import internal_sasl_settings
 
-    jaas = (
-        "org.apache.kafka.common.security.plain.PlainLoginModule required "
-        f'username="{INTERNAL_USER}" password="{INTERNAL_PASSWORD}" user_{INTERNAL_USER}="{INTERNAL_PASSWORD}";'
-    )
-    return {
-        "inter.broker.listener.name": "INTERNAL",
-        "sasl.enabled.mechanisms": "PLAIN",
-        "sasl.mechanism.inter.broker.protocol": "PLAIN",
-        "listener.name.internal.plain.sasl.jaas.config": jaas,
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "super.users": INTERNAL_PRINCIPAL,
-    }
+    return internal_sasl_settings(controller=False)
 
 
 class ClusterModeUnavailable(RuntimeError):

@@ -90,6 +90,28 @@ JVM_PROFILES = {profile.name: profile for profile in (STOCK, CONSTRAINED)}
 INTERNAL_USER, INTERNAL_PASSWORD = "broker", "broker-secret"
 INTERNAL_PRINCIPAL = f"User:{INTERNAL_USER}"
 
+
+def internal_sasl_settings(*, controller: bool) -> dict[str, str]:
+    """With an authorizer: the nodes' own traffic on INTERNAL (and, with ``controller``, KRaft's CONTROLLER
+    listener) is SASL/PLAIN as INTERNAL_PRINCIPAL, a super user, so replication never depends on the ACLs
+    clients make and PLAINTEXT clients stay User:ANONYMOUS."""
+    jaas = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="{INTERNAL_USER}" password="{INTERNAL_PASSWORD}" user_{INTERNAL_USER}="{INTERNAL_PASSWORD}";'
+    )
+    settings = {
+        "inter.broker.listener.name": "INTERNAL",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "listener.name.internal.plain.sasl.jaas.config": jaas,
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": INTERNAL_PRINCIPAL,
+    }
+    if controller:
+        settings["sasl.mechanism.controller.protocol"] = "PLAIN"
+        settings["listener.name.controller.plain.sasl.jaas.config"] = jaas
+    return settings
+
 # Always added: keep logging alive while Kafka's own shutdown hook runs, so it shows in kafka.out.
 COMMON_JVM_OPTIONS = ("-Dlog4j2.shutdownHookEnabled=false",)
 
@@ -259,10 +281,6 @@ class ApacheKafka:
         return config
 
     def _authorizer_settings(self, extra: str, protocols: str) -> dict[str, str]:
-        jaas = (
-            "org.apache.kafka.common.security.plain.PlainLoginModule required "
-            f'username="{INTERNAL_USER}" password="{INTERNAL_PASSWORD}" user_{INTERNAL_USER}="{INTERNAL_PASSWORD}";'
-        )
         return {
             "listeners": (
                 f"PLAINTEXT://127.0.0.1:{self.port},INTERNAL://127.0.0.1:{self.internal_port},"
@@ -272,14 +290,7 @@ class ApacheKafka:
             "listener.security.protocol.map": (
                 f"PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT{protocols}"
             ),
-            "inter.broker.listener.name": "INTERNAL",
-            "sasl.enabled.mechanisms": "PLAIN",
-            "sasl.mechanism.inter.broker.protocol": "PLAIN",
-            "sasl.mechanism.controller.protocol": "PLAIN",
-            "listener.name.internal.plain.sasl.jaas.config": jaas,
-            "listener.name.controller.plain.sasl.jaas.config": jaas,
-            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-            "super.users": INTERNAL_PRINCIPAL,
+            **internal_sasl_settings(controller=True),
         }
 
     def _java(self, classpath: str, main_class: str, *args: str, jvm: JvmProfile | None = None) -> list[str]:

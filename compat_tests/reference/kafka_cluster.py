@@ -37,15 +37,13 @@ from types import TracebackType
 
 from compat_tests.reference.apache_kafka import (
     DEFAULT_SETTINGS,
-    INTERNAL_PASSWORD,
-    INTERNAL_PRINCIPAL,
-    INTERNAL_USER,
     STOCK_PERFORMANCE_OPTS,
     ApacheKafka,
     ApacheKafkaError,
     JvmProfile,
     free_port,
     install,
+    internal_sasl_settings,
 )
 from compat_tests.reference.fault_proxy import FaultProxies, Route
 from compat_tests.reference.kafka_probe import ProbeError, broker_ids
@@ -86,22 +84,8 @@ class NodePorts:
 def authorizer_settings() -> dict[str, str]:
     """With an authorizer, as the single-node reference (``ApacheKafka(authorizer=True)``): the nodes'
     own traffic (replication and other inter-broker requests on INTERNAL, the quorum and broker
-    registrations on CONTROLLER) is SASL/PLAIN as INTERNAL_PRINCIPAL, a super user, so PLAINTEXT clients
-    stay User:ANONYMOUS and replication never depends on their ACLs."""
-    jaas = (
-        "org.apache.kafka.common.security.plain.PlainLoginModule required "
-        f'username="{INTERNAL_USER}" password="{INTERNAL_PASSWORD}" user_{INTERNAL_USER}="{INTERNAL_PASSWORD}";'
-    )
-    return {
-        "inter.broker.listener.name": "INTERNAL",
-        "sasl.enabled.mechanisms": "PLAIN",
-        "sasl.mechanism.inter.broker.protocol": "PLAIN",
-        "sasl.mechanism.controller.protocol": "PLAIN",
-        "listener.name.internal.plain.sasl.jaas.config": jaas,
-        "listener.name.controller.plain.sasl.jaas.config": jaas,
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "super.users": INTERNAL_PRINCIPAL,
-    }
+    registrations on CONTROLLER) is SASL/PLAIN as INTERNAL_PRINCIPAL, a super user."""
+    return internal_sasl_settings(controller=True)
 
 
 class KafkaClusterNode(ApacheKafka):

@@ -47,6 +47,23 @@ def cluster_launcher(
     )
 
 
+def started_bootstrap(
+    request: pytest.FixtureRequest, workdir: Path, launcher: Callable[[str, Path], Any]
+) -> Iterator[str]:
+    """A module fixture's broker: an external ``--bootstrap`` as is, else ``launcher(kind, workdir)``
+    (one broker or a cluster of the kind under test) started, its bootstrap yielded, then stopped."""
+    external = request.config.getoption("--bootstrap")
+    if external:
+        yield external
+        return
+    started = launcher(request.config.getoption("--broker"), workdir)
+    started.start()
+    try:
+        yield started.bootstrap
+    finally:
+        started.stop()
+
+
 def one_broker_only(request: pytest.FixtureRequest, why: str) -> None:
     """A scenario that starts a single broker of its own (settings or listeners of its own, or a broker
     it kills and restarts): against ``--broker pybroker-cluster``/``kafka-cluster`` it would run on that

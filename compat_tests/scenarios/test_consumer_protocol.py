@@ -36,6 +36,7 @@ from .support import (
     is_cluster,
     kill9_and_start,
     kill_coordinator,
+    started_bootstrap,
     wait_for,
 )
 from .test_groups import GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, MemberProcess, partitions_shared, produce_spread
@@ -64,16 +65,7 @@ def kip848_bootstrap(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
     """A broker of the kind under test with KIP848_SETTINGS (an external --bootstrap is used as is)."""
-    external = request.config.getoption("--bootstrap")
-    if external:
-        yield external
-        return
-    launcher = _launcher(request.config.getoption("--broker"), tmp_path_factory.mktemp("kip848"))
-    launcher.start()
-    try:
-        yield launcher.bootstrap
-    finally:
-        launcher.stop()
+    yield from started_bootstrap(request, tmp_path_factory.mktemp("kip848"), _launcher)
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from datetime import datetime
 import pytest
 
 from compat_tests.kafka_tools import ToolResult, parse_table, run_tool
-from compat_tests.scenarios.support import CLUSTER_BROKERS, wait_for
+from compat_tests.scenarios.support import CLUSTER_BROKERS, started_bootstrap, wait_for
 from compat_tests.scenarios.test_share_groups import ShareConsumer, _java, _launcher, produce
 
 TOOL_TIMEOUT_S = 180
@@ -27,16 +27,7 @@ TOOL_TIMEOUT_S = 180
 
 @pytest.fixture(scope="module")
 def share_bootstrap(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    external = request.config.getoption("--bootstrap")
-    if external:
-        yield external
-        return
-    launcher = _launcher(request.config.getoption("--broker"), tmp_path_factory.mktemp("share-offsets"))
-    launcher.start()
-    try:
-        yield launcher.bootstrap
-    finally:
-        launcher.stop()
+    yield from started_bootstrap(request, tmp_path_factory.mktemp("share-offsets"), _launcher)
 
 
 @pytest.fixture

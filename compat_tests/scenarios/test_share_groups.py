@@ -31,7 +31,7 @@ import pytest
 
 from compat_tests.clients.java43 import java43_command
 from compat_tests.clients.share_consume import REPO_ROOT, share_consume_command
-from compat_tests.scenarios.support import broker_launcher, is_cluster, restart_every_node
+from compat_tests.scenarios.support import broker_launcher, is_cluster, restart_every_node, started_bootstrap
 
 SHARE_SETTINGS = {
     "group.share.record.lock.duration.ms": "3000",
@@ -54,16 +54,7 @@ def _launcher(kind: str, workdir: Path) -> Any:
 
 @pytest.fixture(scope="module")
 def share_bootstrap(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    external = request.config.getoption("--bootstrap")
-    if external:
-        yield external
-        return
-    launcher = _launcher(request.config.getoption("--broker"), tmp_path_factory.mktemp("share"))
-    launcher.start()
-    try:
-        yield launcher.bootstrap
-    finally:
-        launcher.stop()
+    yield from started_bootstrap(request, tmp_path_factory.mktemp("share"), _launcher)
 
 
 def _java(*args: str, stdin: str = "") -> list[dict[str, Any]]:

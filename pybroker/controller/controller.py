@@ -515,9 +515,6 @@ class KafkaController:
 
         return make
 
-    async def _elect_offline(self, tp: TopicPartition, excluded: set[int] | frozenset[int] = frozenset()) -> None:
-        await self._elect_offline_many([tp], excluded)
-
     async def _elect_offline_many(
         self, partitions: Iterable[TopicPartition], excluded: set[int] | frozenset[int] = frozenset()
     ) -> None:
