@@ -7,10 +7,19 @@ The broker runs with the share-group settings of ``test_share_groups`` (on a clu
 the kind under test with those settings, topics with RF 3). The group coordinator answers the three offsets
 APIs through the share coordinators that keep the share-partition state (in a cluster, possibly on other
 brokers). Each case starts its groups from the earliest offset (``share.auto.offset.reset=earliest``).
+
+START-OFFSET is the start offset of the share partition's last state write (WriteShareGroupState), which
+Apache Kafka's SharePartition makes with the start offset it had before the change it writes: records it
+acknowledged stay in that state, counted as delivered (LAG is the high watermark - START-OFFSET - those
+records). So after records 0-3 are accepted one acknowledgement each, START-OFFSET is 3 (LAG 0); after one
+acknowledgement of 0-4, 0. A partition of a subscribed topic the group has never written state for is
+listed with "-" (the group initialized it when an assignment covered its topic).
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -82,13 +91,6 @@ def _offsets(bootstrap: str, group: str) -> dict[tuple[str, int], tuple[str, str
     return {(r["TOPIC"], int(r["PARTITION"])): (r["START-OFFSET"], r["LAG"]) for r in parse_table(out, "GROUP")}
 
 
-def _lags(bootstrap: str, group: str) -> dict[tuple[str, int], str]:
-    """(topic, partition) -> LAG. Where every record of a partition was accepted, its START-OFFSET differs
-    between brokers (Apache Kafka keeps the last accepted batch in the share partition's state and reports
-    its first offset; pybroker reports the offset after it): the lag (0) is what both say alike."""
-    return {tp: lag for tp, (_start, lag) in _offsets(bootstrap, group).items()}
-
-
 def _reset(bootstrap: str, group: str, *args: str) -> dict[tuple[str, int], str]:
     """``--reset-offsets ...``: (topic, partition) -> NEW-OFFSET."""
     out = _tool(bootstrap, group, "--reset-offsets", *args).check().stdout
@@ -151,11 +153,12 @@ def test_reset_to_earliest_and_latest_then_a_consumer_starts_there(
     produce(share_bootstrap, topic, ["a", "b", "c", "d"])
     assert _consume_accept(share_bootstrap, topic, group, consumers, 4) == [0, 1, 2, 3]
     _wait_empty(share_bootstrap, group)
-    assert _lags(share_bootstrap, group) == {(topic, 0): "0"}
+    # the last acknowledgement (of 3) was written with the start offset before it
+    assert _offsets(share_bootstrap, group) == {(topic, 0): ("3", "0")}
 
     # a dry run shows the new offsets and changes nothing
     assert _reset(share_bootstrap, group, "--to-earliest", "--topic", topic, "--dry-run") == {(topic, 0): "0"}
-    assert _lags(share_bootstrap, group) == {(topic, 0): "0"}
+    assert _offsets(share_bootstrap, group) == {(topic, 0): ("3", "0")}
     assert _reset(share_bootstrap, group, "--to-earliest", "--topic", topic, "--execute") == {(topic, 0): "0"}
     assert _offsets(share_bootstrap, group) == {(topic, 0): ("0", "4")}
     # every record again, each on a first delivery (the reset started the share partition afresh)
@@ -168,13 +171,102 @@ def test_reset_to_earliest_and_latest_then_a_consumer_starts_there(
     _wait_empty(share_bootstrap, group)
 
     produce(share_bootstrap, topic, ["e", "f"])
-    assert _lags(share_bootstrap, group) == {(topic, 0): "2"}
+    assert _offsets(share_bootstrap, group) == {(topic, 0): ("3", "2")}
     assert _reset(share_bootstrap, group, "--to-latest", "--all-topics", "--execute") == {(topic, 0): "6"}
     assert _offsets(share_bootstrap, group) == {(topic, 0): ("6", "0")}
     later = ShareConsumer(share_bootstrap, topic, group)
     consumers.append(later)
     produce(share_bootstrap, topic, ["g"])
     assert later.next_record() == (6, 1, "g")  # e and f were skipped
+
+
+def _control(bootstrap: str, topic: str, group: str, consumers: list[ShareConsumer], answers: list[str]) -> list[tuple[int, int]]:
+    """A share consumer answers each record it is given with the next of ``answers`` (accept, release or
+    reject, each acknowledged and committed at once; ``stop``: leave, releasing what it holds); the
+    (offset, delivery count) of each record it was given."""
+    c = ShareConsumer(bootstrap, topic, group)
+    consumers.append(c)
+    given = []
+    for answer in answers:
+        offset, delivery, _value = c.next_record()
+        given.append((offset, delivery))
+        if answer == "stop":
+            break
+        c.acknowledge(answer)
+    c.stop()
+    _wait_empty(bootstrap, group)
+    return given
+
+
+def test_start_offset_is_the_one_the_last_state_write_carried(
+    share_bootstrap: str, make_topic, consumers: list[ShareConsumer]
+) -> None:
+    b = share_bootstrap
+    # accepted and rejected one by one: the last write (accepting 4) carried start offset 4
+    topic, group = make_topic(), _group(b)
+    produce(b, topic, [f"v{i}" for i in range(5)])
+    answers = ["accept", "reject", "accept", "accept", "accept"]
+    assert _control(b, topic, group, consumers, answers) == [(0, 1), (1, 1), (2, 1), (3, 1), (4, 1)]
+    assert _offsets(b, group) == {(topic, 0): ("4", "0")}
+
+    # 1 released, 2-4 accepted: the start offset stays at 1 and 2-4 count as delivered; 1 comes again and
+    # goes back when the consumer leaves (lag 1) ...
+    topic, group = make_topic(), _group(b)
+    produce(b, topic, [f"v{i}" for i in range(5)])
+    answers = ["accept", "release", "accept", "accept", "accept", "stop"]
+    assert _control(b, topic, group, consumers, answers) == [(0, 1), (1, 1), (2, 1), (3, 1), (4, 1), (1, 2)]
+    assert _offsets(b, group) == {(topic, 0): ("1", "1")}
+    # ... and once accepted, the write that accepted it still carried start offset 1
+    assert _control(b, topic, group, consumers, ["accept"]) == [(1, 3)]
+    assert _offsets(b, group) == {(topic, 0): ("1", "0")}
+
+    # implicit acknowledgement: the five records of one poll accepted by one acknowledgement at start offset 0
+    topic, group = make_topic(), _group(b)
+    produce(b, topic, [f"v{i}" for i in range(5)])
+    c = ShareConsumer(b, topic, group, ack="implicit")
+    consumers.append(c)
+    assert [c.next_record()[:2] for _ in range(5)] == [(i, 1) for i in range(5)]
+    c.stop()
+    _wait_empty(b, group)
+    assert _offsets(b, group) == {(topic, 0): ("0", "0")}
+    # two more records, on the next consumer's first poll: a write at start offset 5
+    produce(b, topic, ["v5", "v6"])
+    c = ShareConsumer(b, topic, group, ack="implicit")
+    consumers.append(c)
+    assert [c.next_record()[:2] for _ in range(2)] == [(5, 1), (6, 1)]
+    c.stop()
+    _wait_empty(b, group)
+    assert _offsets(b, group) == {(topic, 0): ("5", "0")}
+
+
+def _produce_to(bootstrap: str, topic: str, partition: int, values: list[str]) -> list[int]:
+    lines = "".join(json.dumps({"value": base64.b64encode(v.encode()).decode(), "partition": partition}) + "\n" for v in values)
+    return [d["offset"] for d in _java("produce", "--bootstrap", bootstrap, "--topic", topic, stdin=lines)]
+
+
+def test_every_partition_of_a_subscribed_topic_is_listed(
+    share_bootstrap: str, make_topic, consumers: list[ShareConsumer]
+) -> None:
+    topic, group = make_topic(3), _group(share_bootstrap)
+    assert _produce_to(share_bootstrap, topic, 1, ["a", "b"]) == [0, 1]
+    assert _produce_to(share_bootstrap, topic, 2, ["x"]) == [0]
+    given = _control(share_bootstrap, topic, group, consumers, ["accept"] * 3)
+    assert sorted(given) == [(0, 1), (0, 1), (1, 1)]
+    # partition 0 has no record: never written, it has no start offset yet, but it is the group's
+    assert _offsets(share_bootstrap, group) == {(topic, 0): ("-", "-"), (topic, 1): ("1", "0"), (topic, 2): ("0", "0")}
+    verbose = _tool(share_bootstrap, group, "--describe", "--offsets", "--verbose").check().stdout
+    rows = {r["PARTITION"]: (r["LEADER-EPOCH"], r["START-OFFSET"], r["LAG"]) for r in parse_table(verbose, "GROUP")}
+    assert rows["0"] == ("-", "-", "-")
+    # a topic the group subscribes to with no record at all: every partition listed without offsets
+    empty, group = make_topic(2), _group(share_bootstrap)
+    c = ShareConsumer(share_bootstrap, empty, group)
+    consumers.append(c)
+    wait_for(
+        lambda: len(_offsets(share_bootstrap, group)) == 2, timeout_s=60, what="the subscribed topic's partitions listed"
+    )
+    c.stop()
+    _wait_empty(share_bootstrap, group)
+    assert _offsets(share_bootstrap, group) == {(empty, 0): ("-", "-"), (empty, 1): ("-", "-")}
 
 
 def test_reset_to_datetime(share_bootstrap: str, make_topic, consumers: list[ShareConsumer]) -> None:
@@ -214,7 +306,7 @@ def test_refused_while_a_member_is_active(share_bootstrap: str, make_topic, cons
     c.stop()
     _wait_empty(share_bootstrap, group)
     # nothing changed: the accepted record stays accepted (deleted offsets would start again at earliest)
-    assert _lags(share_bootstrap, group) == {(topic, 0): "0"}
+    assert _offsets(share_bootstrap, group) == {(topic, 0): ("0", "0")}
     produce(share_bootstrap, topic, ["b"])
     again = ShareConsumer(share_bootstrap, topic, group)
     consumers.append(again)
@@ -231,8 +323,8 @@ def test_delete_offsets_of_one_topic_then_the_group(
     assert _consume_accept(share_bootstrap, first, group, consumers, 2) == [0, 1]
     assert _consume_accept(share_bootstrap, second, group, consumers, 1) == [0]
     _wait_empty(share_bootstrap, group)
-    assert _lags(share_bootstrap, group) == {(first, 0): "0", (second, 0): "1"}
-    assert _offsets(share_bootstrap, group)[(second, 0)] == ("1", "1")
+    # second: y1 was released when the consumer left, a write at start offset 1
+    assert _offsets(share_bootstrap, group) == {(first, 0): ("1", "0"), (second, 0): ("1", "1")}
 
     out, status = _delete_offsets(share_bootstrap, group, first)
     assert status == {first: "Successful"}, out

@@ -8,10 +8,11 @@ at the new start offset) for alter, DeleteShareGroupState for delete. A share pa
 the group's share partitions in memory dropped them when the group's last share session on it ended
 (Kafka's ShareGroupListener.onGroupEmpty), so the next consumer reads what was written here.
 
-Kafka's group coordinator remembers which share partitions of a group it initialized; pybroker's share
-partitions are initialized by their leaders, so "every partition of the group" is found by asking the
-share coordinators for the summary of each partition of each topic (a partition without state answers
-start offset -1).
+Kafka's group coordinator remembers which share partitions of a group it initialized (every partition of
+a subscribed topic, when an assignment covers it, at start offset -1); pybroker's group remembers the same
+in memory (``ShareGroup.initialized_topics``), and "every partition of the group" is those together with
+the partitions its share coordinators have a start offset for (asking for the summary of each partition of
+each topic), so state written before this broker became the group's coordinator is found too.
 """
 
 from __future__ import annotations
@@ -60,13 +61,18 @@ def persister(svc: ShareGroupService) -> ShareStatePersister:
 async def initialized_partitions(
     svc: ShareGroupService, group_id: str, topics: dict[str, tuple[uuid.UUID, int]]
 ) -> dict[str, list[int]]:
-    """Topic name -> the partitions the group has share-partition state for, from their share coordinators."""
+    """Topic name -> the share partitions of the group: those the group initialized when an assignment
+    covered their topic (Kafka's initialized topics, listed whether or not a member fetched them), and
+    those its share coordinators have a start offset for (the group's own record is in memory only)."""
     keys = [(name, SharePartitionKey(group_id, tid, i)) for name, (tid, count) in sorted(topics.items()) for i in range(count)]
     state = persister(svc)
     summaries = await asyncio.gather(*(state.read_state_summary(key) for _, key in keys))
+    group = svc.group(group_id)
+    initialized = {} if group is None else group.initialized_topics
     found: dict[str, list[int]] = {}
     for (name, key), summary in zip(keys, summaries, strict=True):
-        if summary["error_code"] == ErrorCode.NONE and summary["start_offset"] != UNINITIALIZED_START_OFFSET:
+        has_state = summary["error_code"] == ErrorCode.NONE and summary["start_offset"] != UNINITIALIZED_START_OFFSET
+        if has_state or key.partition in initialized.get(key.topic_id, ()):
             found.setdefault(name, []).append(key.partition)
     return found
 
@@ -228,6 +234,9 @@ async def _alter_partition(
     result = await state.initialize_state(key, epoch, start_offset)
     if result["error_code"] == ErrorCode.NONE:
         _forget_loaded(svc, key)
+        group = svc.group(key.group_id)
+        if group is not None:  # as Kafka's alterShareGroupOffsets records the partitions it initialized
+            group.initialized_topics.setdefault(key.topic_id, set()).add(key.partition)
     code = ErrorCode(result["error_code"])
     message = None if code == ErrorCode.NONE else result.get("error_message") or code.message
     return {"partition_index": key.partition, "error_code": code, "error_message": message}
@@ -297,6 +306,9 @@ async def _delete_topic(
     failed = next((ErrorCode(r["error_code"]) for r in results if r["error_code"] != ErrorCode.NONE), None)
     if failed is not None:
         return {"topic_name": name, "topic_id": topic_id, "error_code": failed, "error_message": failed.message}
+    group = svc.group(group_id)
+    if group is not None:  # Kafka's completeDeleteShareGroupOffsets: no longer an initialized topic
+        group.initialized_topics.pop(topic_id, None)
     return {"topic_name": name, "topic_id": topic_id, "error_code": ErrorCode.NONE, "error_message": None}
 
 

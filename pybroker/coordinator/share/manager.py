@@ -27,7 +27,12 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from pybroker.coordinator.clock import Clock, LoopClock
-from pybroker.coordinator.share.share_coordinator import TOPIC, TOPIC_CONFIGS, ShareCoordinator
+from pybroker.coordinator.share.share_coordinator import (
+    TOPIC,
+    TOPIC_CONFIGS,
+    UNINITIALIZED_START_OFFSET,
+    ShareCoordinator,
+)
 from pybroker.coordinator.share.share_group import ShareGroup, ShareMember
 from pybroker.coordinator.share.share_partition import (
     RecordState,
@@ -270,6 +275,12 @@ class ShareGroupService:
         return self.coordinator.owns(key)
 
     def _from_read(self, key: SharePartitionKey, topic: str, p: Partition, read: dict[str, Any]) -> SharePartition:
+        if read["start_offset"] == UNINITIALIZED_START_OFFSET:
+            # initialized, never written: it starts at share.auto.offset.reset, as Kafka's
+            # SharePartition.maybeInitialize does for an uninitialized start offset
+            sp = self._fresh(key, topic, p)
+            sp.state_epoch = read["state_epoch"]
+            return sp
         start = max(read["start_offset"], p.log_start_offset)
         batches = [
             StateBatch(b["first_offset"], b["last_offset"], delivery_state(b["delivery_state"]), b["delivery_count"])
@@ -294,8 +305,7 @@ class ShareGroupService:
             sp = self._from_read(key, topic, p, read)
         else:
             sp = self._fresh(key, topic, p)
-            # the start offset is fixed from now on
-            self._call(key, "initialize", lambda: self.coordinator.initialize_state(key, sp.state_epoch, sp.start_offset))
+            self._call(key, "initialize", lambda: self.coordinator.initialize_state(key, sp.state_epoch, UNINITIALIZED_START_OFFSET))
         self.share_partitions[key] = sp
         return sp
 
@@ -309,7 +319,7 @@ class ShareGroupService:
             sp = self._from_read(key, topic, p, read)
         elif code == ErrorCode.INVALID_REQUEST:  # no state yet: initialized at share.auto.offset.reset
             sp = self._fresh(key, topic, p)
-            init = await self.persister.initialize_state(key, sp.state_epoch, sp.start_offset)
+            init = await self.persister.initialize_state(key, sp.state_epoch, UNINITIALIZED_START_OFFSET)
             if init["error_code"] != ErrorCode.NONE:
                 sp.close()
                 raise ShareStateUnavailable(ErrorCode(init["error_code"]), init.get("error_message"))
@@ -356,11 +366,11 @@ class ShareGroupService:
         if sp.state_epoch > self.coordinator.state_epoch(key):
             result = self._call(key, "initialize", lambda: self.coordinator.initialize_state(key, sp.state_epoch, sp.start_offset))
         else:
-            batches = sp.state_batches()
+            start, batches = sp.persisted_state()
             leader_epoch = self._leader_epochs.get(key, -1)
             result = self._call(
                 key, "write",
-                lambda: self.coordinator.write_state(key, sp.state_epoch, leader_epoch, sp.start_offset, batches, _done(batches)),
+                lambda: self.coordinator.write_state(key, sp.state_epoch, leader_epoch, start, batches, _done(batches)),
             )
         if result is not None and self._last_wait is not None:
             self._local_waits[key] = self._last_wait
@@ -370,14 +380,14 @@ class ShareGroupService:
         try:
             while writer.written < writer.version and self.share_partitions.get(key) is sp:
                 version = writer.version
-                batches = sp.state_batches()  # the window now, with every change made so far
+                start, batches = sp.persisted_state()  # the window now, with every change made so far
                 if writer.state_epoch < sp.state_epoch:
                     result = await self.persister.initialize_state(key, sp.state_epoch, sp.start_offset)
                     if result["error_code"] == ErrorCode.NONE:
                         writer.state_epoch = sp.state_epoch
                 else:
                     result = await self.persister.write_state(
-                        key, sp.state_epoch, self._leader_epochs.get(key, -1), sp.start_offset, batches, _done(batches)
+                        key, sp.state_epoch, self._leader_epochs.get(key, -1), start, batches, _done(batches)
                     )
                 writer.written = version
                 writer.error = ErrorCode(result["error_code"])

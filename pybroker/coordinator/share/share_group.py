@@ -100,6 +100,11 @@ class ShareGroup:
         self.assignment_epoch = 0
         self.members: dict[str, ShareMember] = {}
         self.target_assignment: dict[str, Assignment] = {}
+        # Kafka's ShareGroupStatePartitionMetadata initializedTopics: topic id -> the partitions of the
+        # group's subscribed topics made share partitions of the group when an assignment covered their
+        # topic (Kafka initializes their state then, at start offset -1); what DescribeShareGroupOffsets
+        # of every topic lists, fetched or not.
+        self.initialized_topics: dict[uuid.UUID, set[int]] = {}
         self.dead = False
 
     @property
@@ -187,6 +192,9 @@ class ShareGroup:
         partitions = {tid: count for tid, count in topics.values()}
         self.target_assignment = simple_assign(members, partitions)
         self.assignment_epoch = self.group_epoch
+        for tids in members.values():
+            for tid in tids:
+                self.initialized_topics.setdefault(tid, set()).update(range(partitions[tid]))
 
     def _schedule_session_timeout(self, member: ShareMember) -> None:
         if member.session_timer is not None:

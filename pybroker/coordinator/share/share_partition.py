@@ -199,6 +199,10 @@ class SharePartition:
         self.end_offset = start_offset  # the next offset never acquired
         # Kafka's cachedState: runs covering [start_offset, end_offset) without gaps, in offset order.
         self._batches: list[InFlightBatch] = []
+        # What the state write of the latest change carries (``persisted_state``): the start offset the
+        # share partition had before that change moved it, and the done runs the move dropped.
+        self._write_start_offset = start_offset
+        self._write_head: list[StateBatch] = []
 
     # -- durable state ------------------------------------------------------------------------------
 
@@ -239,6 +243,7 @@ class SharePartition:
                         run.delivery_count = batch.delivery_count
             sp._coalesce()
         sp._advance_start_offset()
+        sp._write_start_offset = sp.start_offset
         return sp
 
     def state_batches(self) -> list[StateBatch]:
@@ -251,6 +256,20 @@ class SharePartition:
             else:
                 out.append(StateBatch(run.first_offset, run.last_offset, run.state, run.delivery_count))
         return out
+
+    def persisted_state(self) -> tuple[int, list[StateBatch]]:
+        """(start offset, state batches) of the WriteShareGroupState for the latest change.
+
+        Kafka's SharePartition writes the state with the start offset it has when the change is made
+        (``writeShareGroupState`` reads the ``startOffset`` field) and moves the start offset over the
+        records that change finished only once the write has completed (``rollbackOrProcessStateUpdates``
+        calls ``maybeUpdateCachedStateAndOffsets`` after it). So the share coordinator holds the start offset
+        from before the latest acknowledgement, with the records it acknowledged as state batches at or
+        past it (counted in its delivery-complete count): after records 0-3 are accepted one acknowledgement
+        at a time, the state says start offset 3 and [3-3 ACKNOWLEDGED]; after one acknowledgement of 0-4,
+        start offset 0 and [0-4 ACKNOWLEDGED]. That is what DescribeShareGroupOffsets reports; a share
+        partition loaded from it moves its start offset past those records again."""
+        return self._write_start_offset, self._write_head + self.state_batches()
 
     # -- inspection -----------------------------------------------------------------------------------
 
@@ -545,19 +564,24 @@ class SharePartition:
         run.lock = lock
 
     def _changed(self) -> None:
-        self._advance_start_offset()
+        self._write_start_offset = self.start_offset  # the write carries the start offset before the move
+        self._write_head = self._advance_start_offset()
         if self.on_state_change is not None:
             self.on_state_change(self)
 
-    def _advance_start_offset(self) -> None:
+    def _advance_start_offset(self) -> list[StateBatch]:
+        """Move the start offset over the done runs at the head of the window; those runs, as state batches."""
         k = 0
         for run in self._batches:
             if run.state not in _DONE:
                 break
             k += 1
-        if k:
-            del self._batches[:k]
-            self.start_offset = self._batches[0].first_offset if self._batches else self.end_offset
+        if not k:
+            return []
+        dropped = [StateBatch(r.first_offset, r.last_offset, r.state, r.delivery_count) for r in self._batches[:k]]
+        del self._batches[:k]
+        self.start_offset = self._batches[0].first_offset if self._batches else self.end_offset
+        return dropped
 
     # -- offsets moved from outside ---------------------------------------------------------------------
 
@@ -573,6 +597,7 @@ class SharePartition:
         self._cancel_locks()
         self._batches.clear()
         self.start_offset = self.end_offset = offset
+        self._write_start_offset, self._write_head = offset, []
         self.state_epoch += 1
         if self.on_state_change is not None:
             self.on_state_change(self)

@@ -209,3 +209,28 @@ def test_renew_restarts_the_lock_and_needs_renew_acks() -> None:
     assert sp.record_state(0) == (RecordState.ACQUIRED, 1)
     clock.advance(10_000)
     assert sp.record_state(0) == (RecordState.AVAILABLE, 1)
+
+
+def test_a_state_write_carries_the_start_offset_from_before_its_change() -> None:
+    """Kafka's SharePartition writes the state with the start offset it had when the change was made and
+    moves it over the finished records only after the write (maybeUpdateCachedStateAndOffsets)."""
+    clock = FakeClock()
+    written: list[tuple[int, list[StateBatch]]] = []
+    sp = SharePartition("g", "t", 0, 0, clock, on_state_change=lambda p: written.append(p.persisted_state()))
+    sp.acquire("a", 0, 4, 10)
+    sp.acknowledge("a", [ack(0, 1, ACCEPT)])
+    assert sp.start_offset == 2
+    assert written[-1] == (0, [StateBatch(0, 1, RecordState.ACKNOWLEDGED, 1), StateBatch(2, 4, RecordState.ACQUIRED, 1)])
+    sp.acknowledge("a", [ack(2, 2, REJECT)])
+    assert written[-1] == (2, [StateBatch(2, 2, RecordState.ARCHIVED, 1), StateBatch(3, 4, RecordState.ACQUIRED, 1)])
+    sp.acknowledge("a", [ack(3, 3, RELEASE)])  # nothing finished at the head: the start offset stays
+    assert written[-1] == (3, [StateBatch(3, 3, RecordState.AVAILABLE, 1), StateBatch(4, 4, RecordState.ACQUIRED, 1)])
+    sp.acknowledge("a", [ack(4, 4, ACCEPT)])
+    assert written[-1] == (3, [StateBatch(3, 3, RecordState.AVAILABLE, 1), StateBatch(4, 4, RecordState.ACKNOWLEDGED, 1)])
+    assert (sp.start_offset, sp.next_fetch_offset()) == (3, 3)
+    # loaded from that state, the share partition moves its start offset over the finished head itself
+    again = SharePartition.from_state("g", "t", 0, 0, [StateBatch(0, 4, RecordState.ACKNOWLEDGED, 1)], clock)
+    assert (again.start_offset, again.persisted_state()) == (5, (5, []))
+    # an offset moved from outside starts afresh there
+    sp.reset_start_offset(7)
+    assert sp.persisted_state() == (7, [])
