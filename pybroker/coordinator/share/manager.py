@@ -297,7 +297,9 @@ class ShareGroupService:
 
     def _load_local(self, key: SharePartitionKey, topic: str, p: Partition) -> SharePartition:
         # As Kafka's persister: the share coordinator's ReadShareGroupState (which records this leader's
-        # epoch), and InitializeShareGroupState when the share partition has no state yet.
+        # epoch), and InitializeShareGroupState when the share partition has no state yet, at start offset -1
+        # as Kafka's group coordinator initializes it: the start offset at share.auto.offset.reset is this
+        # leader's until its first state write (DescribeShareGroupOffsets shows none before).
         self.coordinator.ensure_topic()
         self._leader_epochs[key] = p.leader_epoch
         read = self._call(key, "read", lambda: self.coordinator.read_state_and_maybe_update_leader_epoch(key, p.leader_epoch))
