@@ -76,11 +76,13 @@ class PyBrokerCluster:
         proxied: bool = False,
         extra_listeners: dict[str, str] | None = None,
         authorizer: bool = False,
+        log_dirs: int = 1,
     ) -> None:
         self.workdir = Path(workdir)
         self.size = nodes
         self.overrides = dict(overrides or {})
         self.proxied = proxied
+        self.log_dirs_per_node = log_dirs  # more than 1: AlterReplicaLogDirs moves between a node's dirs
         # Client listeners beside PLAINTEXT, name -> security protocol (their settings come with the
         # overrides, e.g. listener.name.<name>.ssl.*); each node gets its own port of each.
         self.extra_listeners = dict(extra_listeners or {})
@@ -105,6 +107,10 @@ class PyBrokerCluster:
     def data_dir(self, node_id: int) -> Path:
         """The broker's log.dirs."""
         return self.nodes[node_id].data_dir
+
+    def log_dirs(self, node_id: int) -> list[Path]:
+        """Every log dir of the broker, as configured (log.dirs)."""
+        return list(self.nodes[node_id].log_dirs)
 
     def _zookeeper(self) -> Any:
         try:
@@ -151,7 +157,9 @@ class PyBrokerCluster:
                 **(authorizer_settings() if self.authorizer else {}),
                 **self.overrides,
             }
-            self.nodes[node_id] = PyBroker(self.workdir / f"broker{node_id}", port=port, overrides=settings)
+            self.nodes[node_id] = PyBroker(
+                self.workdir / f"broker{node_id}", port=port, overrides=settings, log_dirs=self.log_dirs_per_node
+            )
         try:
             for node_id in self.nodes:
                 self.restart(node_id, timeout_s)

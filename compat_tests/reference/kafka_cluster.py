@@ -102,8 +102,11 @@ class KafkaClusterNode(ApacheKafka):
         jvm: JvmProfile,
         extra_protocols: dict[str, str] | None = None,
         authorizer: bool = False,
+        log_dirs: int = 1,
     ) -> None:
-        super().__init__(workdir, port=ports.client, overrides=overrides, jvm=jvm, authorizer=authorizer)
+        super().__init__(
+            workdir, port=ports.client, overrides=overrides, jvm=jvm, authorizer=authorizer, log_dirs=log_dirs
+        )
         self.extra_protocols = dict(extra_protocols or {})  # listener name -> security protocol
         self.node_id = node_id
         self.ports = ports
@@ -138,7 +141,7 @@ class KafkaClusterNode(ApacheKafka):
                 f"PLAINTEXT:PLAINTEXT,CONTROLLER:{controller_protocol}"
                 + "".join(f",{name}:{protocol}" for name, protocol in protocols.items())
             ),
-            "log.dirs": str(self.data_dir),
+            "log.dirs": ",".join(str(d) for d in self.log_dirs),
             **CLUSTER_SETTINGS,
             **(authorizer_settings() if self.authorizer else {}),
             **self.overrides,
@@ -232,11 +235,13 @@ class ApacheKafkaCluster:
         proxied: bool = False,
         extra_listeners: dict[str, str] | None = None,
         authorizer: bool = False,
+        log_dirs: int = 1,
     ) -> None:
         self.workdir = Path(workdir)
         self.size = nodes
         self.overrides = dict(overrides or {})
         self.jvm = jvm
+        self.log_dirs_per_node = log_dirs  # more than 1: AlterReplicaLogDirs moves between a node's dirs
         self.proxied = proxied
         # Client listeners beside PLAINTEXT, name -> security protocol (their settings come with the
         # overrides, e.g. listener.name.<name>.ssl.*); each node gets its own port of each.
@@ -280,7 +285,7 @@ class ApacheKafkaCluster:
         for node_id, node_ports in ports.items():
             self.nodes[node_id] = KafkaClusterNode(
                 self.workdir / f"node{node_id}", node_id, node_ports, voters, cluster_id, self.overrides,
-                self.jvm, self.extra_listeners, self.authorizer,
+                self.jvm, self.extra_listeners, self.authorizer, self.log_dirs_per_node,
             )  # fmt: skip
         if self.proxied:
             routes = []
@@ -385,6 +390,10 @@ class ApacheKafkaCluster:
     def data_dir(self, node_id: int) -> Path:
         """The node's log.dirs."""
         return self.nodes[node_id].data_dir
+
+    def log_dirs(self, node_id: int) -> list[Path]:
+        """Every log dir of the node, as configured (log.dirs)."""
+        return list(self.nodes[node_id].log_dirs)
 
     def active_controller(self) -> tuple[int, int]:
         """(node id, epoch) of the KRaft quorum leader, from the nodes' quorum-state files (the newest

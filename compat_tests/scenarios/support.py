@@ -28,23 +28,27 @@ def cluster_launcher(
     *,
     extra_listeners: dict[str, str] | None = None,
     authorizer: bool = False,
+    log_dirs: int = 1,
 ) -> Any:
     """For a scenario that starts a broker of its own with settings of its own, on a cluster run: a
     3-node cluster of the kind under test (``kind``, a CLUSTER_BROKERS name) with those settings on every
     node, the same as the session's cluster otherwise. ``extra_listeners`` (name -> security protocol):
     client listeners beside PLAINTEXT, a port of each on every node (``listener_bootstrap(name)``);
-    ``authorizer``: StandardAuthorizer semantics, the nodes' own traffic a super user's. Not started."""
+    ``authorizer``: StandardAuthorizer semantics, the nodes' own traffic a super user's; ``log_dirs``: that
+    many log dirs on every node (``launcher.log_dirs(node)``). Not started."""
     if kind == "kafka-cluster":
         from compat_tests.reference.kafka_cluster import ApacheKafkaCluster
 
         return ApacheKafkaCluster(
-            workdir, nodes=3, overrides=dict(settings), extra_listeners=extra_listeners, authorizer=authorizer
-        )
+            workdir, nodes=3, overrides=dict(settings), extra_listeners=extra_listeners, authorizer=authorizer,
+            log_dirs=log_dirs,
+        )  # fmt: skip
     from compat_tests.pybroker_cluster import PyBrokerCluster
 
     return PyBrokerCluster(
-        workdir, nodes=3, overrides=dict(settings), extra_listeners=extra_listeners, authorizer=authorizer
-    )
+        workdir, nodes=3, overrides=dict(settings), extra_listeners=extra_listeners, authorizer=authorizer,
+        log_dirs=log_dirs,
+    )  # fmt: skip
 
 
 def started_bootstrap(

@@ -8,6 +8,11 @@ replica.alter.log.dirs.io.max.bytes.per.second) so that it is seen under way: th
 holds the future replica (isFuture), --verify says it is still in progress, and records produced
 meanwhile are taken.  Then the throttle goes, the move completes, and every record produced before,
 during and after it is consumed, in order, from the replica's new dir.
+
+Under ``--broker kafka-cluster`` / ``pybroker-cluster`` the broker is a 3-node cluster of that kind with
+two log dirs on every node; a replica's requests (the plan, AlterReplicaLogDirs, ``kafka-log-dirs
+--broker-list``) go to the broker that holds it, as the Java Admin sends them (a ``TopicPartitionReplica``
+names its broker).
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from compat_tests.kafka_tools import run_tool
 from compat_tests.reference import kafka_probe
 from compat_tests.scenarios.test_newest_versions import call
 
-from .support import first_broker, wait_for
+from .support import cluster_launcher, is_cluster, partition_leader, wait_for
 
 ALTER_REPLICA_LOG_DIRS = 34
 NONE, UNKNOWN_TOPIC_OR_PARTITION, REPLICA_NOT_AVAILABLE, LOG_DIR_NOT_FOUND = 0, 3, 9, 57
@@ -37,15 +42,18 @@ VALUE = b"v" * 1000
 
 @pytest.fixture(scope="module")
 def two_dirs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """A broker of the kind under test, with two log dirs (the session's broker has one)."""
+    """A broker of the kind under test, with two log dirs (the session's broker has one); on a cluster run,
+    a 3-node cluster of that kind with two log dirs on every node."""
     kind = request.config.getoption("--broker")
-    if request.config.getoption("--bootstrap") or kind in CLUSTER_BROKERS:
-        pytest.skip("starts its own single broker with two log dirs")
+    if request.config.getoption("--bootstrap"):
+        pytest.skip("starts its own broker with two log dirs")
     workdir = tmp_path_factory.mktemp("two-dirs")
-    if kind == "kafka":
+    if kind in CLUSTER_BROKERS:
+        launcher: Any = cluster_launcher(kind, workdir, {}, log_dirs=2)
+    elif kind == "kafka":
         from compat_tests.reference.apache_kafka import ApacheKafka
 
-        launcher: Any = ApacheKafka(workdir, log_dirs=2)
+        launcher = ApacheKafka(workdir, log_dirs=2)
     else:
         launcher = PyBroker(workdir, log_dirs=2)
     launcher.start()
@@ -55,9 +63,16 @@ def two_dirs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
         launcher.stop()
 
 
+def dirs_of(launcher: Any, node: int) -> list[Path]:
+    """The log dirs of broker ``node``, as configured."""
+    return launcher.log_dirs(node) if is_cluster(launcher) else list(launcher.log_dirs)
+
+
 def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
+    # One replica, so min.insync.replicas 1 (a cluster's default is 2, which acks=all could never meet).
     run_tool("kafka-topics", "--bootstrap-server", bootstrap, "--create", "--topic", topic,
-             "--partitions", str(partitions), "--replication-factor", "1").check()  # fmt: skip
+             "--partitions", str(partitions), "--replication-factor", "1",
+             "--config", "min.insync.replicas=1").check()  # fmt: skip
 
 
 def produce(bootstrap: str, topic: str, tag: str, count: int) -> list[bytes]:
@@ -84,16 +99,19 @@ def consume_all(bootstrap: str, topic: str, count: int) -> list[bytes]:
     return got
 
 
-def log_dirs_of(bootstrap: str, topic: str) -> dict[str, dict[str, Any]]:
-    """kafka-log-dirs --describe: log dir -> {"partition" entry} for ``topic``-0 (absent: not there)."""
-    out = run_tool("kafka-log-dirs", "--bootstrap-server", bootstrap, "--describe", "--topic-list", topic).check()
+def log_dirs_of(bootstrap: str, topic: str, node: int, partition: int = 0) -> dict[str, dict[str, Any]]:
+    """kafka-log-dirs --describe --broker-list ``node``: log dir -> {"partition" entry} for
+    ``topic``-``partition`` on that broker (absent: not there)."""
+    out = run_tool("kafka-log-dirs", "--bootstrap-server", bootstrap, "--describe", "--topic-list", topic,
+                   "--broker-list", str(node)).check()  # fmt: skip
     document = json.loads(next(line for line in out.stdout.splitlines() if line.startswith("{")))
     [broker] = document["brokers"]
+    assert broker["broker"] == node, broker
     found = {}
     for log_dir in broker["logDirs"]:
         assert log_dir["error"] is None, log_dir
         for p in log_dir["partitions"]:
-            if p["partition"] == f"{topic}-0":
+            if p["partition"] == f"{topic}-{partition}":
                 found[str(Path(log_dir["logDir"]).resolve())] = p
     return found
 
@@ -106,13 +124,13 @@ def reassign(bootstrap: str, plan: Path, *args: str) -> str:
 
 def test_move_a_replica_with_kafka_reassign_partitions(two_dirs: Any, tmp_path: Path) -> None:
     bootstrap = two_dirs.bootstrap
-    node, _ = first_broker(bootstrap)
     topic = f"move-{int(time.time() * 1000)}"
     create_topic(bootstrap, topic)
+    node, _ = partition_leader(bootstrap, topic)  # the broker with the only replica
     before = produce(bootstrap, topic, "before", 2000)  # ~2 MB: some 20 s at the throttle
-    [source] = log_dirs_of(bootstrap, topic)
+    [source] = log_dirs_of(bootstrap, topic, node)
     # The dirs as configured (what the request names) by their resolved path (what the lookups compare).
-    configured = {str(Path(d).resolve()): str(d) for d in two_dirs.log_dirs}
+    configured = {str(Path(d).resolve()): str(d) for d in dirs_of(two_dirs, node)}
     [destination] = [d for d in configured if d != source]
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"version": 1, "partitions": [
@@ -125,7 +143,7 @@ def test_move_a_replica_with_kafka_reassign_partitions(two_dirs: Any, tmp_path: 
     ), out
 
     # Under way: the future replica is in the destination dir, behind the current one.
-    during_move = wait_for(lambda: (found := log_dirs_of(bootstrap, topic)).get(destination) and found,
+    during_move = wait_for(lambda: (found := log_dirs_of(bootstrap, topic, node)).get(destination) and found,
                            what="the future replica in the destination dir")  # fmt: skip
     assert during_move[destination]["isFuture"] is True, during_move
     assert during_move[source]["isFuture"] is False, during_move
@@ -139,7 +157,7 @@ def test_move_a_replica_with_kafka_reassign_partitions(two_dirs: Any, tmp_path: 
              "replica.alter.log.dirs.io.max.bytes.per.second").check()  # fmt: skip
 
     def moved() -> bool:
-        found = log_dirs_of(bootstrap, topic)
+        found = log_dirs_of(bootstrap, topic, node)
         return set(found) == {destination} and found[destination]["isFuture"] is False
 
     wait_for(moved, timeout_s=60, what="the replica to be only in the destination dir")
@@ -148,7 +166,7 @@ def test_move_a_replica_with_kafka_reassign_partitions(two_dirs: Any, tmp_path: 
     after = produce(bootstrap, topic, "after", 100)
     expected = before + during + after
     assert consume_all(bootstrap, topic, len(expected)) == expected
-    assert log_dirs_of(bootstrap, topic)[destination]["size"] > len(expected) * len(VALUE)
+    assert log_dirs_of(bootstrap, topic, node)[destination]["size"] > len(expected) * len(VALUE)
 
 
 def test_alter_replica_log_dirs_errors(two_dirs: Any) -> None:
@@ -156,26 +174,35 @@ def test_alter_replica_log_dirs_errors(two_dirs: Any) -> None:
     bootstrap = two_dirs.bootstrap
     topic = f"errors-{int(time.time() * 1000)}"
     create_topic(bootstrap, topic, partitions=2)
-    first, second = (str(d) for d in two_dirs.log_dirs)
+    # Each broker that holds a replica (on one broker: both partitions) is asked about its own.
+    holders: dict[int, tuple[str, list[int]]] = {}
+    for partition in (0, 1):
+        node, address = partition_leader(bootstrap, topic, partition)
+        holders.setdefault(node, (address, []))[1].append(partition)
 
-    def codes(path: str, version: int = 2) -> dict[tuple[str, int], int]:
-        body = {"dirs": [{"path": path, "topics": [{"name": topic, "partitions": [0, 1, 7]},
-                                                   {"name": "no-such-topic", "partitions": [0]}]}]}  # fmt: skip
-        answer = call(bootstrap, ALTER_REPLICA_LOG_DIRS, version, body)
-        return {(t["topic_name"], p["partition_index"]): p["error_code"] for t in answer["results"] for p in t["partitions"]}
+    for node, (address, held) in holders.items():
+        first, second = (str(d) for d in dirs_of(two_dirs, node))
 
-    for path in ("/no/such/dir", first + "/", "relative/dir"):
-        assert set(codes(path).values()) == {LOG_DIR_NOT_FOUND}, path
-    for path, version in ((first, 1), (second, 2)):
-        assert codes(path, version) == {
-            (topic, 0): NONE,
-            (topic, 1): NONE,
-            (topic, 7): UNKNOWN_TOPIC_OR_PARTITION,
-            ("no-such-topic", 0): UNKNOWN_TOPIC_OR_PARTITION,
-        }
-        # Empty partitions move at once: both end up in that dir.
-        resolved = str(Path(path).resolve())
-        wait_for(lambda r=resolved: set(log_dirs_of(bootstrap, topic)) == {r}, what=f"{topic}-0 in {path}")
+        def codes(path: str, version: int = 2, address: str = address, held: list[int] = held) -> dict[tuple[str, int], int]:
+            body = {"dirs": [{"path": path, "topics": [{"name": topic, "partitions": [*held, 7]},
+                                                       {"name": "no-such-topic", "partitions": [0]}]}]}  # fmt: skip
+            answer = call(address, ALTER_REPLICA_LOG_DIRS, version, body)
+            return {(t["topic_name"], p["partition_index"]): p["error_code"] for t in answer["results"] for p in t["partitions"]}
+
+        for path in ("/no/such/dir", first + "/", "relative/dir"):
+            assert set(codes(path).values()) == {LOG_DIR_NOT_FOUND}, path
+        for path, version in ((first, 1), (second, 2)):
+            assert codes(path, version) == {
+                **{(topic, p): NONE for p in held},
+                (topic, 7): UNKNOWN_TOPIC_OR_PARTITION,
+                ("no-such-topic", 0): UNKNOWN_TOPIC_OR_PARTITION,
+            }
+            # Empty partitions move at once: all of them end up in that dir.
+            resolved = str(Path(path).resolve())
+            for p in held:
+                wait_for(lambda r=resolved, n=node, p=p: set(log_dirs_of(bootstrap, topic, n, p)) == {r},
+                         what=f"{topic}-{p} in {path}")  # fmt: skip
+    assert sorted(p for _, held in holders.values() for p in held) == [0, 1]
 
 
 def test_a_broker_without_the_replica_answers_replica_not_available(
