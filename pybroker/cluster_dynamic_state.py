@@ -229,11 +229,7 @@ class ClusterDynamicState:
         for acl in before - after:
             changes.setdefault(acl_resource(acl), (set(), set()))[1].add(ace_of(acl))
 
-        def write() -> None:
-            for resource, (added, removed) in changes.items():
-                self.zk_state.change_acls(resource, added, removed)
-
-        self._publish("ACLs", write)
+        self._publish("ACLs", lambda: self.zk_state.change_acls(changes))
 
     def publish_delegation_token(self, token: TokenInformation) -> None:
         self._publish(
@@ -306,9 +302,9 @@ class ClusterDynamicState:
             else:
                 self.store.set_delegation_token(wanted)
 
-    def on_acls(self, resource: AclResource, aces: frozenset[Ace]) -> None:
-        kept = {acl for acl in self.store.acls.values() if acl_resource(acl) != resource}
-        self._replace_acls(kept | {binding(resource, ace) for ace in aces})
+    def on_acls(self, changed: Mapping[AclResource, frozenset[Ace]]) -> None:
+        kept = {acl for acl in self.store.acls.values() if acl_resource(acl) not in changed}
+        self._replace_acls(kept | {binding(resource, ace) for resource, aces in changed.items() for ace in aces})
 
     def _replace_acls(self, wanted: Iterable[AclBinding]) -> None:
         wanted = set(wanted)

@@ -333,6 +333,17 @@ class KafkaPythonClient:
         )
         assigned: list[int] | None = None
         try:
+            # The consumer learns the topic's partitions before it first joins (a blocking Metadata
+            # request). Otherwise kafka-python 3.0.12 may join first, assign nothing as the leader
+            # ("No partition metadata for topic"), rejoin once its metadata names the topic, and if
+            # that rejoin's SyncGroup answer comes after a poll() timeout it drops the answer (the
+            # metadata snapshot now matches, so need_rejoin() is False and the finished join is
+            # never completed): no assignment and no heartbeats, and the coordinator evicts the
+            # member after session_timeout_ms.
+            try:
+                consumer.partitions_for_topic(topic)
+            except kerrors.KafkaError:
+                pass  # a topic it may not describe, or not there yet: it joins as it would have
             while not should_stop():
                 batches = consumer.poll(timeout_ms=200)
                 now = sorted(tp.partition for tp in consumer.assignment())

@@ -6,12 +6,15 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
 from compat_tests.clients.base import Compression, ConsumedRecord, Delivery, NotSupportedByClient, Record
 from compat_tests.reference import kafka_probe
+
+if TYPE_CHECKING:
+    from tests.wire import WireClient
 
 CODECS: list[Compression] = ["none", "gzip", "snappy", "lz4", "zstd"]
 NOT_EXPRESSIBLE_LOG: list[str] = []
@@ -163,6 +166,31 @@ def first_broker(bootstrap: str) -> tuple[int, str]:
     brokers, _ = kafka_probe.topic_metadata(host, int(port), None)
     (node,) = (n for n, endpoint in brokers.items() if endpoint == (host, int(port)))
     return node, address
+
+
+def leader_address(wire: WireClient, topic: str, partition: int = 0) -> str | None:
+    """"host:port" of the partition's leader as Metadata names it over ``wire`` (so on the listener, and
+    as the principal, that ``wire`` speaks for), or None when it names none: a topic unknown, or one the
+    principal may not describe (every broker refuses that one the same). A partition's raw requests go
+    there, as a client sends them: on a cluster another broker answers NOT_LEADER_OR_FOLLOWER."""
+    answer = wire.request(3, 12, {"topics": [{"name": topic}], "allow_auto_topic_creation": False})
+    brokers = {b["node_id"]: f"{b['host']}:{b['port']}" for b in answer["brokers"]}
+    leaders = [p["leader_id"] for t in answer["topics"] for p in t["partitions"] if p["partition_index"] == partition]
+    return brokers.get(leaders[0]) if leaders else None
+
+
+def coordinator_address(wire: WireClient, key: str, key_type: int = 0, timeout_s: float = 30.0) -> str:
+    """"host:port" of the coordinator FindCoordinator names for ``key`` over ``wire`` (key type 0: a
+    group, 1: a transactional id, 2: a share partition key), asked again while it names none (an ACL just
+    made, or the internal topic being created). A group's or a transaction's raw requests go there, as a
+    client sends them: on a cluster another broker answers NOT_COORDINATOR."""
+    version = 6 if key_type == 2 else 4
+
+    def find() -> str | None:
+        (found,) = wire.request(10, version, {"key_type": key_type, "coordinator_keys": [key]})["coordinators"]
+        return f"{found['host']}:{found['port']}" if found["error_code"] == 0 else None
+
+    return wait_for(find, timeout_s, what=f"the coordinator of {key} (key type {key_type})")
 
 
 def partition_leader(bootstrap: str, topic: str, partition: int = 0) -> tuple[int, str]:

@@ -13,6 +13,10 @@ StandardAuthorizer's rules (``expected`` below), on both brokers, so the two agr
 Cells on topics, groups and transactional ids each use resources of their own name, so all their ACLs
 are created in one CreateAcls and checked together; the wildcard-resource and the cluster cells change
 what every request sees, so they run one at a time.
+
+On a 3-node cluster (``--broker pybroker-cluster``/``kafka-cluster``, the authorizer on every node) each
+request goes where a client sends it (``Connections``): a partition's to its leader, a group's or a
+transaction's to its coordinator; and an ACL change is waited for on every node before a decision is read.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import pytest
 from pybroker.records.builder import SimpleRecord, build_batch
 from tests.wire import WireClient
 
-from .support import one_broker_only, wait_for
+from .support import coordinator_address, leader_address, wait_for
 from .test_acls import sasl_acl_broker  # noqa: F401  (the module's broker)
 
 # Kafka's codes (org.apache.kafka.common.{resource,acl}).
@@ -176,14 +180,48 @@ def sasl_wire(bootstrap: str, user: str) -> WireClient:
     return wire
 
 
-def create_acls(admin: WireClient, bindings: list[dict]) -> None:
+class Connections:
+    """One user's SASL/PLAIN connections to the nodes of the SASL listener, each opened when a request
+    first goes there. A raw request goes where a client sends it: a partition's to its leader, a group's
+    or a transaction's to its coordinator (on a cluster another node answers NOT_LEADER_OR_FOLLOWER or
+    NOT_COORDINATOR, not the decision under test), every other one to the first broker. ``finder`` looks
+    the leaders and coordinators up: the super user's connections, which may describe every resource, so
+    a cell's request reaches the node that decides it whatever the cell's ACLs allow the user to see."""
+
+    def __init__(self, bootstrap: str, user: str, finder: Connections | None = None) -> None:
+        self.addresses = bootstrap.split(",")
+        self.user = user
+        self.finder = finder or self
+        self._open: dict[str, WireClient] = {}
+        self.first = self.at(self.addresses[0])
+
+    def at(self, address: str) -> WireClient:
+        if address not in self._open:
+            self._open[address] = sasl_wire(address, self.user)
+        return self._open[address]
+
+    def every_node(self) -> list[WireClient]:
+        return [self.at(address) for address in self.addresses]
+
+    def leader(self, topic: str) -> WireClient:
+        return self.at(leader_address(self.finder.first, topic) or self.addresses[0])
+
+    def coordinator(self, key: str, key_type: int) -> WireClient:
+        return self.at(coordinator_address(self.finder.first, key, key_type))
+
+    def close(self) -> None:
+        for wire in self._open.values():
+            wire.close()
+
+
+def create_acls(admin: Connections, bindings: list[dict]) -> None:
     for start in range(0, len(bindings), 500):
-        response = admin.request(30, 3, {"creations": bindings[start : start + 500]})
+        response = admin.first.request(30, 3, {"creations": bindings[start : start + 500]})
         errors = [r for r in response["results"] if r["error_code"]]
         assert not errors, errors
 
 
-def delete_acls(admin: WireClient, bindings: list[dict]) -> None:
+def delete_acls(admin: Connections, bindings: list[dict]) -> None:
     filters = [
         {
             "resource_type_filter": b["resource_type"],
@@ -196,12 +234,12 @@ def delete_acls(admin: WireClient, bindings: list[dict]) -> None:
         }
         for b in bindings
     ]
-    response = admin.request(31, 3, {"filters": filters})
+    response = admin.first.request(31, 3, {"filters": filters})
     assert not [r for r in response["filter_results"] if r["error_code"]], response
 
 
-def acl_count(admin: WireClient, binding: dict) -> int:
-    response = admin.request(
+def acl_count(node: WireClient, binding: dict) -> int:
+    response = node.request(
         29,
         3,
         {
@@ -218,21 +256,30 @@ def acl_count(admin: WireClient, binding: dict) -> int:
     return sum(len(r["acls"]) for r in response["resources"])
 
 
-def wait_until_applied(admin: WireClient, bindings: list[dict], present: bool) -> None:
-    """Kafka applies an ACL change when its broker replays the metadata log, a moment after the answer."""
-    for binding in bindings:
-        wait_for(lambda b=binding: (acl_count(admin, b) > 0) == present, what=f"ACL applied: {binding}")
+def wait_until_applied(admin: Connections, bindings: list[dict], present: bool) -> None:
+    """Kafka applies an ACL change when a broker replays the metadata log, a moment after the answer, and
+    each node of a cluster replays it on its own: the change is waited for on every node, since a cell's
+    request may go to any of them."""
+    for node in admin.every_node():
+        for binding in bindings:
+            wait_for(lambda n=node, b=binding: (acl_count(n, b) > 0) == present, what=f"ACL applied: {binding}")
 
 
-def broker_id(wire: WireClient) -> int:
-    return wire.request(3, 12, {"topics": [], "allow_auto_topic_creation": False})["brokers"][0]["node_id"]
+def first_broker_id(admin: Connections) -> int:
+    """The node id of the first broker (where the cluster cells' requests go): a broker describes its own
+    configs."""
+    brokers = admin.first.request(3, 12, {"topics": [], "allow_auto_topic_creation": False})["brokers"]
+    (node,) = (b["node_id"] for b in brokers if f"{b['host']}:{b['port']}" == admin.addresses[0])
+    return node
 
 
-Probe = Callable[[WireClient, Cell], int]
+Probe = Callable[[Connections, Cell], int]
 
 
-def probe_topic(wire: WireClient, cell: Cell) -> int:
+def probe_topic(user: Connections, cell: Cell) -> int:
     topic, op = cell.resource, cell.operation
+    # Fetch, Produce, ListOffsets and DeleteRecords go to the partition's leader; the rest to any broker.
+    wire = user.leader(topic) if op in (READ, WRITE, DESCRIBE, DELETE) else user.first
     if op == READ:
         r = wire.request(1, 12, {
             "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1024, "isolation_level": 0,
@@ -272,8 +319,9 @@ def probe_topic(wire: WireClient, cell: Cell) -> int:
     raise AssertionError(op)
 
 
-def probe_group(wire: WireClient, cell: Cell) -> int:
+def probe_group(user: Connections, cell: Cell) -> int:
     group, op = cell.resource, cell.operation
+    wire = user.coordinator(group, 0)
     if op == READ:
         r = wire.request(11, 5, {
             "group_id": group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
@@ -290,16 +338,17 @@ def probe_group(wire: WireClient, cell: Cell) -> int:
     raise AssertionError(op)
 
 
-def probe_transactional_id(wire: WireClient, cell: Cell) -> int:
-    if cell.operation == WRITE:
-        r = wire.request(22, 4, {"transactional_id": cell.resource, "transaction_timeout_ms": 60000,
+def probe_transactional_id(user: Connections, cell: Cell) -> int:
+    if cell.operation == WRITE:  # InitProducerId, to the transaction coordinator
+        r = user.coordinator(cell.resource, 1).request(22, 4, {"transactional_id": cell.resource, "transaction_timeout_ms": 60000,
                                  "producer_id": -1, "producer_epoch": -1})  # fmt: skip
         return r["error_code"]
-    r = wire.request(10, 4, {"key_type": 1, "coordinator_keys": [cell.resource]})
+    r = user.first.request(10, 4, {"key_type": 1, "coordinator_keys": [cell.resource]})
     return r["coordinators"][0]["error_code"]
 
 
-def probe_cluster(wire: WireClient, cell: Cell, node_id: int) -> int:
+def probe_cluster(user: Connections, cell: Cell, node_id: int) -> int:
+    wire = user.first
     if cell.operation == DESCRIBE:
         r = wire.request(29, 3, {
             "resource_type_filter": TOPIC, "resource_name_filter": "no-such-acl", "pattern_type_filter": LITERAL,
@@ -345,14 +394,10 @@ def check(cells: list[Cell], observed: dict[int, str]) -> None:
 
 
 @pytest.fixture(scope="module")
-def wires(request: pytest.FixtureRequest) -> Iterator[tuple[WireClient, WireClient]]:
-    # The matrix sends each raw request to the first broker of the SASL listener: on a cluster a
-    # partition's requests must go to its leader and a group's or transaction's to its coordinator, which
-    # this module does not do yet (a cluster run of it failed on both kinds of cluster for that reason).
-    one_broker_only(request, "sends every raw request to the one broker it starts; not yet routed to leaders and coordinators on a cluster")
+def wires(request: pytest.FixtureRequest) -> Iterator[tuple[Connections, Connections]]:
     broker = request.getfixturevalue("sasl_acl_broker")
-    admin = sasl_wire(broker["sasl"], "admin")
-    alice = sasl_wire(broker["sasl"], "alice")
+    admin = Connections(broker["sasl"], "admin")
+    alice = Connections(broker["sasl"], "alice", finder=admin)
     try:
         yield admin, alice
     finally:
@@ -360,7 +405,7 @@ def wires(request: pytest.FixtureRequest) -> Iterator[tuple[WireClient, WireClie
         alice.close()
 
 
-def run_batch(admin: WireClient, alice: WireClient, cells: list[Cell], probe: Probe) -> dict[int, str]:
+def run_batch(admin: Connections, alice: Connections, cells: list[Cell], probe: Probe) -> dict[int, str]:
     """Every cell's ACLs at once (each cell has resources of its own), then every cell's request."""
     bindings = [b for c in cells for b in c.bindings]
     create_acls(admin, bindings)
@@ -368,7 +413,7 @@ def run_batch(admin: WireClient, alice: WireClient, cells: list[Cell], probe: Pr
     return {i: decision(c, probe(alice, c)) for i, c in enumerate(cells)}
 
 
-def run_isolated(admin: WireClient, alice: WireClient, cells: list[Cell], probe: Probe) -> dict[int, str]:
+def run_isolated(admin: Connections, alice: Connections, cells: list[Cell], probe: Probe) -> dict[int, str]:
     """One cell at a time (its ACLs apply to every resource of the type): create, probe, delete."""
     observed = {}
     for i, cell in enumerate(cells):
@@ -386,8 +431,8 @@ def run_isolated(admin: WireClient, alice: WireClient, cells: list[Cell], probe:
     return observed
 
 
-def create_topics(admin: WireClient, names: list[str]) -> None:
-    r = admin.request(19, 5, {"timeout_ms": 60000, "validate_only": False, "topics": [
+def create_topics(admin: Connections, names: list[str]) -> None:
+    r = admin.first.request(19, 5, {"timeout_ms": 60000, "validate_only": False, "topics": [
         {"name": n, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []} for n in names]})  # fmt: skip
     assert not [t for t in r["topics"] if t["error_code"]], r
     for n in names:
@@ -396,25 +441,25 @@ def create_topics(admin: WireClient, names: list[str]) -> None:
         )
 
 
-def test_acl_decision_matrix_topics(wires: tuple[WireClient, WireClient]) -> None:
+def test_acl_decision_matrix_topics(wires: tuple[Connections, Connections]) -> None:
     admin, alice = wires
     cells = make_cells(TOPIC, uuid.uuid4().hex[:6])
     create_topics(admin, [c.resource for c in cells])
     check(cells, run_batch(admin, alice, cells, probe_topic))
 
 
-def test_acl_decision_matrix_groups(wires: tuple[WireClient, WireClient]) -> None:
+def test_acl_decision_matrix_groups(wires: tuple[Connections, Connections]) -> None:
     admin, alice = wires
     # The group coordinator is up (__consumer_offsets created and loaded) before the cells run.
     warm_up = Cell(GROUP, READ, "", (), f"m{uuid.uuid4().hex[:6]}-warm-up")
     find = {"key_type": 0, "coordinator_keys": [warm_up.resource]}  # creates __consumer_offsets on Kafka
-    wait_for(lambda: admin.request(10, 4, find)["coordinators"][0]["error_code"] == 0, what="FindCoordinator")
+    wait_for(lambda: admin.first.request(10, 4, find)["coordinators"][0]["error_code"] == 0, what="FindCoordinator")
     wait_for(lambda: probe_group(admin, warm_up) == 79, what="group coordinator")
     cells = make_cells(GROUP, uuid.uuid4().hex[:6])
     check(cells, run_batch(admin, alice, cells, probe_group))
 
 
-def test_acl_decision_matrix_transactional_ids(wires: tuple[WireClient, WireClient]) -> None:
+def test_acl_decision_matrix_transactional_ids(wires: tuple[Connections, Connections]) -> None:
     admin, alice = wires
     # The transaction coordinator is up (__transaction_state created and loaded) before the cells run.
     warm_up = f"m{uuid.uuid4().hex[:6]}-warm-up"
@@ -425,14 +470,14 @@ def test_acl_decision_matrix_transactional_ids(wires: tuple[WireClient, WireClie
     check(cells, run_batch(admin, alice, cells, probe_transactional_id))
 
 
-def test_acl_decision_matrix_cluster(wires: tuple[WireClient, WireClient]) -> None:
+def test_acl_decision_matrix_cluster(wires: tuple[Connections, Connections]) -> None:
     admin, alice = wires
-    node_id = broker_id(admin)
+    node_id = first_broker_id(admin)
     cells = make_cells(CLUSTER, uuid.uuid4().hex[:6])
     check(cells, run_isolated(admin, alice, cells, lambda w, c: probe_cluster(w, c, node_id)))
 
 
-def test_acl_decision_matrix_wildcard_resources(wires: tuple[WireClient, WireClient]) -> None:
+def test_acl_decision_matrix_wildcard_resources(wires: tuple[Connections, Connections]) -> None:
     """LITERAL ``*`` applies to every resource of its type: ALLOW and DENY through it, one at a time."""
     admin, alice = wires
     run = uuid.uuid4().hex[:6]
@@ -487,29 +532,32 @@ def share_state_codes(wire: WireClient, group: str, topic_id: uuid.UUID) -> dict
     return out
 
 
-def test_share_state_apis_and_share_coordinator_lookup_need_cluster_action(wires: tuple[WireClient, WireClient]) -> None:
+def test_share_state_apis_and_share_coordinator_lookup_need_cluster_action(wires: tuple[Connections, Connections]) -> None:
     """Only brokers' persisters send the share-state RPCs and look share coordinators up: Kafka asks
     CLUSTER_ACTION on the cluster for all five and for FindCoordinator key type 2."""
     admin, alice = wires
     topic = f"m{uuid.uuid4().hex[:6]}-share"
     create_topics(admin, [topic])
-    topic_id = admin.request(3, 12, {"topics": [{"name": topic}], "allow_auto_topic_creation": False})["topics"][0]["topic_id"]
+    topic_id = admin.first.request(3, 12, {"topics": [{"name": topic}], "allow_auto_topic_creation": False})["topics"][0]["topic_id"]
     group = f"m{uuid.uuid4().hex[:6]}"
     key = f"{group}:{base64.urlsafe_b64encode(topic_id.bytes).rstrip(b'=').decode()}:0"
     find = {"key_type": 2, "coordinator_keys": [key]}
     refused = (REFUSED[CLUSTER], "Cluster authorization failed.")
-    assert alice.request(10, 6, find)["coordinators"][0]["error_code"] == REFUSED[CLUSTER]
-    assert share_state_codes(alice, group, topic_id) == dict.fromkeys(SHARE_STATE_REQUESTS, refused)
-    # The super user finds the coordinator (which makes __share_group_state) and initializes the state.
-    wait_for(lambda: admin.request(10, 6, find)["coordinators"][0]["error_code"] == 0, what="share coordinator")
-    wait_for(lambda: share_state_codes(admin, group, topic_id)[83][0] == 0, what="share state initialized")
+    # Refused before anything else is looked at, by any broker: asked of the first (before the share
+    # coordinator, or __share_group_state, exists).
+    assert alice.first.request(10, 6, find)["coordinators"][0]["error_code"] == REFUSED[CLUSTER]
+    assert share_state_codes(alice.first, group, topic_id) == dict.fromkeys(SHARE_STATE_REQUESTS, refused)
+    # The super user finds the coordinator (which makes __share_group_state) and initializes the state
+    # there (on a cluster another node answers NOT_COORDINATOR).
+    wait_for(lambda: admin.first.request(10, 6, find)["coordinators"][0]["error_code"] == 0, what="share coordinator")
+    wait_for(lambda: share_state_codes(admin.coordinator(key, 2), group, topic_id)[83][0] == 0, what="share state initialized")
     binding = {"resource_type": CLUSTER, "resource_name": CLUSTER_NAME, "resource_pattern_type": LITERAL,
                "principal": ALICE, "host": "*", "operation": CLUSTER_ACTION, "permission_type": ALLOW}  # fmt: skip
     create_acls(admin, [binding])
     try:
         wait_until_applied(admin, [binding], present=True)
-        wait_for(lambda: alice.request(10, 6, find)["coordinators"][0]["error_code"] == 0, what="CLUSTER_ACTION applied")
-        assert {k: code for k, (code, _) in share_state_codes(alice, group, topic_id).items()} == dict.fromkeys(
+        wait_for(lambda: alice.first.request(10, 6, find)["coordinators"][0]["error_code"] == 0, what="CLUSTER_ACTION applied")
+        assert {k: code for k, (code, _) in share_state_codes(alice.coordinator(key, 2), group, topic_id).items()} == dict.fromkeys(
             SHARE_STATE_REQUESTS, 0
         )
     finally:
@@ -518,7 +566,7 @@ def test_share_state_apis_and_share_coordinator_lookup_need_cluster_action(wires
 
 
 def test_update_features_and_alter_replica_log_dirs_need_alter_on_the_cluster(
-    wires: tuple[WireClient, WireClient],
+    wires: tuple[Connections, Connections],
 ) -> None:
     """UpdateFeatures and AlterReplicaLogDirs: refused (CLUSTER_AUTHORIZATION_FAILED, for every partition of
     the latter) without ALTER on the cluster, answered on their merits with it."""
@@ -528,8 +576,8 @@ def test_update_features_and_alter_replica_log_dirs_need_alter_on_the_cluster(
     move = {"dirs": [{"path": "/no/such/dir", "topics": [{"name": "any-topic", "partitions": [0, 1]}]}]}
 
     def codes() -> tuple[int, list[int]]:
-        features = alice.request(57, 1, upgrade)
-        moved = alice.request(34, 2, move)
+        features = alice.first.request(57, 1, upgrade)
+        moved = alice.first.request(34, 2, move)
         return features["error_code"], [p["error_code"] for t in moved["results"] for p in t["partitions"]]
 
     assert codes() == (REFUSED[CLUSTER], [REFUSED[CLUSTER]] * 2)

@@ -34,11 +34,10 @@ from confluent_kafka.admin import (
 
 from compat_tests.brokers import PyBroker
 from compat_tests.kafka_tools import run_tool
-from compat_tests.reference import kafka_probe
 from pybroker.records.builder import SimpleRecord, build_batch
 from tests.wire import WireClient
 
-from .support import CLUSTER_BROKERS, cluster_launcher, wait_for
+from .support import CLUSTER_BROKERS, cluster_launcher, coordinator_address, leader_address, wait_for
 
 SETTINGS = {
     "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
@@ -109,16 +108,11 @@ RETRIABLE = (3, 6)  # UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER
 
 def produce_code(bootstrap: str, topic: str) -> int:
     """The error code of one raw Produce v9 of a record to partition 0 of ``topic``, sent as a client
-    sends it: to the leader Metadata names (on a cluster, another broker answers NOT_LEADER_OR_FOLLOWER),
-    or to the first broker when Metadata names none (a topic ANONYMOUS may not describe: every broker
-    refuses it the same)."""
+    sends it: to the leader Metadata names, or to the first broker when it names none."""
     batch = build_batch([SimpleRecord(None, b"v")])
-    host, _, port = bootstrap.split(",")[0].rpartition(":")
-    brokers, states = kafka_probe.topic_metadata(host, int(port), topic)
-    leader = states.get(0, {}).get("leader", -1)
-    if isinstance(leader, int) and leader in brokers:
-        bootstrap = "{}:{}".format(*brokers[leader])
-    with WireClient(bootstrap) as wire:
+    with WireClient(bootstrap) as lookup:
+        leader = leader_address(lookup, topic) or bootstrap
+    with WireClient(leader) as wire:
         response = wire.request(
             0,
             9,
@@ -129,18 +123,6 @@ def produce_code(bootstrap: str, topic: str) -> int:
             },
         )
     return response["responses"][0]["partition_responses"][0]["error_code"]
-
-
-def group_coordinator(bootstrap: str, group: str) -> str:
-    """"host:port" of the group's coordinator, FindCoordinator through the first broker (retried while
-    the lookup is refused: an ACL just made, or __consumer_offsets being created)."""
-
-    def find() -> str | None:
-        with WireClient(bootstrap) as wire:
-            (found,) = wire.request(10, 4, {"key_type": 0, "coordinator_keys": [group]})["coordinators"]
-        return f"{found['host']}:{found['port']}" if found["error_code"] == NONE else None
-
-    return wait_for(find, what=f"the coordinator of {group}")
 
 
 def metadata_topic(bootstrap: str, topic: str, *, operations: bool = False) -> dict:
@@ -755,7 +737,9 @@ def test_group_offsets_need_group_and_topic_rights(acl_bootstrap: str, admin: Ad
     }
     # Group requests go to the group's coordinator, as a client sends them (on a cluster another broker
     # answers NOT_COORDINATOR); with one __consumer_offsets partition it coordinates every group here.
-    with WireClient(group_coordinator(acl_bootstrap, group)) as wire:
+    with WireClient(acl_bootstrap) as lookup:
+        coordinator = coordinator_address(lookup, group)
+    with WireClient(coordinator) as wire:
 
         def commit_codes() -> dict[str, int]:
             response = wire.request(8, 9, commit_body)

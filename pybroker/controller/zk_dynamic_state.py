@@ -97,7 +97,8 @@ class DynamicStateListener(Protocol):
 
     def on_entity_config(self, entity_path: str, config: dict[str, str]) -> None: ...
 
-    def on_acls(self, resource: AclResource, aces: frozenset[Ace]) -> None: ...
+    def on_acls(self, changed: Mapping[AclResource, frozenset[Ace]]) -> None:
+        """The ACEs now on each changed resource: one CreateAcls/DeleteAcls's changes arrive together."""
 
     def on_delegation_token(self, token_id: str, token: dict[str, Any] | None) -> None:
         """The token's JSON, or None when it was removed."""
@@ -153,21 +154,31 @@ class ZkDynamicState:
         self._read_modify_write(path, merge)
         self._notify(CONFIG_CHANGES_PATH, CONFIG_CHANGE_PREFIX, _encode({"version": 2, "entity_path": entity_path}))
 
-    def change_acls(self, resource: AclResource, added: Iterable[Ace], removed: Iterable[Ace]) -> None:
-        added, removed = set(added), set(removed)
+    def change_acls(self, changes: Mapping[AclResource, tuple[Iterable[Ace], Iterable[Ace]]]) -> None:
+        """Add and remove ACEs (``resource -> (added, removed)``) of one CreateAcls or DeleteAcls: every
+        resource's znode written first, then the change notifications (one a resource, Kafka's ZK
+        format) created in one ZooKeeper transaction, so each broker's watch sees them together and
+        applies them as one change. Kafka 4.x (KRaft) writes one request's ACL records as one atomic
+        batch and a broker applies the batch at once: a client never sees part of the request applied.
+        (LITERAL and PREFIXED changes are announced in two directories, so a request with both still
+        arrives as two changes.)"""
+        notes: list[tuple[str, bytes]] = []
+        for resource, (added_aces, removed_aces) in changes.items():
+            added, removed = set(added_aces), set(removed_aces)
 
-        def merge(current: bytes | None) -> bytes | None:
-            aces = (set(_decode_acls(current)) - removed) | added
-            return _encode(_acls_doc(aces)) if aces else None  # Kafka deletes an empty resource's znode
+            def merge(current: bytes | None, added: set[Ace] = added, removed: set[Ace] = removed) -> bytes | None:
+                aces = (set(_decode_acls(current)) - removed) | added
+                return _encode(_acls_doc(aces)) if aces else None  # Kafka deletes an empty resource's znode
 
-        self._read_modify_write(resource.path, merge)
-        if resource.pattern_type == LITERAL:
-            note = f"{resource.resource_type}:{resource.name}".encode()
-            self._notify(ACL_CHANGES_PATH, ACL_CHANGE_PREFIX, note)
-        else:
-            doc = {"version": 1, "resourceType": resource.resource_type, "name": resource.name,
-                   "patternType": resource.pattern_type}  # fmt: skip
-            self._notify(ACL_EXTENDED_CHANGES_PATH, ACL_CHANGE_PREFIX, _encode(doc))
+            self._read_modify_write(resource.path, merge)
+            if resource.pattern_type == LITERAL:
+                notes.append((ACL_CHANGES_PATH, f"{resource.resource_type}:{resource.name}".encode()))
+            else:
+                doc = {"version": 1, "resourceType": resource.resource_type, "name": resource.name,
+                       "patternType": resource.pattern_type}  # fmt: skip
+                notes.append((ACL_EXTENDED_CHANGES_PATH, _encode(doc)))
+        if notes:
+            self._notify_together(ACL_CHANGE_PREFIX, notes)
 
     def set_delegation_token(self, token_id: str, token: dict[str, Any]) -> None:
         path = f"{TOKENS_PATH}/{token_id}"
@@ -204,6 +215,23 @@ class ZkDynamicState:
 
     def _notify(self, directory: str, prefix: str, data: bytes) -> None:
         self.zk.call(self.zk.kazoo.create, f"{directory}/{prefix}", data, sequence=True, makepath=True)
+
+    def _notify_together(self, prefix: str, notes: list[tuple[str, bytes]]) -> None:
+        """Sequential notifications ``(directory, data)`` made in one ZooKeeper transaction (all or none;
+        a watch of a directory then fires once for all of its new children)."""
+        kazoo = self.zk.kazoo
+        for directory in {d for d, _ in notes}:
+            self.zk.call(kazoo.ensure_path, directory)  # a transaction cannot make parents
+
+        def commit() -> None:
+            transaction = kazoo.transaction()
+            for directory, data in notes:
+                transaction.create(f"{directory}/{prefix}", data, sequence=True)
+            failed = [r for r in transaction.commit() if isinstance(r, Exception)]
+            if failed:
+                raise failed[0]
+
+        self.zk.call(commit)
 
     # -- reads -------------------------------------------------------------------------------------
     def entity_config(self, entity_path: str) -> dict[str, str]:
@@ -299,19 +327,23 @@ class ZkDynamicStateWatcher:
                 new = sorted(c for c in children if c not in self._seen[path])
                 self._seen[path].update(new)
                 self._seen[path].intersection_update(children)
+            acls: dict[AclResource, frozenset[Ace]] = {}
             for name in new:
                 try:
-                    self._process(path, name)
+                    self._process(path, name, acls)
                 except NoNodeError:
                     pass  # purged by another broker: the entity was read by a later notification or at start
                 except Exception:  # noqa: BLE001 - one bad notification must not stop the others
                     log.exception("could not process %s/%s", path, name)
+            if acls:  # the ACL changes seen together (one request's) applied at once
+                self._deliver(self.listener.on_acls, acls)
             self._purge(path, children)
             return None
 
         return on_children
 
-    def _process(self, path: str, name: str) -> None:
+    def _process(self, path: str, name: str, acls: dict[AclResource, frozenset[Ace]]) -> None:
+        """Deliver a config's or a token's change; an ACL change's resource and ACEs go to ``acls``."""
         data, _ = self.state.zk.call(self.state.zk.kazoo.get, f"{path}/{name}")
         if path == CONFIG_CHANGES_PATH:
             entity_path = json.loads(data)["entity_path"]
@@ -327,7 +359,7 @@ class ZkDynamicStateWatcher:
         else:
             doc = json.loads(data)
             resource = AclResource(doc["resourceType"], doc["patternType"].upper(), doc["name"])
-        self._deliver(self.listener.on_acls, resource, self.state.acls_of(resource))
+        acls[resource] = self.state.acls_of(resource)
 
     def _purge(self, path: str, children: list[str]) -> None:
         """Delete notifications older than NOTIFICATION_EXPIRY_S (any broker may; Kafka does it too)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -168,6 +169,44 @@ def test_acls_made_on_one_broker_apply_on_every_broker(cluster: Cluster) -> None
     for node in (1, 2, 3):
         wait_for(lambda node=node: acl_count(cluster, node, topic) == 0, 30, f"the ACL gone from broker {node}")
         wait_for(lambda node=node: produce_error(alice(cluster, node), topic) is None, 30, f"alice writes via {node}")
+
+
+def test_one_create_acls_and_one_delete_acls_apply_at_once_on_another_broker(cluster: Cluster) -> None:
+    """Kafka 4.x writes one CreateAcls's (or DeleteAcls's) ACL records as one atomic batch of the metadata
+    log, and a broker applies the batch at once: a client never sees part of one request applied (an ACL
+    on a topic applied, the one on its group not yet). Broker 3 is watched without a pause while broker 1
+    creates, then deletes, ACLs on 40 resources in one request each: it lists none or all of them."""
+    topics = [f"atomic-{i}" for i in range(40)]
+    bindings = [{**deny_write(t), "principal": "User:atomic"} for t in topics]
+    seen: list[int] = [0]  # the counts broker 3 listed, in order
+    stop = threading.Event()
+
+    def watch() -> None:
+        with wire(cluster, 3) as w:
+            while not stop.is_set():
+                r = w.request(29, 3, {"resource_type_filter": R_TOPIC, "resource_name_filter": None,
+                                      "pattern_type_filter": 1, "principal_filter": "User:atomic",
+                                      "host_filter": None, "operation": 1, "permission_type": 1})  # fmt: skip
+                seen.append(sum(len(res["acls"]) for res in r["resources"]))
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        with wire(cluster, 1) as w:
+            created = w.request(30, 3, {"creations": bindings})
+            assert [c["error_code"] for c in created["results"]] == [0] * len(topics), created
+            wait_for(lambda: seen[-1] == len(topics), 30, "every ACL listed by broker 3")
+            filters = [{"resource_type_filter": R_TOPIC, "resource_name_filter": t, "pattern_type_filter": P_LITERAL,
+                        "principal_filter": "User:atomic", "host_filter": None, "operation": 1,
+                        "permission_type": 1} for t in topics]  # fmt: skip
+            deleted = w.request(31, 3, {"filters": filters})
+            assert [len(f["matching_acls"]) for f in deleted["filter_results"]] == [1] * len(topics), deleted
+            wait_for(lambda: seen[-1] == 0, 30, "every ACL gone from broker 3")
+    finally:
+        stop.set()
+        watcher.join()
+    partial = sorted(set(seen) - {0, len(topics)})
+    assert not partial, f"broker 3 listed {partial} of the {len(topics)} ACLs of one request, in {len(seen)} reads"
 
 
 def test_quotas_and_broker_configs_reach_every_broker_and_one_that_was_down(cluster: Cluster) -> None:
