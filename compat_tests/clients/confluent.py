@@ -85,6 +85,12 @@ def _raise_from(exc: KafkaException) -> ClientError:
     return to_client_error(error)
 
 
+
+# A group coordinator loading or moving: what Java's admin retries and librdkafka hands back.
+_COORDINATOR_MOVING = frozenset(
+    {KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.NOT_COORDINATOR}
+)
+
 class ConfluentClient:
     name = "confluent"
     security: ClientSecurity | None = None  # set by a scenario for a secured listener
@@ -552,9 +558,17 @@ class ConfluentClient:
         from confluent_kafka import ConsumerGroupTopicPartitions
 
         admin = self._admin(bootstrap)
-        (future,) = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group_id)]).values()
-        try:
-            result = future.result(TIMEOUT_S)
-        except KafkaException as exc:
-            raise _raise_from(exc) from exc
+        deadline = time.monotonic() + TIMEOUT_S
+        while True:
+            (future,) = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group_id)]).values()
+            try:
+                result = future.result(TIMEOUT_S)
+                break
+            except KafkaException as exc:
+                # librdkafka hands a coordinator's retriable answer (COORDINATOR_LOAD_IN_PROGRESS right
+                # after a restart) to the application, where Java's admin retries it: so does this one.
+                if exc.args[0].code() in _COORDINATOR_MOVING and time.monotonic() < deadline:
+                    time.sleep(0.1)  # the admin's retry backoff
+                    continue
+                raise _raise_from(exc) from exc
         return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}
