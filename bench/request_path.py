@@ -12,6 +12,10 @@ CPU time per request (robust on a loaded machine) and wall time per request, med
 Shapes: ``p1`` is one partition entry holding one batch of 16 x 1 KiB records; ``java-p8`` is what the
 Java producer (batch.size 16 KiB, linger 5 ms) sends to an 8-partition topic: eight partition entries of
 one such ~16 KB batch each.
+``--java acks1|acksall`` sends what Kafka's Java producer (4.x) sends instead of Produce v9 acks=1:
+Produce v13 naming the topic by id, and for ``acksall`` acks=-1 from an idempotent producer (the
+default with acks=all: a producer id, each batch the next sequence number), whose frames differ per
+request: they are built between the timed reads (one request per read only).
 A benchmark: it prints, it never asserts a time.
 """
 
@@ -19,16 +23,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import statistics
 import struct
 import sys
 import tempfile
 import time
+import uuid
 
-from bench.metrics_overhead import RECORDS_PER_BATCH, _NullTransport, produce_frame
+from bench.metrics_overhead import PRODUCE, RECORDS_PER_BATCH, _NullTransport, produce_frame
 from compat_tests.brokers import free_port
 from pybroker.broker import Broker
 from pybroker.config import BrokerConfig
+from pybroker.protocol import codec
+from pybroker.protocol.api import REQUESTS
+from pybroker.records.builder import SimpleRecord, build_batch
 from pybroker.server import KafkaConnection
 
 
@@ -66,6 +75,100 @@ def feed(conn: KafkaConnection, data: bytes) -> None:
 
 
 SHAPES = {"p1": 1, "java-p8": 8}  # partition entries (one batch each) per request
+JAVA_PRODUCE_VERSION = 13  # what a Kafka 4.x Java producer sends to a 4.x broker
+JAVA_PRODUCER_ID = 4000  # an idempotent producer's id (the broker does not check who allocated it)
+
+
+def java_frame(topic_id: uuid.UUID, partitions: int, acks: int, sequence: int, correlation_id: int) -> bytes:
+    """A framed Produce v13 as the Java producer sends it: one batch of RECORDS_PER_BATCH 1 KiB records
+    per partition, from an idempotent producer (sequence ``sequence``) when acks=-1."""
+    idempotent = acks == -1
+    partition_data = [
+        {
+            "index": i,
+            "records": build_batch(
+                [SimpleRecord(b"key", b"v" * 1024) for _ in range(RECORDS_PER_BATCH)],
+                producer_id=JAVA_PRODUCER_ID if idempotent else -1,
+                producer_epoch=0 if idempotent else -1,
+                base_sequence=sequence if idempotent else -1,
+            ),
+        }
+        for i in range(partitions)
+    ]
+    body = codec.encode(
+        REQUESTS[PRODUCE],
+        JAVA_PRODUCE_VERSION,
+        {
+            "transactional_id": None,
+            "acks": acks,
+            "timeout_ms": 30000,
+            "topic_data": [{"topic_id": topic_id, "partition_data": partition_data}],
+        },
+    )
+    client_id = b"producer-1"
+    header = (
+        struct.pack(">hhih", PRODUCE, JAVA_PRODUCE_VERSION, correlation_id, len(client_id))
+        + client_id
+        + b"\x00"
+    )
+    frame = header + body
+    return struct.pack(">i", len(frame)) + frame
+
+
+async def measure_java(
+    requests: int, rounds: int, partitions: int, acks: int
+) -> dict[str, tuple[float, float]]:
+    """``--java``: CPU and wall seconds per request, one request per read, medians of rounds."""
+    with tempfile.TemporaryDirectory(prefix="request-path-") as tmp:
+        config = BrokerConfig(
+            {
+                "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}",
+                "log.dirs": tmp,
+                "offsets.topic.num.partitions": "1",
+            }
+        )
+        broker = Broker(config)
+        await broker.start()
+        try:
+            topic_id = broker.create_topic("bench", partitions, {}).topic_id
+            conn = KafkaConnection(broker)
+            conn.connection_made(_Transport())  # type: ignore[arg-type]  # as the server does
+            sequence = 0
+            samples, walls = [], []
+            chunk = 250  # frames built between timed stretches
+            for _ in range(rounds):
+                cpu = wall = 0.0
+                done = 0
+                while done < requests:
+                    n = min(chunk, requests - done)
+                    frames = [
+                        java_frame(topic_id, partitions, acks, sequence + k * RECORDS_PER_BATCH, done + k)
+                        for k in range(n)
+                    ]
+                    sequence += n * RECORDS_PER_BATCH
+                    gc.collect()  # building the frames' garbage is not the broker's to collect
+                    w0, c0 = time.perf_counter(), time.process_time()
+                    for frame in frames:
+                        feed(conn, frame)
+                        if conn.request_in_flight:
+                            await settle(conn)
+                    await settle(conn)
+                    cpu += time.process_time() - c0
+                    wall += time.perf_counter() - w0
+                    done += n
+                samples.append(cpu / requests)
+                walls.append(wall / requests)
+            sent = rounds * requests * RECORDS_PER_BATCH
+            for index in range(partitions):
+                partition = broker.partition("bench", index)
+                appended = partition.log_end_offset if partition is not None else 0
+                if appended != sent:
+                    raise RuntimeError(
+                        f"partition {index}: {appended} of {sent} records appended: the produce requests failed"
+                    )
+            return {"1 request per read": (statistics.median(samples), statistics.median(walls))}
+        finally:
+            await broker.stop()
 
 
 async def measure(requests: int, rounds: int, partitions: int = 1) -> dict[str, tuple[float, float]]:
@@ -130,10 +233,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=4000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--shape", choices=sorted(SHAPES), default="p1")
+    parser.add_argument(
+        "--java", choices=("acks1", "acksall"), help="Produce v13 as the Java producer sends it"
+    )
     args = parser.parse_args(argv)
     partitions = SHAPES[args.shape]
     print(f"shape {args.shape}: {partitions} partition entr{'y' if partitions == 1 else 'ies'} x 1 batch of {RECORDS_PER_BATCH} x 1 KiB per request")
-    for name, (cpu, wall) in asyncio.run(measure(args.requests, args.rounds, partitions)).items():
+    if args.java:
+        print(
+            f"Java producer: Produce v{JAVA_PRODUCE_VERSION} by topic id, {args.java}"
+            + (" (idempotent)" if args.java == "acksall" else "")
+        )
+        measured = asyncio.run(
+            measure_java(args.requests, args.rounds, partitions, -1 if args.java == "acksall" else 1)
+        )
+    else:
+        measured = asyncio.run(measure(args.requests, args.rounds, partitions))
+    for name, (cpu, wall) in measured.items():
         print(f"{name:22s} {cpu * 1e6:8.2f} us CPU {wall * 1e6:8.2f} us wall per produce request")
     return 0
 

@@ -89,7 +89,8 @@ def _name_topics_by_id(
                 {"topic_id": td["topic_id"], "partition_responses": _partition_errors(td, ErrorCode.UNKNOWN_TOPIC_ID)}
             )
         else:
-            known.append({**td, "name": topic.name})
+            td["name"] = topic.name  # (the request's own decoded entry: named in place, not copied)
+            known.append(td)
     return known, unknown
 
 

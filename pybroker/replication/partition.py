@@ -583,10 +583,10 @@ class Partition:
         """None when the write ending at ``last_offset`` is already below the high watermark with
         enough replicas (acks=all satisfied); otherwise a future of the error code to answer."""
         done, error = self.check_enough_replicas_reach_offset(last_offset + 1)
+        if done and error == ErrorCode.NONE:
+            return None  # (every acks=all write of a partition without followers: no future made)
         fut: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
         if done or error != ErrorCode.NONE:
-            if error == ErrorCode.NONE:
-                return None
             fut.set_result(error)
             return fut
         self._acks_waiters.append((last_offset, fut))

@@ -315,7 +315,7 @@ class Log:
                     self.writer.inline_write_stalled(elapsed, voluntary_switches() > switches)
         except OSError as e:  # disk full, I/O error, read-only: nothing of this append was kept
             raise io_failure(self.directory.parent, f"append to {self.name}", e) from e
-        if plan.updates:  # (none for batches without a producer id)
+        if plan.changes_state:  # (nothing for batches without a producer id)
             self.producer_state.commit(plan)
         info = AppendInfo(
             first_offset, next_offset - 1, now_ms if log_append_time else -1, self.log_start_offset, False

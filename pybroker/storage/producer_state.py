@@ -127,12 +127,24 @@ def _in_sequence(last_sequence: int, next_sequence: int) -> bool:
     return next_sequence == last_sequence + 1 or (next_sequence == 0 and last_sequence == 2**31 - 1)
 
 
-@dataclass
-class AppendPlan:
-    """Validated producer-state changes for one append, applied only once the bytes are written."""
+class AppendPlan(NamedTuple):
+    """Validated producer-state changes for one append, applied only once the bytes are written
+    (a NamedTuple: one is made per produce request)."""
 
     updates: dict[int, ProducerEntry]
     duplicate: BatchMetadata | None = None
+    # The common case, a producer's next batch in order (``ProducerStateManager.next_in_order``):
+    # added to the producer's own entry at commit, without the copy ``updates`` holds.
+    next_batch: tuple[ProducerEntry, int, BatchMetadata] | None = None
+
+    @property
+    def changes_state(self) -> bool:
+        return bool(self.updates) or self.next_batch is not None
+
+
+_NO_UPDATES: dict[int, ProducerEntry] = {}  # shared, never written to
+# The plan of an append without producer ids (no idempotent producer): nothing to change.
+_NO_CHANGES = AppendPlan(_NO_UPDATES)
 
 
 @dataclass(frozen=True)
@@ -183,6 +195,27 @@ class ProducerStateManager:
 
         Raises InvalidProducerEpochError / OutOfOrderSequenceError; a retried batch yields `duplicate`.
         """
+        if len(batches) == 1:  # every produce request of a v3+ client
+            batch = batches[0]
+            if batch.producer_id < 0:
+                return _NO_CHANGES
+            known = self.producers.get(batch.producer_id)
+            if known is not None and self.next_in_order(known, batch):
+                return AppendPlan(
+                    _NO_UPDATES,
+                    None,
+                    (
+                        known,
+                        batch.producer_epoch,
+                        BatchMetadata(
+                            batch.base_sequence,
+                            batch.last_sequence,
+                            first_offset,
+                            first_offset + batch.last_offset_delta,
+                            batch.max_timestamp,
+                        ),
+                    ),
+                )
         updates: dict[int, ProducerEntry] = {}
         offset = first_offset
         for batch in batches:
@@ -223,6 +256,21 @@ class ProducerStateManager:
         return AppendPlan(updates)
 
     @staticmethod
+    def next_in_order(entry: ProducerEntry, batch: BatchHeader) -> bool:
+        """Whether ``batch`` is the known producer's next one: its epoch, the sequence right after
+        the last (not wrapping: that takes the full checks), and no transaction to begin or that
+        a non-transactional batch would break into.  Every check of ``prepare_append`` passes for
+        it, and it cannot be a retry of a cached batch (those lie at or below the last sequence),
+        so its producer's entry is only to be added the batch."""
+        batches = entry.batches
+        return (
+            batch.producer_epoch == entry.epoch
+            and bool(batches)
+            and batch.base_sequence == batches[-1].last_sequence + 1
+            and batch.is_transactional == (entry.current_txn_first_offset >= 0)
+        )
+
+    @staticmethod
     def _check(entry: ProducerEntry, batch: BatchHeader) -> None:
         if batch.producer_epoch < entry.epoch:
             raise InvalidProducerEpochError(
@@ -244,6 +292,10 @@ class ProducerStateManager:
             )
 
     def commit(self, plan: AppendPlan) -> None:
+        if plan.next_batch is not None:
+            entry, epoch, metadata = plan.next_batch
+            entry.add_batch(epoch, metadata)  # its transaction state stays as it is (next_in_order)
+            return
         self.producers.update(plan.updates)
         for entry in plan.updates.values():
             self._track(entry)

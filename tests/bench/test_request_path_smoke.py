@@ -16,3 +16,12 @@ def test_request_path_java_p8_runs(capsys) -> None:
     assert request_path.main(["--requests", "16", "--rounds", "1", "--shape", "java-p8"]) == 0
     out = capsys.readouterr().out
     assert "shape java-p8" in out and "8 requests per read" in out
+
+
+def test_request_path_java_idempotent_runs(capsys) -> None:
+    # Produce v13 by topic id from an idempotent producer, each request the next sequence: the run
+    # checks every record was appended (an out-of-order sequence would fail the requests).
+    args = ["--requests", "16", "--rounds", "2", "--java", "acksall", "--shape", "java-p8"]
+    assert request_path.main(args) == 0
+    out = capsys.readouterr().out
+    assert "(idempotent)" in out and "1 request per read" in out

@@ -12,6 +12,7 @@ from pybroker.storage import (
     OutOfOrderSequenceError,
     RecordTooLargeError,
 )
+from pybroker.storage.errors import InvalidTxnStateError
 
 
 def fill(log, batches=30, per_batch=3, ts=1000):
@@ -155,6 +156,38 @@ def test_idempotent_dedupe_out_of_order_and_fencing(log_dir):
         append(log, idem(2, epoch=0))
     append(log, idem(12345, pid=99))  # unknown producer: any sequence
     assert log.log_end_offset == 8
+
+
+def test_a_long_in_order_run_keeps_the_last_five_batches_for_retries(log_dir):
+    """Each batch of a run is its producer's next one (added to the producer's entry without a
+    copy): the last five are still answered as duplicates with their own offsets, an older retry
+    is out of order, and the state survives a restart."""
+    log = Log.create(log_dir, "topic", 0, LogConfig(), 0)
+    infos = [append(log, idem(2 * i)) for i in range(12)]
+    assert [i.first_offset for i in infos] == list(range(0, 24, 2))
+    for i in range(7, 12):
+        dup = append(log, idem(2 * i))
+        assert dup.duplicate and dup.first_offset == infos[i].first_offset
+    with pytest.raises(OutOfOrderSequenceError):
+        append(log, idem(2 * 6))
+    assert log.log_end_offset == 24
+    log.close()
+    log = Log.open(log_dir, "topic", 0, LogConfig(), 0, recovery_point=0, clean_shutdown=True)
+    assert append(log, idem(22)).duplicate
+    assert append(log, idem(24)).first_offset == 24
+
+
+def test_in_order_batches_keep_the_transaction_rules(log_dir):
+    """The transaction a producer's batches are in is checked for its next batch in order too: a
+    non-transactional batch inside its ongoing transaction is refused; transactional ones go on."""
+    log = Log.create(log_dir, "topic", 0, LogConfig(), 0)
+    append(log, idem(0, count=2))
+    append(log, make_request(2, producer_id=42, producer_epoch=0, base_sequence=2, is_transactional=True))
+    append(log, make_request(2, producer_id=42, producer_epoch=0, base_sequence=4, is_transactional=True))
+    assert log.first_unstable_offset() == 2
+    with pytest.raises(InvalidTxnStateError):
+        append(log, idem(6))
+    assert log.log_end_offset == 6
 
 
 def test_producer_state_survives_close_and_crash(log_dir):
