@@ -277,6 +277,9 @@ def test_operations_and_an_authorizer_that_hides_topics_are_answered_byte_identi
         for _ in range(2):
             got = codec.encode(METADATA, version, handle_metadata(_ctx(broker, version, principal), request))
             assert got == _reference(broker, _ctx(broker, version, principal), request, visible, ops)
+        named = {**request, "topics": [{"name": "events", "topic_id": uuid.UUID(int=0)}]}  # and by name
+        got = codec.encode(METADATA, version, handle_metadata(_ctx(broker, version, principal), named))
+        assert got == _reference(broker, _ctx(broker, version, principal), named, ["events"], ops and {"events": bits})
     # And the unfiltered answer is still every topic's, not a filtered one kept from before.
     broker.authorizer = None
     got = codec.encode(METADATA, version, handle_metadata(_ctx(broker, version), request))
