@@ -23,6 +23,16 @@ from pybroker.protocol.api import RESPONSES
 from pybroker.protocol.codec import RequestHeader
 from pybroker.replication.partition import Partition
 from pybroker.replication.replica_manager import ReplicaManager
+from pybroker.security.acl import (
+    SUPPORTED_OPERATIONS,
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
+from pybroker.security.authorizer import Authorizer
+from pybroker.security.context import ConnectionSecurity, KafkaPrincipal
 
 METADATA = RESPONSES[3]
 VERSIONS = range(METADATA.min_version, METADATA.max_version + 1)
@@ -37,6 +47,7 @@ class _Broker:
     publisher, wired as the broker wires them; topic administration never creates anything."""
 
     node_id = 1
+    authorizer: Authorizer | None = None  # none configured, unless a test sets one
 
     def __init__(self, directory: Path) -> None:
         self.metadata = MetadataStore(directory)
@@ -87,11 +98,12 @@ class _Broker:
         return None
 
 
-def _ctx(broker: _Broker, version: int) -> RequestContext:
+def _ctx(broker: _Broker, version: int, principal: str = "User:ANONYMOUS") -> RequestContext:
     header = RequestHeader(
         api_key=3, api_version=version, correlation_id=1, client_id="test", body_offset=0, complete=True
     )
-    return RequestContext(broker, header, "peer", None)  # type: ignore[arg-type]  # Metadata counts nothing
+    security = ConnectionSecurity("PLAINTEXT", "PLAINTEXT", "127.0.0.1", 5555, KafkaPrincipal.parse(principal))
+    return RequestContext(broker, header, "peer", None, security)  # type: ignore[arg-type]  # Metadata counts nothing
 
 
 def _all_topics(version: int) -> dict:
@@ -212,3 +224,100 @@ def test_a_leader_on_an_unregistered_broker_is_not_available(broker: _Broker) ->
     part = events["partitions"][1]
     assert (part["error_code"], part["leader_id"], part["offline_replicas"]) == (5, -1, [4])
     assert sorted(b["node_id"] for b in decoded["brokers"]) == [1, 2, 3]
+
+
+def _reference(broker: _Broker, ctx: RequestContext, request: dict, visible: list[str], ops: dict[str, int] | None) -> bytes:
+    """The handler's response with its topics replaced by dicts built here: ``visible`` (in the
+    image's order) and, when asked for, their authorized operations as the test expects them."""
+    version = ctx.version
+    response = handle_metadata(ctx, request)
+    image = broker.metadata_image()
+    topics = []
+    for name in (n for n in image.topics_by_name if n in visible):
+        topic = topic_metadata(image.topics_by_name[name], image.brokers)
+        if ops is not None:
+            topic["topic_authorized_operations"] = ops[name]
+        topics.append(topic)
+    response["topics"] = topics
+    return codec.encode(METADATA, version, response)
+
+
+def _acl(principal: str, topic: str, op: AclOperation) -> AclBinding:
+    return AclBinding(
+        ResourceType.TOPIC, topic, PatternType.LITERAL, principal, "*", op, AclPermissionType.ALLOW
+    )
+
+
+DESCRIBE_BIT = 1 << AclOperation.DESCRIBE
+READ_DESCRIBE_BITS = DESCRIBE_BIT | 1 << AclOperation.READ
+# No authorizer: every operation a topic supports (Kafka's AclEntry.supportedOperations(TOPIC)).
+EVERY_TOPIC_OPERATION = sum(1 << op for op in SUPPORTED_OPERATIONS[ResourceType.TOPIC])
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_operations_and_an_authorizer_that_hides_topics_are_answered_byte_identically(
+    broker: _Broker, version: int
+) -> None:
+    wants_ops = version >= 8
+    request = {**_all_topics(version), "include_topic_authorized_operations": wants_ops}
+    # No authorizer: every topic, every operation (entries kept per operations value).
+    everything = dict.fromkeys(["orders", "events"], EVERY_TOPIC_OPERATION) if wants_ops else None
+    for _ in range(2):  # built, then served from the cache
+        got = codec.encode(METADATA, version, handle_metadata(_ctx(broker, version), request))
+        assert got == _reference(broker, _ctx(broker, version), request, ["orders", "events"], everything)
+    # An authorizer: alice may describe events only (orders is left out), bob reads and describes both.
+    authorizer = Authorizer(frozenset(), allow_if_no_acl=False)
+    authorizer.create_acls(
+        [_acl("User:alice", "events", AclOperation.DESCRIBE)]
+        + [_acl("User:bob", t, op) for t in ("orders", "events") for op in (AclOperation.DESCRIBE, AclOperation.READ)]
+    )
+    broker.authorizer = authorizer
+    for principal, visible, bits in (("User:alice", ["events"], DESCRIBE_BIT), ("User:bob", ["orders", "events"], READ_DESCRIBE_BITS)):
+        ops = dict.fromkeys(visible, bits) if wants_ops else None
+        for _ in range(2):
+            got = codec.encode(METADATA, version, handle_metadata(_ctx(broker, version, principal), request))
+            assert got == _reference(broker, _ctx(broker, version, principal), request, visible, ops)
+        named = {**request, "topics": [{"name": "events", "topic_id": uuid.UUID(int=0)}]}  # and by name
+        got = codec.encode(METADATA, version, handle_metadata(_ctx(broker, version, principal), named))
+        assert got == _reference(broker, _ctx(broker, version, principal), named, ["events"], ops and {"events": bits})
+    # And the unfiltered answer is still every topic's, not a filtered one kept from before.
+    broker.authorizer = None
+    got = codec.encode(METADATA, version, handle_metadata(_ctx(broker, version), request))
+    assert got == _reference(broker, _ctx(broker, version), request, ["orders", "events"], everything)
+
+
+def test_the_kept_list_of_every_topic_follows_the_image_without_the_listener(broker: _Broker) -> None:
+    """The list of all topics' entries is kept per image: a change the cache is never told of (its
+    listener removed) is still answered, because it is a new image."""
+    broker.publisher.listeners.remove(broker.metadata_cache.invalidate)
+    for version in (0, 9, 12):
+        assert _cached(broker, version) == _uncached(broker, version)
+    p = broker.partition("orders", 3)
+    assert p is not None
+    p.leader_id = 3
+    p.isr = [3]
+    for version in (0, 9, 12):
+        assert _cached(broker, version) == _uncached(broker, version)
+    decoded, _ = codec.decode(METADATA, 12, _cached(broker, 12))
+    orders = next(t for t in decoded["topics"] if t["name"] == "orders")
+    assert (orders["partitions"][3]["leader_id"], orders["partitions"][3]["isr_nodes"]) == (3, [3])
+    broker.add_topic("late", 4)  # a topic created after the list was kept
+    broker.delete_topic("events")
+    decoded, _ = codec.decode(METADATA, 12, _cached(broker, 12))
+    assert sorted((t["name"], len(t["partitions"])) for t in decoded["topics"]) == [("late", 4), ("orders", 50)]
+    assert _cached(broker, 12) == _uncached(broker, 12)
+
+
+def test_a_broker_leaving_takes_its_leaders_offline_in_the_next_answer(broker: _Broker) -> None:
+    p = broker.partition("events", 0)
+    assert p is not None
+    p.replicas = [2, 3]
+    p.leader_id = 2
+    before = _cached(broker, 12)
+    # Broker 2 unregisters: a new broker set, the same topic images.
+    broker.publisher.set_brokers(BrokerRegistration(n, "127.0.0.1", 9091 + n) for n in (1, 3))
+    after = _cached(broker, 12)
+    assert after != before and after == _uncached(broker, 12)
+    decoded, _ = codec.decode(METADATA, 12, after)
+    part = next(t for t in decoded["topics"] if t["name"] == "events")["partitions"][0]
+    assert (part["error_code"], part["leader_id"], part["offline_replicas"]) == (5, -1, [2])

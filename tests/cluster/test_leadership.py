@@ -253,3 +253,55 @@ def test_reassignment_completes_with_data_intact(cluster: Cluster) -> None:
     finally:
         cluster.brokers[2].start(timeout_s=60)
 
+
+
+METADATA_VERSIONS = (1, 5, 9, 12)  # v1 (first with a null "every topic"), v5 offline replicas, v9 flexible
+
+
+def metadata_views(bootstrap: str, topic: str) -> dict[str, tuple]:
+    """The topic's partition 0 as a broker answers it through every cached path: every topic and the
+    topic by name, at versions of different layouts (raw requests), and confluent-kafka's list_topics:
+    view -> (leader, replicas, ISR, offline replicas or None where the version has none)."""
+    views: dict[str, tuple] = {}
+    with WireClient(bootstrap) as w:
+        for version in METADATA_VERSIONS:
+            for shape, topics in (("all", None), ("named", [{"name": topic}])):
+                body: dict = {"topics": topics}
+                if version >= 4:
+                    body["allow_auto_topic_creation"] = False
+                [t] = [t for t in w.request(3, version, body)["topics"] if t["name"] == topic]
+                [p] = t["partitions"]
+                offline = sorted(p["offline_replicas"]) if version >= 5 else None
+                views[f"v{version} {shape}"] = (p["leader_id"], sorted(p["replica_nodes"]), sorted(p["isr_nodes"]), offline)
+    p = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30).topics[topic].partitions[0]
+    views["list_topics"] = (p.leader, sorted(p.replicas), sorted(p.isrs), None)
+    return views
+
+
+def assert_every_view(bootstrap: str, topic: str, leader: int, replicas: list[int], isr: list[int], offline: list[int]) -> None:
+    for view, got in metadata_views(bootstrap, topic).items():
+        assert got == (leader, replicas, isr, None if got[3] is None else offline), view
+
+
+def test_every_metadata_version_follows_a_leader_and_isr_change_at_once(cluster: Cluster) -> None:
+    """pybroker answers Metadata from encoded entries kept per topic and layout, and the list of every
+    topic's kept per image: once a broker answers one request with a new leader or ISR, every version
+    and request shape (and a real client) answers it too, with no stale layout left behind."""
+    topic = "md-follow"
+    create_topic(cluster, topic, [2, 3])
+    for node in (1, 3):  # every path built and kept on the brokers that stay up
+        assert_every_view(cluster.brokers[node].bootstrap, topic, 2, [2, 3], [2, 3], [])
+    cluster.brokers[2].stop()  # controlled shutdown: leadership moves to 3, broker 2 leaves the ISR
+    try:
+        for node in (1, 3):
+            bootstrap = cluster.brokers[node].bootstrap
+            wait_for(lambda b=bootstrap: metadata_views(b, topic)["v12 named"] == (3, [2, 3], [3], [2]),
+                     what=f"broker {node} to answer leader 3 with broker 2 offline")
+            assert_every_view(bootstrap, topic, 3, [2, 3], [3], [2])
+    finally:
+        cluster.brokers[2].start(timeout_s=60)
+    for node in (1, 3):
+        bootstrap = cluster.brokers[node].bootstrap
+        wait_for(lambda b=bootstrap: metadata_views(b, topic)["v12 named"] == (3, [2, 3], [2, 3], []),
+                 what=f"broker {node} to answer broker 2 back in the ISR")
+        assert_every_view(bootstrap, topic, 3, [2, 3], [2, 3], [])
