@@ -93,6 +93,9 @@ LOCAL_TOPICS: frozenset[str] = frozenset()
 ADMIN_POLL_S = 0.05
 ADMIN_TIMEOUT_MS = 30_000  # when a request names none
 CLUSTER_ID_PATH = "/cluster/id"
+# The longest a departed broker stays in a broker's image while partition states still name it leader
+# (see ZkMetadataPublisher.set_brokers): comfortably above the controller's election round trip.
+DEPARTED_BROKER_HOLD_S = 5.0
 
 
 class ZkMetadataPublisher:
@@ -105,6 +108,10 @@ class ZkMetadataPublisher:
         self.assignments: dict[str, TopicAssignment] = {}
         self.configs: dict[str, dict[str, str]] = {}
         self.states: dict[tuple[str, int], PartitionState] = {}
+        self.live: dict[int, BrokerInfo] = {}  # registered under /brokers/ids
+        # Departed brokers still published: broker id -> (last registration, deadline, the partitions
+        # whose state still names it leader).
+        self.departed: dict[int, tuple[BrokerInfo, float, set[tuple[str, int]]]] = {}
         self._dirty: set[str] = set()
         self.listeners: list = []  # told each topic name whose image is about to change
 
@@ -112,9 +119,59 @@ class ZkMetadataPublisher:
         img = self._image
         self._image = MetadataImage(cluster_id, img.controller_id, img.brokers, img.topics_by_name, img.topics_by_id)
 
-    def set_brokers(self, brokers: Mapping[int, BrokerInfo]) -> None:
-        self._image = self._image.with_brokers(_registration(b) for b in brokers.values())
-        for name in self.assignments:  # offline replicas and leaders change with the live set
+    def set_brokers(self, brokers: Mapping[int, BrokerInfo], now: float | None = None) -> None:
+        """The registrations under /brokers/ids changed. A broker that left while partition states still
+        name it leader stays in the published image (not in ``live``) until the controller has rewritten
+        every such state, or for DEPARTED_BROKER_HOLD_S at most. In Kafka's ZK mode the other brokers
+        learn of a failure only from the controller's UpdateMetadata, which carries the removed broker and
+        the leaders elected in its place together (KafkaController.onBrokerFailure); published at once,
+        the departure would make clients see LEADER_NOT_AVAILABLE for its partitions until the
+        election's writes arrive, and some clients (librdkafka) keep that answer until their next
+        refresh. Held, the old leader is what clients see: they fail to reach it and ask again."""
+        deadline = (time.monotonic() if now is None else now) + DEPARTED_BROKER_HOLD_S
+        for b, info in self.live.items():
+            if b not in brokers and b not in self.departed:
+                led = {tp for tp, s in self.states.items() if s.leader == b}
+                if led:
+                    self.departed[b] = (info, deadline, led)
+        for b in brokers:
+            self.departed.pop(b, None)  # registered again: its new registration is the one published
+        self.live = dict(brokers)
+        self._publish_brokers()
+
+    def set_state(self, tp: tuple[str, int], state: PartitionState | None) -> None:
+        """A partition's state as the controller wrote it (None: its topic was deleted)."""
+        if state is None:
+            self.states.pop(tp, None)
+        else:
+            self.states[tp] = state
+        if self.departed:
+            released = False
+            for b, (_info, _deadline, led) in list(self.departed.items()):
+                if tp in led and (state is None or state.leader != b):
+                    led.discard(tp)
+                    if not led:
+                        del self.departed[b]
+                        released = True
+            if released:
+                self._publish_brokers()
+
+    def release_departed(self, now: float | None = None) -> None:
+        """Drop the departed brokers held past DEPARTED_BROKER_HOLD_S: the controller has not rewritten
+        the partitions they led (it is being elected itself, or failed to write); clients are then told
+        their leaders are not available, as before the hold."""
+        now = time.monotonic() if now is None else now
+        expired = [b for b, (_info, deadline, _led) in self.departed.items() if now >= deadline]
+        for b in expired:
+            del self.departed[b]
+        if expired:
+            self._publish_brokers()
+
+    def _publish_brokers(self) -> None:
+        published = {b: info for b, (info, _deadline, _led) in self.departed.items()}
+        published.update(self.live)
+        self._image = self._image.with_brokers(_registration(b) for b in published.values())
+        for name in self.assignments:  # offline replicas and leaders change with the published set
             self.topic_changed(name)
 
     def set_controller(self, controller_id: int | None) -> None:
@@ -387,6 +444,9 @@ class ClusterMode:
     # -- MetadataListener ------------------------------------------------------------------
     def on_brokers(self, brokers: dict[int, BrokerInfo]) -> None:
         self.publisher.set_brokers(brokers)
+        if self.publisher.departed:
+            # The bound on holding a departed broker (ZkMetadataPublisher.set_brokers).
+            asyncio.get_running_loop().call_later(DEPARTED_BROKER_HOLD_S + 0.01, self.publisher.release_departed)
 
     def on_controller(self, controller_id: int | None) -> None:
         self.publisher.set_controller(controller_id)
@@ -399,7 +459,7 @@ class ClusterMode:
             pub.assignments.pop(topic, None)
             pub.configs.pop(topic, None)
             for tp in [tp for tp in pub.states if tp[0] == topic]:
-                del pub.states[tp]
+                pub.set_state(tp, None)
             pub.topic_changed(topic)
             self._delete_local_topic(topic)
             self._forget_committed_offsets(topic)
@@ -422,7 +482,7 @@ class ClusterMode:
     def on_partition(self, topic: str, partition: int, state: PartitionState) -> None:
         if topic in LOCAL_TOPICS or self._stopping:
             return
-        self.publisher.states[(topic, partition)] = state
+        self.publisher.set_state((topic, partition), state)
         self.publisher.topic_changed(topic)
         if self.node_id not in state.replicas:
             return
@@ -630,7 +690,7 @@ class ClusterMode:
 
     # -- topic administration (the ZooKeeper-backed TopicAdmin) ------------------------------
     def live_brokers(self) -> set[int]:
-        return set(self.publisher.image().brokers)
+        return set(self.publisher.live)  # not the departed brokers the image still holds
 
     async def _zk(self, fn, *args, **kwargs):
         assert self.membership is not None

@@ -305,3 +305,48 @@ def test_every_metadata_version_follows_a_leader_and_isr_change_at_once(cluster:
         wait_for(lambda b=bootstrap: metadata_views(b, topic)["v12 named"] == (3, [2, 3], [2, 3], []),
                  what=f"broker {node} to answer broker 2 back in the ISR")
         assert_every_view(bootstrap, topic, 3, [2, 3], [2, 3], [])
+
+
+def test_no_leaderless_window_after_a_broker_failure(cluster: Cluster) -> None:
+    """A broker killed while leading partitions: another broker's Metadata answers name the old leader
+    until the controller's election reaches it, then the new leader; never LEADER_NOT_AVAILABLE with
+    leader -1 in between (Kafka's ZK-mode brokers learn of the failure from the controller's
+    UpdateMetadata, which carries the new leaders too). librdkafka keeps a leaderless answer until its
+    next refresh, so that window surfaced as "Unknown partition" errors."""
+    ctrl = controller(cluster)
+    victim, polled = [n for n in (1, 2, 3) if n != ctrl]
+    topic = "failover-window"
+    # Every replica set starts with the victim: it leads all twelve partitions.
+    others = [polled, ctrl]
+    assignment = [[victim, *(others if i % 2 else others[::-1])] for i in range(12)]
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 12, replica_assignment=assignment)], operation_timeout=30)[topic].result(60)
+
+    def partitions() -> list[dict]:
+        md = w.request(3, 12, {"topics": [{"name": topic}], "allow_auto_topic_creation": False})
+        [t] = md["topics"]
+        assert t["error_code"] == ErrorCode.NONE, t
+        return t["partitions"]
+
+    with WireClient(cluster.brokers[polled].bootstrap) as w:
+        wait_for(lambda: all(p["leader_id"] == victim and len(p["isr_nodes"]) == 3 for p in partitions())
+                 and len(partitions()) == 12, what=f"{topic} led by {victim} with full ISRs")
+        cluster.brokers[victim].kill9()
+        try:
+            seen: list[tuple[int, int, int]] = []  # (partition, error, leader) of every answer
+            deadline = time.monotonic() + 30
+            while True:
+                answer = partitions()
+                seen += [(p["partition_index"], p["error_code"], p["leader_id"]) for p in answer]
+                if all(p["leader_id"] not in (victim, -1) for p in answer) or time.monotonic() > deadline:
+                    break
+            # A few more looks after the new leaders appeared: nothing goes back.
+            for _ in range(20):
+                seen += [(p["partition_index"], p["error_code"], p["leader_id"]) for p in partitions()]
+        finally:
+            cluster.brokers[victim].start(timeout_s=60)
+    leaderless = [s for s in seen if s[1] == ErrorCode.LEADER_NOT_AVAILABLE or s[2] == -1]
+    assert not leaderless, f"{len(leaderless)} leaderless answers, first {leaderless[:5]}"
+    assert {s[0]: s[2] for s in seen} == {i: assignment[i][1] for i in range(12)}  # the new leaders
+    wait_for(lambda: all(len(p.isr) == 3 for p in cluster.metadata(polled, topic).topics[topic].partitions.values()),
+             what=f"{victim} back in every ISR")
