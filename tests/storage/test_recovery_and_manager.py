@@ -192,3 +192,114 @@ def test_shutdown_makes_everything_durable_before_the_recovery_point_moves(
     log = started(tmp_path).get_log("orders", 0)
     assert (log.log_end_offset, log.recovery_point) == (36, 36)
     assert [r.offset for r in read_records(log.read(33, 1000).read())] == [33, 34, 35]
+
+
+WIDE_CONFIG = LogConfig(segment_bytes=1 << 20, index_interval_bytes=4096)
+WIDE_PARTITIONS = 40
+
+
+def populate_wide(tmp_path: Path) -> LogManager:
+    """Many partitions of six 1 KiB batches each: some index entries, and a last batch whose
+    timestamp the time index has not taken yet (the closing entry is still to be written)."""
+    manager = LogManager([tmp_path / "data"], clock=Clock(), default_config=WIDE_CONFIG)
+    manager.startup()
+    for p in range(WIDE_PARTITIONS):
+        log = manager.create_log("wide", p, WIDE_CONFIG, TOPIC_ID)
+        for i in range(6):
+            append(log, make_request(1, ts=1000 + i, value_size=1024))
+    return manager
+
+
+@pytest.mark.parametrize("whole_fs_sync", [True, False], ids=["syncfs", "fsync-per-file"])
+def test_shutdown_creates_one_file_and_writes_each_index_once_per_partition(
+    tmp_path, monkeypatch, whole_fs_sync
+):
+    """Shutdown's per-partition file work, counted rather than timed: with 10,000 partitions
+    every file created (a journal transaction each) or written twice is thousands of disk
+    operations. A partition's index files exist from its creation; at close its only new file is
+    the producer snapshot, and each index file is opened once (the time index used to be written
+    by the flush and again, with the closing entry, by the segment's close)."""
+    import builtins
+
+    import pybroker.storage.manager as manager_module
+
+    monkeypatch.setattr(manager_module, "syncfs_available", lambda: whole_fs_sync)
+    manager = populate_wide(tmp_path)
+    created: list[Path] = []
+    index_opens: dict[Path, int] = {}
+    real_os_open, real_open = os.open, builtins.open
+
+    def record(path) -> None:
+        path = Path(path)
+        if not path.exists():
+            created.append(path)
+        if path.suffix in (".index", ".timeindex"):
+            index_opens[path] = index_opens.get(path, 0) + 1
+
+    def recording_os_open(path, flags, *args, **kwargs):
+        if flags & os.O_CREAT:
+            record(path)
+        return real_os_open(path, flags, *args, **kwargs)
+
+    def recording_open(file, mode="r", *args, **kwargs):
+        if isinstance(file, (str, Path)) and any(c in mode for c in "wax+"):
+            record(file)
+        return real_open(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", recording_os_open)
+    monkeypatch.setattr(builtins, "open", recording_open)
+    manager.shutdown()
+    monkeypatch.undo()
+
+    data = tmp_path / "data"
+    per_partition = [p for p in created if p.parent != data]
+    assert sorted(p.parent.name for p in per_partition) == sorted(f"wide-{p}" for p in range(WIDE_PARTITIONS))
+    assert all(p.name.endswith(".snapshot.tmp") for p in per_partition), per_partition
+    assert len(index_opens) == 2 * WIDE_PARTITIONS and set(index_opens.values()) == {1}, index_opens
+    # Nothing was left out: the closing time-index entry is on disk, and the restart trusts it all.
+    log = started_wide(tmp_path).get_log("wide", 7)
+    segment = log.active_segment
+    assert segment.time_index.last_entry == (1005, 5)
+    assert not segment.needs_recovery
+
+
+def started_wide(tmp_path: Path) -> LogManager:
+    manager = LogManager([tmp_path / "data"], clock=Clock(), default_config=WIDE_CONFIG)
+    manager.startup()
+    return manager
+
+
+def test_clean_shutdown_of_many_partitions_restarts_without_recovery(tmp_path, monkeypatch):
+    """After a clean shutdown every one of many partitions opens as it was left: no segment
+    recovered, no index rebuilt, producer state read from the snapshot at the log end rather than
+    replayed from the log, recovery points at the log ends."""
+    from pybroker.storage.producer_state import ProducerStateManager
+    from pybroker.storage.segment import LogSegment
+
+    manager = populate_wide(tmp_path)
+    manager.shutdown()
+    assert (tmp_path / "data" / ".kafka_cleanshutdown").exists()
+
+    def fail(*args, **kwargs):
+        raise AssertionError("recovery work after a clean shutdown")
+
+    real_replay = ProducerStateManager.replay
+    replayed: list[int] = []
+
+    def counting_replay(self, headers, *args, **kwargs):
+        headers = list(headers)
+        replayed.extend(h.base_offset for h in headers)
+        return real_replay(self, iter(headers), *args, **kwargs)
+
+    monkeypatch.setattr(LogSegment, "recover", fail)
+    monkeypatch.setattr(ProducerStateManager, "replay", counting_replay)
+    restarted = started_wide(tmp_path)
+    logs = restarted.all_logs()
+    assert len(logs) == WIDE_PARTITIONS
+    for log in logs:
+        assert (log.log_end_offset, log.recovery_point) == (6, 6)
+        assert not any(segment.needs_recovery for segment in log.segments)
+        assert len(log.active_segment.offset_index) >= 1
+    assert replayed == [], "producer state replayed from the log, not read from its snapshot"
+    assert not (tmp_path / "data" / ".kafka_cleanshutdown").exists()
+    restarted.shutdown()
