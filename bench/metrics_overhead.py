@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import statistics
 import struct
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 from compat_tests.brokers import free_port
@@ -68,12 +70,14 @@ def produce_frame(topic: str, partitions: int = 1) -> bytes:
     return header + body
 
 
-async def measure(requests: int, rounds: int) -> dict[str, list[float]]:
-    with tempfile.TemporaryDirectory(prefix="metrics-overhead-") as tmp:
-        port = free_port()
+@contextlib.asynccontextmanager
+async def started_broker(prefix: str) -> AsyncIterator[Broker]:
+    """An in-process broker on a fresh temporary log dir (one offsets partition), stopped on exit:
+    the request-path benchmarks drive its KafkaConnection directly, without a socket."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         config = BrokerConfig(
             {
-                "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+                "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}",
                 "log.dirs": tmp,
                 "offsets.topic.num.partitions": "1",
             }
@@ -81,29 +85,34 @@ async def measure(requests: int, rounds: int) -> dict[str, list[float]]:
         broker = Broker(config)
         await broker.start()
         try:
-            broker.create_topic("bench", 1, {})
-            conn = KafkaConnection(broker)
-            conn.connection_made(_NullTransport())  # type: ignore[arg-type]  # as the server does, so the connection has its security context
-            frame = memoryview(produce_frame("bench"))
-            # Run against a tree from before the metrics (PYTHONPATH=<old checkout>) for the baseline.
-            modes = (
-                (("timing off", False), ("timing on", True))
-                if hasattr(broker, "metrics")
-                else (("no metrics", False),)
-            )
-            results: dict[str, list[float]] = {mode: [] for mode, _ in modes}
-            for _ in range(rounds):
-                for mode, timed in modes:
-                    if hasattr(broker, "metrics"):
-                        broker.metrics.timed = timed
-                    start = time.process_time()
-                    for _ in range(requests):
-                        parts = conn._handle(frame)
-                        assert parts
-                    results[mode].append((time.process_time() - start) / requests)
-            return results
+            yield broker
         finally:
             await broker.stop()
+
+
+async def measure(requests: int, rounds: int) -> dict[str, list[float]]:
+    async with started_broker("metrics-overhead-") as broker:
+        broker.create_topic("bench", 1, {})
+        conn = KafkaConnection(broker)
+        conn.connection_made(_NullTransport())  # type: ignore[arg-type]  # as the server does, so the connection has its security context
+        frame = memoryview(produce_frame("bench"))
+        # Run against a tree from before the metrics (PYTHONPATH=<old checkout>) for the baseline.
+        modes = (
+            (("timing off", False), ("timing on", True))
+            if hasattr(broker, "metrics")
+            else (("no metrics", False),)
+        )
+        results: dict[str, list[float]] = {mode: [] for mode, _ in modes}
+        for _ in range(rounds):
+            for mode, timed in modes:
+                if hasattr(broker, "metrics"):
+                    broker.metrics.timed = timed
+                start = time.process_time()
+                for _ in range(requests):
+                    parts = conn._handle(frame)
+                    assert parts
+                results[mode].append((time.process_time() - start) / requests)
+        return results
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,14 +27,10 @@ import gc
 import statistics
 import struct
 import sys
-import tempfile
 import time
 import uuid
 
-from bench.metrics_overhead import PRODUCE, RECORDS_PER_BATCH, _NullTransport, produce_frame
-from compat_tests.brokers import free_port
-from pybroker.broker import Broker
-from pybroker.config import BrokerConfig
+from bench.metrics_overhead import PRODUCE, RECORDS_PER_BATCH, _NullTransport, produce_frame, started_broker
 from pybroker.protocol import codec
 from pybroker.protocol.api import REQUESTS
 from pybroker.records.builder import SimpleRecord, build_batch
@@ -119,113 +115,89 @@ async def measure_java(
     requests: int, rounds: int, partitions: int, acks: int
 ) -> dict[str, tuple[float, float]]:
     """``--java``: CPU and wall seconds per request, one request per read, medians of rounds."""
-    with tempfile.TemporaryDirectory(prefix="request-path-") as tmp:
-        config = BrokerConfig(
-            {
-                "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}",
-                "log.dirs": tmp,
-                "offsets.topic.num.partitions": "1",
-            }
-        )
-        broker = Broker(config)
-        await broker.start()
-        try:
-            topic_id = broker.create_topic("bench", partitions, {}).topic_id
-            conn = KafkaConnection(broker)
-            conn.connection_made(_Transport())  # type: ignore[arg-type]  # as the server does
-            sequence = 0
-            samples, walls = [], []
-            chunk = 250  # frames built between timed stretches
-            for _ in range(rounds):
-                cpu = wall = 0.0
-                done = 0
-                while done < requests:
-                    n = min(chunk, requests - done)
-                    frames = [
-                        java_frame(topic_id, partitions, acks, sequence + k * RECORDS_PER_BATCH, done + k)
-                        for k in range(n)
-                    ]
-                    sequence += n * RECORDS_PER_BATCH
-                    gc.collect()  # building the frames' garbage is not the broker's to collect
-                    w0, c0 = time.perf_counter(), time.process_time()
-                    for frame in frames:
-                        feed(conn, frame)
-                        if conn.request_in_flight:
-                            await settle(conn)
-                    await settle(conn)
-                    cpu += time.process_time() - c0
-                    wall += time.perf_counter() - w0
-                    done += n
-                samples.append(cpu / requests)
-                walls.append(wall / requests)
-            sent = rounds * requests * RECORDS_PER_BATCH
-            for index in range(partitions):
-                partition = broker.partition("bench", index)
-                appended = partition.log_end_offset if partition is not None else 0
-                if appended != sent:
-                    raise RuntimeError(
-                        f"partition {index}: {appended} of {sent} records appended: the produce requests failed"
-                    )
-            return {"1 request per read": (statistics.median(samples), statistics.median(walls))}
-        finally:
-            await broker.stop()
+    async with started_broker("request-path-") as broker:
+        topic_id = broker.create_topic("bench", partitions, {}).topic_id
+        conn = KafkaConnection(broker)
+        conn.connection_made(_Transport())  # type: ignore[arg-type]  # as the server does
+        sequence = 0
+        samples, walls = [], []
+        chunk = 250  # frames built between timed stretches
+        for _ in range(rounds):
+            cpu = wall = 0.0
+            done = 0
+            while done < requests:
+                n = min(chunk, requests - done)
+                frames = [
+                    java_frame(topic_id, partitions, acks, sequence + k * RECORDS_PER_BATCH, done + k)
+                    for k in range(n)
+                ]
+                sequence += n * RECORDS_PER_BATCH
+                gc.collect()  # building the frames' garbage is not the broker's to collect
+                w0, c0 = time.perf_counter(), time.process_time()
+                for frame in frames:
+                    feed(conn, frame)
+                    if conn.request_in_flight:
+                        await settle(conn)
+                await settle(conn)
+                cpu += time.process_time() - c0
+                wall += time.perf_counter() - w0
+                done += n
+            samples.append(cpu / requests)
+            walls.append(wall / requests)
+        sent = rounds * requests * RECORDS_PER_BATCH
+        for index in range(partitions):
+            partition = broker.partition("bench", index)
+            appended = partition.log_end_offset if partition is not None else 0
+            if appended != sent:
+                raise RuntimeError(
+                    f"partition {index}: {appended} of {sent} records appended: the produce requests failed"
+                )
+        return {"1 request per read": (statistics.median(samples), statistics.median(walls))}
 
 
 async def measure(requests: int, rounds: int, partitions: int = 1) -> dict[str, tuple[float, float]]:
     """Per case: (CPU seconds, wall seconds) per request, medians over rounds."""
-    with tempfile.TemporaryDirectory(prefix="request-path-") as tmp:
-        config = BrokerConfig(
-            {
-                "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}",
-                "log.dirs": tmp,
-                "offsets.topic.num.partitions": "1",
-            }
-        )
-        broker = Broker(config)
-        await broker.start()
-        try:
-            broker.create_topic("bench", partitions, {})
-            conn = KafkaConnection(broker)
-            conn.connection_made(_Transport())  # type: ignore[arg-type]  # as the server does, so the connection has its security context
-            frame = produce_frame("bench", partitions)
-            framed = struct.pack(">i", len(frame)) + frame
-            results: dict[str, tuple[float, float]] = {}
-            diverted = 0  # reads whose appends went to the writer threads
-            for name, per_read in (("1 request per read", 1), ("8 requests per read", 8)):
-                chunk = framed * per_read
-                reads = max(1, requests // per_read)
-                samples = []
-                walls = []
-                for _ in range(rounds):
-                    wall = time.perf_counter()
-                    start = time.process_time()
-                    for _ in range(reads):
-                        feed(conn, chunk)
-                        if conn.request_in_flight and await settle(conn):
-                            diverted += 1
-                    if await settle(conn):
+    async with started_broker("request-path-") as broker:
+        broker.create_topic("bench", partitions, {})
+        conn = KafkaConnection(broker)
+        conn.connection_made(_Transport())  # type: ignore[arg-type]  # as the server does, so the connection has its security context
+        frame = produce_frame("bench", partitions)
+        framed = struct.pack(">i", len(frame)) + frame
+        results: dict[str, tuple[float, float]] = {}
+        diverted = 0  # reads whose appends went to the writer threads
+        for name, per_read in (("1 request per read", 1), ("8 requests per read", 8)):
+            chunk = framed * per_read
+            reads = max(1, requests // per_read)
+            samples = []
+            walls = []
+            for _ in range(rounds):
+                wall = time.perf_counter()
+                start = time.process_time()
+                for _ in range(reads):
+                    feed(conn, chunk)
+                    if conn.request_in_flight and await settle(conn):
                         diverted += 1
-                    samples.append((time.process_time() - start) / (reads * per_read))
-                    walls.append((time.perf_counter() - wall) / (reads * per_read))
-                results[name] = (statistics.median(samples), statistics.median(walls))
-            # Every request must have been appended: a request path that errors out is fast and wrong.
-            sent = sum(rounds * max(1, requests // n) * n for n in (1, 8)) * RECORDS_PER_BATCH
-            for index in range(partitions):
-                partition = broker.partition("bench", index)
-                appended = partition.log_end_offset if partition is not None else 0
-                if appended != sent:
-                    raise RuntimeError(
-                        f"partition {index}: {appended} of {sent} records appended: the produce requests failed"
-                    )
-            if diverted:
-                print(
-                    f"note: {diverted} reads waited for the log directory's writer threads (a write stalled"
-                    " in the kernel and writes were diverted for a while): not the inline path; run again",
-                    file=sys.stderr,
+                if await settle(conn):
+                    diverted += 1
+                samples.append((time.process_time() - start) / (reads * per_read))
+                walls.append((time.perf_counter() - wall) / (reads * per_read))
+            results[name] = (statistics.median(samples), statistics.median(walls))
+        # Every request must have been appended: a request path that errors out is fast and wrong.
+        sent = sum(rounds * max(1, requests // n) * n for n in (1, 8)) * RECORDS_PER_BATCH
+        for index in range(partitions):
+            partition = broker.partition("bench", index)
+            appended = partition.log_end_offset if partition is not None else 0
+            if appended != sent:
+                raise RuntimeError(
+                    f"partition {index}: {appended} of {sent} records appended: the produce requests failed"
                 )
-            return results
-        finally:
-            await broker.stop()
+        if diverted:
+            print(
+                f"note: {diverted} reads waited for the log directory's writer threads (a write stalled"
+                " in the kernel and writes were diverted for a while): not the inline path; run again",
+                file=sys.stderr,
+            )
+        return results
 
 
 def main(argv: list[str] | None = None) -> int:
