@@ -167,3 +167,35 @@ def test_small_writes_stay_on_the_loop_until_one_is_slow(log_dir, monkeypatch):
             writer.stop()
 
     asyncio.run(run())
+
+
+def test_a_diversion_lasts_longer_only_while_the_stalls_go_on(monkeypatch):
+    """An isolated stall diverts writes for MIN_SLOW_PERIOD_S; a stall soon after a diversion ended
+    (the kernel still throttling) doubles the next one up to MAX_SLOW_PERIOD_S; a stall long after
+    starts again from the minimum."""
+    import pybroker.storage.writer as writer_module
+
+    clock = [1000.0]
+    monkeypatch.setattr(writer_module.time, "monotonic", lambda: clock[0])
+    writer = LogDirWriter("test")
+    small = 1024
+
+    def stall_and_measure() -> float:
+        writer.inline_write_stalled(LogDirWriter.SLOW_WRITE_S, slept=True)
+        assert writer.should_queue(small)
+        return writer._slow_until - clock[0]
+
+    assert not writer.should_queue(small)
+    assert stall_and_measure() == LogDirWriter.MIN_SLOW_PERIOD_S
+    periods = []
+    for _ in range(8):  # each stall comes right after the diversion before it ended
+        clock[0] = writer._slow_until + 0.01
+        assert not writer.should_queue(small)
+        periods.append(stall_and_measure())
+    assert periods[:4] == [0.5, 1.0, 2.0, 4.0]
+    assert periods[4:] == [LogDirWriter.MAX_SLOW_PERIOD_S] * 4
+    clock[0] = writer._slow_until + 60.0  # quiet for a minute
+    assert not writer.should_queue(small)
+    assert stall_and_measure() == LogDirWriter.MIN_SLOW_PERIOD_S
+    writer.inline_write_stalled(LogDirWriter.SLOW_WRITE_S, slept=False)  # only preempted: no change
+    assert writer._slow_until - clock[0] == LogDirWriter.MIN_SLOW_PERIOD_S
