@@ -7,7 +7,8 @@
     python -m bench.compare --systems pybroker,kafka,kafka-constrained --write-results
 
 Each run starts each system afresh (Kafka first, then pybroker, so drift hits both alike), moves a
-warm-up volume through it (256 MiB produced and consumed: Kafka's JIT compiles its hot paths before
+warm-up volume through it (with each loader 256 MiB produced in each produce shape, 1 and 8
+partitions at acks=1 and acks=all, and one of them consumed: Kafka's JIT compiles its hot paths before
 anything is timed), runs every selected workload with two loaders — Kafka's own tools
 (ProducerPerformance, ConsumerPerformance, EndToEndLatency from the kafka-tools jar) and
 confluent-kafka from Python — and stops it.  The table holds medians over runs.  Workloads:
@@ -129,6 +130,8 @@ class Volume:
 
 
 GIB = 2**30
+# (partitions, acks) of the warm-up's produce runs: the shapes of the produce workloads.
+WARM_UP_SHAPES = ((1, "1"), (1, "all"), (8, "1"), (8, "all"))
 FULL = Volume(GIB, 10_000, paced_seconds=10, serial_records=5000, warmup_bytes=256 * 2**20, sustained_bytes=6 * GIB)
 QUICK = Volume(
     16_000_000, 5_000, paced_seconds=3, serial_records=500, warmup_bytes=4_000_000, sustained_bytes=24_000_000
@@ -182,25 +185,33 @@ class Session:
             payload_bytes=float(result.records * result.record_size),
         )
 
-    def warm_up(self, loader: str) -> float:
-        """Produce and consume the warm-up volume (1 KiB records, one partition), untimed; seconds taken."""
+    def warm_up(self, loaders: Sequence[str]) -> float:
+        """Untimed: with each loader, produce the warm-up volume in each produce shape the workloads
+        use (1 or 8 partitions, acks=1 and acks=all: Kafka's JIT compiles each path, the idempotent
+        producer's included), then consume the first; seconds taken.  A single 256 MiB one-partition
+        warm-up left Kafka's first produce rows on code not yet compiled: with it, Kafka's Java
+        `p1/acks1` cost 6.1-6.3 CPU-s/GB, after the four shapes 3.3-3.4 (2026-11-28)."""
         if self.volume.warmup_bytes <= 0:
             return 0.0
         started = time.perf_counter()
         records = -(-self.volume.warmup_bytes // 1024)
-        topic = self.new_topic(1)
-        self.produce_untimed(loader, topic, records, 1024)
-        if loader == "java":
-            kafka_tools.consumer_performance(self.bootstrap, topic, records, 1024)
-        else:
-            confluent_load.consume(self.bootstrap, topic, records, 1024, 1)
+        for loader in loaders:
+            first = ""
+            for partitions, acks in WARM_UP_SHAPES:
+                topic = self.new_topic(partitions)
+                first = first or topic
+                self.produce_untimed(loader, topic, records, 1024, acks)
+            if loader == "java":
+                kafka_tools.consumer_performance(self.bootstrap, first, records, 1024)
+            else:
+                confluent_load.consume(self.bootstrap, first, records, 1024, 1)
         return time.perf_counter() - started
 
-    def produce_untimed(self, loader: str, topic: str, records: int, size: int) -> None:
+    def produce_untimed(self, loader: str, topic: str, records: int, size: int, acks: str = "1") -> None:
         if loader == "java":
-            kafka_tools.producer_performance(self.bootstrap, topic, records, size, "1")
+            kafka_tools.producer_performance(self.bootstrap, topic, records, size, acks)
         else:
-            confluent_load.produce(self.bootstrap, topic, records, size, "1")
+            confluent_load.produce(self.bootstrap, topic, records, size, acks)
 
     def run(self, loader: str, workload: Workload, paced_rate: float) -> Measurement:
         size, partitions, acks = workload.record_size, workload.partitions, workload.acks
@@ -314,9 +325,12 @@ def run_session(
                 f"run {run_index + 1}: {system} ready at {bootstrap} in {time.perf_counter() - started:.1f} s"
             )
             session = Session(system, broker, bootstrap, volume)
-            warm_s = session.warm_up(loaders[0])
+            warm_s = session.warm_up(loaders)
             if warm_s:
-                print(f"  {system:8} warmed up: {volume.warmup_bytes / 2**20:,.0f} MiB in and out in {warm_s:.1f} s")
+                print(
+                    f"  {system:8} warmed up: {volume.warmup_bytes / 2**20:,.0f} MiB per shape and loader"
+                    f" in {warm_s:.1f} s"
+                )
             ordered = sorted(workloads, key=lambda w: w.kind == "at-half-peak")  # peaks first
             for loader in loaders:
                 for workload in ordered:
@@ -362,7 +376,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--loaders", default=",".join(LOADERS), help="comma-separated: java,confluent")
     parser.add_argument("--gib", type=float, help="payload per produce workload in GiB (default 1; --quick 16 MB)")
-    parser.add_argument("--warmup-mib", type=float, help="warm-up volume per broker start (default 256 MiB)")
+    parser.add_argument(
+        "--warmup-mib", type=float, help="warm-up volume per produce shape and loader (default 256 MiB)"
+    )
     parser.add_argument("--sustained-gib", type=float, help="payload per sustained workload (default 6 GiB)")
     parser.add_argument(
         "--no-pin", action="store_true", help="let broker and loaders share every CPU (no taskset)"
@@ -411,7 +427,9 @@ def result_notes(args: argparse.Namespace, volume: Volume, pins: pinning.Pinning
         "(CPU s/GB: median of each run's broker CPU-seconds ÷ payload GB).",
         f"Volume: {volume.bytes_per_run / GIB:g} GiB of payload per produce workload (consume reads it back), "
         f"{volume.sustained_bytes / GIB:g} GiB per sustained one; after each broker start "
-        f"{volume.warmup_bytes / 2**20:g} MiB are produced and consumed untimed (warm-up, JIT).",
+        f"{volume.warmup_bytes / 2**20:g} MiB are produced untimed with each loader in each of "
+        f"{len(WARM_UP_SHAPES)} shapes (1 and 8 partitions, acks=1 and acks=all) and one of them consumed "
+        "(warm-up, JIT).",
         "Apache Kafka 4.3.1's JVM: " + "; ".join(kafka_rows) + ". Ratios are to `kafka`.",
         "Both brokers: log.segment.bytes=1073741824, topics created with the stated partition "
         "count, log.flush.* at defaults (no fsync per message); the Java tools run with -Xms512m -Xmx512m.",

@@ -51,5 +51,5 @@ def test_quick_compare_runs_against_pybroker_and_kafka() -> None:
         cells = [cell.strip() for cell in row.strip("|").split("|")]
         if "e2e-serial" not in cells[2]:
             float(cells[cpu_column].replace(",", ""))
-    assert "warmed up: 2 MiB in and out" in result.stdout
+    assert "warmed up: 2 MiB per shape and loader" in result.stdout
     assert "CPUs: " in result.stdout

@@ -80,7 +80,7 @@ def test_results_notes_name_both_kafka_settings_the_cpus_and_the_volumes() -> No
     assert "`kafka-constrained` (not run)" in notes and "-Xmx512m" in notes
     assert "broker pinned to CPU 0 (taskset), loaders to CPU 1" in notes
     assert "1 GiB of payload per produce workload" in notes and "6 GiB per sustained" in notes
-    assert "256 MiB are produced and consumed untimed" in notes
+    assert "256 MiB are produced untimed with each loader in each of 4 shapes" in notes
     assert "load average when started: 0.10 0.20 0.30" in notes
     unpinned = "\n".join(result_notes(args, FULL, pinning.plan(enabled=False), "x"))
     assert "not pinned (--no-pin)" in unpinned
