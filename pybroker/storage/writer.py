@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import math
 import os
 import resource
 import threading
@@ -169,19 +170,23 @@ class LogDirWriter:
     the kernel throttling writers to the disk's pace is what stalls a write, and then no connection
     waits on it.  Otherwise the loop writes it itself.
 
-    How long "a while" is adapts to what stalls.  Under sustained throttling every inline write
-    sleeps, so the writes must stay with the threads; but an isolated stall (page reclaim, a journal
-    commit: a few ms every few seconds in a long produce run) is not worth it, because while writes
-    are diverted each costs the loop a hand-off, and on a broker with one CPU the thread cannot copy
-    beside the loop either.  Measured with one Java producer and the broker on one CPU
-    (``bench.compare --sustained``, 8 GiB): eight stalls of 3-9 ms in 52 s kept a fixed 5 s diversion
-    on for most of the run, at 5.2-5.5 CPU-s/GB and 150-158 MB/s, against 4.1 and 191 with no
-    diversion.  So the first stall diverts for ``MIN_SLOW_PERIOD_S``; a stall within one period
-    after a diversion ended (the throttling went on) doubles the next one, up to
-    ``MAX_SLOW_PERIOD_S``; a later one starts again from the minimum."""
+    When, and for how long, adapts to what stalls.  Under sustained throttling inline writes keep
+    sleeping, so the writes must go to the threads; but isolated stalls (page reclaim, a journal
+    commit: a few ms every second or few in a long produce run) are not worth it, because while
+    writes are diverted each costs the loop a hand-off, and on a broker with one CPU the thread
+    cannot copy beside the loop either.  Measured with one Java producer and the broker on one CPU
+    (``bench.compare --sustained``, 8 GiB, 2026-11-28): eight stalls of 3-9 ms in 52 s kept a fixed
+    5 s diversion on for most of the run, at 5.2-5.5 CPU-s/GB and 150-158 MB/s, against 4.1 and 191
+    with no diversion.  So stalled time is summed, decaying over ``STALL_WINDOW_S``, and writes are
+    diverted only once it reaches ``STALL_SHARE`` of that window (one stall of 50 ms does it, 3-9 ms
+    stalls a second apart never do), for ``MIN_SLOW_PERIOD_S`` at first; diverting again within one
+    period after a diversion ended (the throttling went on) doubles the period, up to
+    ``MAX_SLOW_PERIOD_S``; a later diversion starts again from the minimum."""
 
     LARGE_WRITE = 128 * 1024
     SLOW_WRITE_S = 0.002
+    STALL_WINDOW_S = 1.0
+    STALL_SHARE = 0.05
     MIN_SLOW_PERIOD_S = 0.25
     MAX_SLOW_PERIOD_S = 5.0
     STALL_LOG_INTERVAL_S = 60.0  # at most one log line per directory per interval
@@ -199,7 +204,9 @@ class LogDirWriter:
         self._queued = 0  # jobs submitted and not yet delivered back (loop side)
         self._slow_until = 0.0  # time.monotonic() until which every write goes to a thread
         self._slow_period = 0.0  # how long the last diversion was (0: none yet)
-        self._stalls = 0  # stalls that diverted writes since the last log line
+        self._stalled = 0.0  # seconds inline writes slept lately, decaying over STALL_WINDOW_S
+        self._stalled_at = 0.0  # time.monotonic() of the last stall counted in it
+        self._diversions = 0  # since the last log line
         self._stall_logged = float("-inf")  # when that line was written
         self._kick_scheduled = False  # _kick is to run: C jobs were submitted without waking their thread
 
@@ -219,28 +226,35 @@ class LogDirWriter:
     def inline_write_stalled(self, seconds: float, slept: bool) -> None:
         """An append the loop wrote itself took ``seconds`` (>= SLOW_WRITE_S).  If the thread slept
         in the kernel meanwhile (a voluntary context switch: throttled to the disk's pace, waiting
-        on the journal), writes go to the threads for a while; if it was only preempted by another
-        process, a thread would not have helped."""
+        on the journal), the stall counts towards diverting writes to the threads; if it was only
+        preempted by another process, a thread would not have helped."""
         if not slept:
             return
         now = time.monotonic()
+        self._stalled = self._stalled * math.exp((self._stalled_at - now) / self.STALL_WINDOW_S) + seconds
+        self._stalled_at = now
+        if self._stalled < self.STALL_SHARE * self.STALL_WINDOW_S:
+            return  # the loop lost too little to this to pay for hand-offs
+        stalled, self._stalled = self._stalled, 0.0
         if self._slow_period and now - self._slow_until < self._slow_period:
             period = min(self._slow_period * 2, self.MAX_SLOW_PERIOD_S)  # still throttled: divert longer
         else:
             period = self.MIN_SLOW_PERIOD_S
         self._slow_period = period
         self._slow_until = now + period
-        self._stalls += 1
+        self._diversions += 1
         if now - self._stall_logged >= self.STALL_LOG_INTERVAL_S:
             logger.info(
-                "log dir %s: a write stalled the event loop for %.1f ms (%d stall(s) since the last such"
-                " line); writes go to the writer threads for the next %.2f s",
+                "log dir %s: writes stalled the event loop for %.0f ms lately (decaying over %.0f s);"
+                " writes go to the writer threads for the next %.2f s (%d diversion(s) since the last"
+                " such line)",
                 self.name,
-                seconds * 1000,
-                self._stalls,
+                stalled * 1000,
+                self.STALL_WINDOW_S,
                 period,
+                self._diversions,
             )
-            self._stalls = 0
+            self._diversions = 0
             self._stall_logged = now
 
     def submit(self, job: WriteJob) -> None:

@@ -156,9 +156,10 @@ def test_small_writes_stay_on_the_loop_until_one_is_slow(log_dir, monkeypatch):
             assert behind.pending
             log.wait_for_writes()
             assert done == [None, None] and log.log_end_offset == 6
-            writer.inline_write_stalled(LogDirWriter.SLOW_WRITE_S, slept=False)  # preempted: no change
+            long_stall = LogDirWriter.STALL_SHARE * LogDirWriter.STALL_WINDOW_S
+            writer.inline_write_stalled(long_stall, slept=False)  # preempted: no change
             assert not _append_async(log, make_request(1), done).pending
-            writer.inline_write_stalled(LogDirWriter.SLOW_WRITE_S, slept=True)
+            writer.inline_write_stalled(long_stall, slept=True)
             slowed = _append_async(log, make_request(1), done)
             assert slowed.pending
             log.wait_for_writes()
@@ -169,33 +170,48 @@ def test_small_writes_stay_on_the_loop_until_one_is_slow(log_dir, monkeypatch):
     asyncio.run(run())
 
 
-def test_a_diversion_lasts_longer_only_while_the_stalls_go_on(monkeypatch):
-    """An isolated stall diverts writes for MIN_SLOW_PERIOD_S; a stall soon after a diversion ended
-    (the kernel still throttling) doubles the next one up to MAX_SLOW_PERIOD_S; a stall long after
-    starts again from the minimum."""
+def test_writes_are_diverted_only_for_stalls_that_add_up_and_longer_while_they_go_on(monkeypatch):
+    """Isolated short stalls never divert writes (a hand-off per write costs more than they do);
+    stalled time adding up to STALL_SHARE of STALL_WINDOW_S diverts them for MIN_SLOW_PERIOD_S;
+    diverting again soon after a diversion ended (the kernel still throttling) doubles the next
+    period up to MAX_SLOW_PERIOD_S; a diversion long after starts again from the minimum."""
     import pybroker.storage.writer as writer_module
 
     clock = [1000.0]
     monkeypatch.setattr(writer_module.time, "monotonic", lambda: clock[0])
     writer = LogDirWriter("test")
     small = 1024
+    threshold = LogDirWriter.STALL_SHARE * LogDirWriter.STALL_WINDOW_S
 
-    def stall_and_measure() -> float:
-        writer.inline_write_stalled(LogDirWriter.SLOW_WRITE_S, slept=True)
+    for _ in range(60):  # a 9 ms stall every second for a minute: never worth diverting
+        clock[0] += 1.0
+        writer.inline_write_stalled(0.009, slept=True)
+        assert not writer.should_queue(small)
+    for _ in range(3):  # the same stalls every 20 ms: they add up
+        clock[0] += 0.02
+        writer.inline_write_stalled(0.009, slept=True)
+    assert not writer.should_queue(small)
+    stalls = 3
+    while not writer.should_queue(small):
+        clock[0] += 0.02
+        writer.inline_write_stalled(0.009, slept=True)
+        stalls += 1
+    assert 5 <= stalls <= 8  # ~50 ms of stalls within the window
+    assert writer._slow_until - clock[0] == LogDirWriter.MIN_SLOW_PERIOD_S
+
+    def divert_right_after_the_last_diversion() -> float:
+        clock[0] = writer._slow_until + 0.01
+        assert not writer.should_queue(small)
+        writer.inline_write_stalled(threshold, slept=True)  # one stall as long as the threshold
         assert writer.should_queue(small)
         return writer._slow_until - clock[0]
 
-    assert not writer.should_queue(small)
-    assert stall_and_measure() == LogDirWriter.MIN_SLOW_PERIOD_S
-    periods = []
-    for _ in range(8):  # each stall comes right after the diversion before it ended
-        clock[0] = writer._slow_until + 0.01
-        assert not writer.should_queue(small)
-        periods.append(stall_and_measure())
+    periods = [divert_right_after_the_last_diversion() for _ in range(8)]
     assert periods[:4] == [0.5, 1.0, 2.0, 4.0]
     assert periods[4:] == [LogDirWriter.MAX_SLOW_PERIOD_S] * 4
     clock[0] = writer._slow_until + 60.0  # quiet for a minute
     assert not writer.should_queue(small)
-    assert stall_and_measure() == LogDirWriter.MIN_SLOW_PERIOD_S
-    writer.inline_write_stalled(LogDirWriter.SLOW_WRITE_S, slept=False)  # only preempted: no change
+    writer.inline_write_stalled(threshold, slept=False)  # only preempted: not a stall of the disk
+    assert not writer.should_queue(small)
+    writer.inline_write_stalled(threshold, slept=True)
     assert writer._slow_until - clock[0] == LogDirWriter.MIN_SLOW_PERIOD_S
