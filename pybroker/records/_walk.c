@@ -41,20 +41,13 @@ static inline int read_varint(const unsigned char *b, Py_ssize_t *q, Py_ssize_t 
     return -1;
 }
 
-static PyObject *walk_records(PyObject *self, PyObject *args) {
-    Py_buffer view;
-    Py_ssize_t pos, end, index, count;
-    long long base_ts, lo, hi;
-    int flags;
-    if (!PyArg_ParseTuple(args, "y*nnnnLLLi", &view, &pos, &end, &index, &count, &base_ts, &lo, &hi, &flags))
-        return NULL;
-    const unsigned char *b = (const unsigned char *)view.buf;
-    if (end > view.len)
-        end = view.len;
-    if (pos < 0)
-        pos = end; /* nothing to walk: the Python walk decides */
+/* The walk itself: advances *index and *pos over whole accepted records (see the top of the file);
+ * sets *anomaly at a record it does not accept; appends candidates to *candidates (created on the
+ * first).  -1 with an exception set on a memory error, else 0. */
+static int walk(const unsigned char *b, Py_ssize_t *pos_io, Py_ssize_t end, Py_ssize_t *index_io, Py_ssize_t count,
+                long long base_ts, long long lo, long long hi, int flags, int *anomaly_out, PyObject **candidates) {
+    Py_ssize_t pos = *pos_io, index = *index_io;
     int anomaly = 0;
-    PyObject *candidates = NULL;
     const int check_keys = flags & CHECK_KEYS, check_ts = flags & CHECK_TS, lat_batch = flags & LAT_BATCH;
     while (index < count) {
         if (pos >= end)
@@ -146,32 +139,147 @@ static PyObject *walk_records(PyObject *self, PyObject *args) {
             candidate = (ts < lo || ts > hi) && ts != -1;
         }
         if (candidate) {
-            if (candidates == NULL && (candidates = PyList_New(0)) == NULL)
-                goto error;
+            if (*candidates == NULL && (*candidates = PyList_New(0)) == NULL)
+                return -1;
             PyObject *item = Py_BuildValue("(nOL)", index, key_length >= 0 ? Py_True : Py_False,
                                            (long long)ts_delta);
-            if (item == NULL || PyList_Append(candidates, item) < 0) {
+            if (item == NULL || PyList_Append(*candidates, item) < 0) {
                 Py_XDECREF(item);
-                goto error;
+                return -1;
             }
             Py_DECREF(item);
         }
         index++;
         pos = limit;
     }
+    *pos_io = pos;
+    *index_io = index;
+    *anomaly_out = anomaly;
+    return 0;
+}
+
+static PyObject *walk_records(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t pos, end, index, count;
+    long long base_ts, lo, hi;
+    int flags;
+    if (!PyArg_ParseTuple(args, "y*nnnnLLLi", &view, &pos, &end, &index, &count, &base_ts, &lo, &hi, &flags))
+        return NULL;
+    const unsigned char *b = (const unsigned char *)view.buf;
+    if (end > view.len)
+        end = view.len;
+    if (pos < 0)
+        pos = end; /* nothing to walk: the Python walk decides */
+    int anomaly = 0;
+    PyObject *candidates = NULL;
+    if (walk(b, &pos, end, &index, count, base_ts, lo, hi, flags, &anomaly, &candidates) < 0) {
+        PyBuffer_Release(&view);
+        Py_XDECREF(candidates);
+        return NULL;
+    }
     PyBuffer_Release(&view);
     if (candidates == NULL) {
         return Py_BuildValue("(nnOO)", index, pos, anomaly ? Py_True : Py_False, Py_None);
     }
     return Py_BuildValue("(nnON)", index, pos, anomaly ? Py_True : Py_False, candidates);
+}
+
+static inline int64_t be64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = (v << 8) | p[i];
+    return (int64_t)v;
+}
+
+static inline int32_t be32(const unsigned char *p) {
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3]);
+}
+
+static inline int16_t be16(const unsigned char *p) { return (int16_t)(((uint16_t)p[0] << 8) | (uint16_t)p[1]); }
+
+/* check_batch(buf, crc32c, flags, lo, hi) -> ((header fields), walked) or None
+ *
+ * The produce fast path of records.validator.check_produce_batch: ``buf`` must be exactly one sound v2
+ * batch, as every v3+ producer sends per partition (magic 2, batchLength matching, CRC-32C good, a
+ * positive record count equal to lastOffsetDelta + 1, not a control batch, a base sequence with a
+ * producer id); anything else answers None and the Python checks run and say what is wrong.  The
+ * header is returned as BatchHeader's 13 fields and position 0, then ``walked``: True when the batch is
+ * uncompressed and its records walk clean (exactly recordsCount records filling the batch, none for
+ * the rules to look at: the C walk above with ``flags``, LAT_BATCH added from the attributes); False
+ * for a compressed batch (not walked: the caller decompresses it).  An uncompressed batch whose walk
+ * is not clean answers None too.  ``crc32c`` is the crc32c package's function (hardware CRC). */
+static PyObject *check_batch(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    PyObject *crc_func;
+    long long lo, hi;
+    int flags;
+    if (!PyArg_ParseTuple(args, "y*OiLL", &view, &crc_func, &flags, &lo, &hi))
+        return NULL;
+    const unsigned char *b = (const unsigned char *)view.buf;
+    Py_ssize_t len = view.len;
+    PyObject *result = NULL;
+    if (len < 61)
+        goto none;
+    int32_t batch_length = be32(b + 8);
+    if (b[16] != 2 || batch_length < 49 || (Py_ssize_t)batch_length + 12 != len)
+        goto none;
+    int16_t attributes = be16(b + 21);
+    int32_t last_offset_delta = be32(b + 23);
+    int64_t producer_id = be64(b + 43);
+    int32_t base_sequence = be32(b + 53);
+    int32_t records_count = be32(b + 57);
+    if (records_count <= 0 || last_offset_delta < 0 || (int64_t)last_offset_delta + 1 != records_count)
+        goto none;
+    if ((attributes & 0x20) || (producer_id >= 0 && base_sequence < 0)) /* control; sequence */
+        goto none;
+    uint32_t crc = (uint32_t)be32(b + 17);
+    PyObject *section = PyMemoryView_FromMemory((char *)b + 21, len - 21, PyBUF_READ);
+    if (section == NULL)
+        goto error;
+    PyObject *computed = PyObject_CallOneArg(crc_func, section);
+    Py_DECREF(section);
+    if (computed == NULL)
+        goto error;
+    unsigned long actual = PyLong_AsUnsignedLong(computed);
+    Py_DECREF(computed);
+    if (actual == (unsigned long)-1 && PyErr_Occurred())
+        goto error;
+    if (actual != crc)
+        goto none;
+    int64_t base_ts = be64(b + 27);
+    int walked = 0;
+    if ((attributes & 0x07) == 0) {
+        Py_ssize_t pos = 61, index = 0;
+        int anomaly = 0;
+        PyObject *candidates = NULL;
+        int walk_flags = flags | ((attributes & 0x08) ? LAT_BATCH : 0);
+        if (walk(b, &pos, len, &index, records_count, base_ts, lo, hi, walk_flags, &anomaly, &candidates) < 0) {
+            Py_XDECREF(candidates);
+            goto error;
+        }
+        if (candidates != NULL || anomaly || index != records_count || pos != len) {
+            Py_XDECREF(candidates);
+            goto none;
+        }
+        walked = 1;
+    }
+    result = Py_BuildValue("((LiibIhiLLLhiin)O)", (long long)be64(b), batch_length, be32(b + 12), (unsigned char)2,
+                           (unsigned int)crc, attributes, last_offset_delta, (long long)base_ts,
+                           (long long)be64(b + 35), (long long)producer_id, be16(b + 51), base_sequence,
+                           records_count, (Py_ssize_t)0, walked ? Py_True : Py_False);
+    PyBuffer_Release(&view);
+    return result;
+none:
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
 error:
     PyBuffer_Release(&view);
-    Py_XDECREF(candidates);
     return NULL;
 }
 
 static PyMethodDef methods[] = {
     {"walk_records", walk_records, METH_VARARGS, "Walk v2 records (see records/validator.py)."},
+    {"check_batch", check_batch, METH_VARARGS, "One produced v2 batch checked and walked (see records/validator.py)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from crc32c import crc32c
+
 from pybroker.records.batch import RECORDS_OFFSET, TIMESTAMP_TYPE_MASK, BatchHeader, replace_records_section
 from pybroker.records.compression import CompressionType
 from pybroker.records.errors import (
@@ -34,6 +36,12 @@ except ImportError:  # pragma: no cover - no C compiler where pybroker was insta
     _native_walk = None
 else:  # (assigned here, not imported as the name: the checker then types it "walk_records or None")
     _native_walk = walk_records
+try:  # one produced batch checked and walked in one call (an extension built before it: None)
+    from pybroker.records._walk import check_batch
+except ImportError:  # pragma: no cover - no C compiler, or an older build of the extension
+    _native_check_batch = None
+else:
+    _native_check_batch = check_batch
 
 NO_TIMESTAMP = -1
 LONG_MAX = (1 << 63) - 1
@@ -533,6 +541,33 @@ def _native_walk_clean(buf, end: int, header: BatchHeader, rules: ValidationRule
         flags,
     )
     return not anomaly and candidates is None and index == count and pos == end
+
+
+def check_produce_batch(
+    records: bytes | bytearray | memoryview, rules: ValidationRules, now_ms: int
+) -> tuple[BatchHeader, bool] | None:
+    """The produce path's fast check of one partition's records, in one C call: (header, walked)
+    when ``records`` is exactly one sound v2 batch (what ``validate_produce_batches`` accepts as one
+    batch: magic, length, CRC, record count and offset range, no control batch, a sequence with a
+    producer id), ``walked`` True when it is uncompressed and ``validate_batch`` under ``rules`` would
+    accept it as it is (its records walk clean, none for a rule to look at), False when it is
+    compressed (not walked).  None, when the extension is not built or anything is not so: the
+    Python checks then run and answer what Kafka answers."""
+    if _native_check_batch is None:
+        return None
+    lo = now_ms - rules.timestamp_before_max_ms
+    hi = now_ms + rules.timestamp_after_max_ms
+    checked = _native_check_batch(
+        records,
+        crc32c,
+        (_CHECK_KEYS if rules.compacted else 0) | (0 if rules.log_append_time else _CHECK_TS),
+        lo if lo > LONG_MIN else LONG_MIN,
+        hi if hi < LONG_MAX else LONG_MAX,
+    )
+    if checked is None:
+        return None
+    fields, walked = checked
+    return _new_tuple(BatchHeader, fields), walked
 
 
 def validate_batch(

@@ -21,6 +21,7 @@ from pybroker.protocol.errors import ErrorCode, KafkaError
 from pybroker.records.batch import COMPRESSION_MASK, LOG_OVERHEAD, BatchHeader, validate_produce_batches
 from pybroker.records.compression import CompressionType
 from pybroker.records.errors import RecordFormatError
+from pybroker.records.validator import check_produce_batch
 from pybroker.replication.append import (
     REFUSED,
     ZSTD_MIN_PRODUCE_VERSION,
@@ -30,6 +31,7 @@ from pybroker.replication.append import (
     partition_response,
     validate,
     validation_rules,
+    writable,
 )
 from pybroker.replication.partition import NotLeaderOrFollowerError
 from pybroker.storage.errors import KafkaStorageError, OffsetOutOfRangeError, StorageError
@@ -184,14 +186,21 @@ class ReplicaManager:
                     parts.append(partition_response(index, ErrorCode.INVALID_TOPIC_EXCEPTION))
                     continue
                 refused, checked = self._check_one(
-                    name, index, records, acks, api_version, transactional_id, added_to_transaction
+                    name, index, records, acks, api_version, transactional_id, now_ms, added_to_transaction
                 )
                 if refused is not None:
                     parts.append(refused)
                     self._count_failure(name, refused)
                     continue
-                p, header = checked
-                rules = validation_rules(p.log.config)
+                p, header, rules, walked = checked
+                if walked:  # an uncompressed batch, walked clean by the C check: validate() would pass it
+                    resp, wait = self._append(p, index, writable(records), [header], now_ms, writes)
+                    parts.append(resp)
+                    if resp["error_code"] != _NONE:
+                        self._count_failure(name, resp)
+                    if wait is not None and acks == -1:
+                        waits.append((resp, *wait))
+                    continue
                 if header.attributes & COMPRESSION_MASK != CompressionType.NONE or (
                     rules.target_codec is not None and rules.recompresses(header)
                 ):
@@ -273,9 +282,13 @@ class ReplicaManager:
         acks: int,
         version: int,
         transactional_id: str | None,
+        now_ms: int,
         added: dict[tuple[str, int], ErrorCode] | None = None,
     ):
-        """Checks needing no record walk.  Returns (error response, None) or (None, (partition, header))."""
+        """Checks needing no record walk.  Returns (error response, None) or (None, (partition, header,
+        validation rules, walked)): ``walked`` when the C check (check_produce_batch) walked the
+        records of an uncompressed batch clean and the log keeps them as they are (no recompression),
+        so that nothing is left to validate."""
         p = self.partitions.get((topic, index))
         try:
             if p is None or p.leader_id != self.node_id:  # (the common case without a call)
@@ -296,17 +309,25 @@ class ReplicaManager:
             return partition_response(
                 index, ErrorCode.INVALID_RECORD, "Produce request carries no record batch"
             ), None
-        try:
-            batches = validate_produce_batches(records)
-        except RecordFormatError as e:
-            return error_response(index, e), None
-        if len(batches) != 1:
-            return partition_response(
-                index,
-                ErrorCode.INVALID_RECORD,
-                "Produce requests with version 3 or later must contain exactly one record batch per partition",
-            ), None
-        header = batches[0]
+        rules = validation_rules(p.log.config)
+        fast = check_produce_batch(records, rules, now_ms)
+        if fast is not None:  # one sound batch (and, uncompressed, its records walked)
+            header, walked = fast
+            if walked and rules.target_codec is not None and rules.recompresses(header):
+                walked = False  # the walk of a batch to recompress is the recompression's
+        else:  # the same checks in Python, which say what is wrong
+            walked = False
+            try:
+                batches = validate_produce_batches(records)
+            except RecordFormatError as e:
+                return error_response(index, e), None
+            if len(batches) != 1:
+                return partition_response(
+                    index,
+                    ErrorCode.INVALID_RECORD,
+                    "Produce requests with version 3 or later must contain exactly one record batch per partition",
+                ), None
+            header = batches[0]
         compression = header.attributes & COMPRESSION_MASK  # header.compression
         if compression > CompressionType.ZSTD:
             return partition_response(
@@ -336,7 +357,7 @@ class ReplicaManager:
             refused = self._check_transactional(transactional_id, topic, index, header, version, added)
             if refused is not None:
                 return partition_response(index, *refused), None
-        return None, (p, header)
+        return None, (p, header, rules, walked)
 
     def _append(
         self,

@@ -14,7 +14,14 @@ import time
 import pytest
 
 from pybroker.records import CompressionType, SimpleRecord, build_batch, iter_batch_headers, validator
-from pybroker.records.batch import HEADER_STRUCT, LOG_OVERHEAD, RECORDS_OFFSET, rewrite_crc
+from pybroker.records.batch import (
+    HEADER_STRUCT,
+    LOG_OVERHEAD,
+    RECORDS_OFFSET,
+    rewrite_crc,
+    validate_produce_batches,
+)
+from pybroker.records.errors import RecordFormatError
 from pybroker.records.validator import ValidationRules, validate_batch
 
 NOW = int(time.time() * 1000)
@@ -130,3 +137,94 @@ def test_c_walk_takes_over_from_python_walk_at_an_anomaly():
         validate_batch(batch, header, ValidationRules(compacted=True, log_append_time=True), NOW)
     assert not isinstance(refused.value, validator.InvalidTimestampError)
     assert [i for i, _ in refused.value.record_errors] == [1]
+
+
+def _python_checks(batch: bytearray, rules: ValidationRules) -> tuple:
+    """What the produce path's Python checks make of one partition's records: ("refused",) or
+    (header, walked clean)."""
+    try:
+        headers = validate_produce_batches(batch)
+    except RecordFormatError:
+        return ("refused",)
+    if len(headers) != 1:
+        return ("refused",)
+    header = headers[0]
+    if header.compression != CompressionType.NONE:
+        return (header, False)
+    try:
+        validated = validate_batch(batch, header, rules, NOW)
+    except RecordFormatError:
+        return (header, False)
+    return (header, not validated.recompressed)
+
+
+def _mutate_header(rng: random.Random, batch: bytearray) -> bytearray:
+    out = bytearray(batch)
+    fields = list(HEADER_STRUCT.unpack_from(out, 0))
+    op = rng.random()
+    if op < 0.15:
+        fields[4] ^= 1 << rng.randrange(32)  # crc
+        HEADER_STRUCT.pack_into(out, 0, *fields)
+        return out
+    if op < 0.25:
+        fields[3] = rng.choice([0, 1, 3])  # magic
+    elif op < 0.35:
+        fields[5] |= 0x20  # control
+    elif op < 0.45:
+        fields[9], fields[11] = 7, -1  # a producer id without a sequence
+    elif op < 0.55:
+        fields[12] = rng.choice([0, -1, fields[12] + 1])  # recordsCount
+    elif op < 0.65:
+        fields[6] = rng.choice([-1, fields[6] + 1])  # lastOffsetDelta
+    elif op < 0.75:
+        return out + out  # two batches
+    elif op < 0.85:
+        return out[: rng.randrange(len(out))]  # cut short
+    else:
+        fields[1] += rng.choice([-1, 1, 100])  # batchLength
+    HEADER_STRUCT.pack_into(out, 0, *fields)
+    if fields[1] + LOG_OVERHEAD <= len(out):  # the CRC stays right: what is tested is the change itself
+        rewrite_crc(out, 0)
+    return out
+
+
+def test_produce_fast_check_accepts_only_what_the_python_checks_accept():
+    """``check_produce_batch`` (one C call: header, CRC and walk) answers (header, walked) only for a
+    batch the Python checks take as one sound batch, with the same header, and walked only when
+    validate_batch would keep it as it is; anything else it leaves to them (None).  It must also be
+    taken for ordinary batches, or the produce path would never use it."""
+    rng = random.Random(20261128)
+    taken = 0
+    for case in range(CASES):
+        codec = CompressionType.NONE if rng.random() < 0.8 else rng.choice([CompressionType.GZIP, CompressionType.LZ4])
+        producer = rng.random() < 0.3
+        batch = bytearray(
+            build_batch(
+                _records(rng),
+                compression=codec,
+                timestamp_type=1 if rng.random() < 0.05 else 0,
+                producer_id=4000 if producer else -1,
+                producer_epoch=0 if producer else -1,
+                base_sequence=rng.randrange(1000) if producer else -1,
+            )
+        )
+        op = rng.random()
+        if op < 0.4 and codec == CompressionType.NONE:
+            batch = _mutate(rng, batch)
+        elif op < 0.7:
+            batch = _mutate_header(rng, batch)
+        rules = _rules(rng)
+        expected = _python_checks(batch, rules)
+        fast = validator.check_produce_batch(batch, rules, NOW)
+        if fast is None:
+            continue
+        taken += 1
+        header, walked = fast
+        assert expected[0] != "refused", f"case {case}: the fast check accepted what Python refuses"
+        assert header == expected[0], f"case {case}: {header} != {expected[0]}"
+        assert not walked or expected[1], f"case {case}: walked clean, but validate_batch does not keep it"
+        assert walked == (header.compression == CompressionType.NONE and expected[1])
+    assert taken >= CASES // 10  # (many generated records have timestamps or keys a rule must look at)
+    plain = bytearray(build_batch([SimpleRecord(b"k", b"v" * 1024)] * 16))
+    header, walked = validator.check_produce_batch(plain, ValidationRules(), NOW)
+    assert walked and header == next(iter_batch_headers(plain))
