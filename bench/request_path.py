@@ -31,6 +31,7 @@ import time
 import uuid
 
 from bench.metrics_overhead import PRODUCE, RECORDS_PER_BATCH, _NullTransport, produce_frame, started_broker
+from pybroker.broker import Broker
 from pybroker.protocol import codec
 from pybroker.protocol.api import REQUESTS
 from pybroker.records.builder import SimpleRecord, build_batch
@@ -111,6 +112,17 @@ def java_frame(topic_id: uuid.UUID, partitions: int, acks: int, sequence: int, c
     return struct.pack(">i", len(frame)) + frame
 
 
+def check_appended(broker: Broker, partitions: int, sent: int) -> None:
+    """Every request must have been appended: a request path that errors out is fast and wrong."""
+    for index in range(partitions):
+        partition = broker.partition("bench", index)
+        appended = partition.log_end_offset if partition is not None else 0
+        if appended != sent:
+            raise RuntimeError(
+                f"partition {index}: {appended} of {sent} records appended: the produce requests failed"
+            )
+
+
 async def measure_java(
     requests: int, rounds: int, partitions: int, acks: int
 ) -> dict[str, tuple[float, float]]:
@@ -144,14 +156,7 @@ async def measure_java(
                 done += n
             samples.append(cpu / requests)
             walls.append(wall / requests)
-        sent = rounds * requests * RECORDS_PER_BATCH
-        for index in range(partitions):
-            partition = broker.partition("bench", index)
-            appended = partition.log_end_offset if partition is not None else 0
-            if appended != sent:
-                raise RuntimeError(
-                    f"partition {index}: {appended} of {sent} records appended: the produce requests failed"
-                )
+        check_appended(broker, partitions, rounds * requests * RECORDS_PER_BATCH)
         return {"1 request per read": (statistics.median(samples), statistics.median(walls))}
 
 
@@ -182,15 +187,8 @@ async def measure(requests: int, rounds: int, partitions: int = 1) -> dict[str, 
                 samples.append((time.process_time() - start) / (reads * per_read))
                 walls.append((time.perf_counter() - wall) / (reads * per_read))
             results[name] = (statistics.median(samples), statistics.median(walls))
-        # Every request must have been appended: a request path that errors out is fast and wrong.
         sent = sum(rounds * max(1, requests // n) * n for n in (1, 8)) * RECORDS_PER_BATCH
-        for index in range(partitions):
-            partition = broker.partition("bench", index)
-            appended = partition.log_end_offset if partition is not None else 0
-            if appended != sent:
-                raise RuntimeError(
-                    f"partition {index}: {appended} of {sent} records appended: the produce requests failed"
-                )
+        check_appended(broker, partitions, sent)
         if diverted:
             print(
                 f"note: {diverted} reads waited for the log directory's writer threads (a write stalled"

@@ -515,30 +515,30 @@ def _walk_stream(stream: _Stream, header: BatchHeader, walk: _Walk) -> None:
 _new_tuple = tuple.__new__
 
 
+def _native_rules(rules: ValidationRules, now_ms: int) -> tuple[int, int, int]:
+    """The C walk's rule arguments for a batch not marked LogAppendTime: (flags, low, high), the
+    timestamp bounds clamped to int64 (as ``_Walk.native_args``: the walk then reports a superset of
+    the records to check)."""
+    lo = now_ms - rules.timestamp_before_max_ms
+    hi = now_ms + rules.timestamp_after_max_ms
+    return (
+        (_CHECK_KEYS if rules.compacted else 0) | (0 if rules.log_append_time else _CHECK_TS),
+        lo if lo > LONG_MIN else LONG_MIN,
+        hi if hi < LONG_MAX else LONG_MAX,
+    )
+
+
 def _native_walk_clean(buf, end: int, header: BatchHeader, rules: ValidationRules, now_ms: int) -> bool:
     """Whether the C walk finds an uncompressed batch's records exactly as declared and none to
     look at (the common case, without the per-batch ``_Walk``); False: walk it with ``_Walk``.
     Same arguments as ``_Walk.native_args`` (the base timestamp is an int64 of the header)."""
     assert _native_walk is not None
-    attributes = header.attributes
-    flags = (
-        (_CHECK_KEYS if rules.compacted else 0)
-        | (0 if rules.log_append_time else _CHECK_TS)
-        | (_LAT_BATCH if attributes & TIMESTAMP_TYPE_MASK else 0)
-    )
-    lo = now_ms - rules.timestamp_before_max_ms
-    hi = now_ms + rules.timestamp_after_max_ms
+    flags, lo, hi = _native_rules(rules, now_ms)
+    if header.attributes & TIMESTAMP_TYPE_MASK:
+        flags |= _LAT_BATCH
     count = header.records_count
     index, pos, anomaly, candidates = _native_walk(
-        buf,
-        RECORDS_OFFSET,
-        end,
-        0,
-        count,
-        header.base_timestamp,
-        lo if lo > LONG_MIN else LONG_MIN,
-        hi if hi < LONG_MAX else LONG_MAX,
-        flags,
+        buf, RECORDS_OFFSET, end, 0, count, header.base_timestamp, lo, hi, flags
     )
     return not anomaly and candidates is None and index == count and pos == end
 
@@ -555,15 +555,7 @@ def check_produce_batch(
     Python checks then run and answer what Kafka answers."""
     if _native_check_batch is None:
         return None
-    lo = now_ms - rules.timestamp_before_max_ms
-    hi = now_ms + rules.timestamp_after_max_ms
-    checked = _native_check_batch(
-        records,
-        crc32c,
-        (_CHECK_KEYS if rules.compacted else 0) | (0 if rules.log_append_time else _CHECK_TS),
-        lo if lo > LONG_MIN else LONG_MIN,
-        hi if hi < LONG_MAX else LONG_MAX,
-    )
+    checked = _native_check_batch(records, crc32c, *_native_rules(rules, now_ms))
     if checked is None:
         return None
     fields, walked = checked

@@ -194,14 +194,8 @@ class ReplicaManager:
                     continue
                 p, header, rules, walked = checked
                 if walked:  # an uncompressed batch, walked clean by the C check: validate() would pass it
-                    resp, wait = self._append(p, index, writable(records), [header], now_ms, writes)
-                    parts.append(resp)
-                    if resp["error_code"] != _NONE:
-                        self._count_failure(name, resp)
-                    if wait is not None and acks == -1:
-                        waits.append((resp, *wait))
-                    continue
-                if header.attributes & COMPRESSION_MASK != CompressionType.NONE or (
+                    buf, batches = writable(records), [header]
+                elif header.attributes & COMPRESSION_MASK != CompressionType.NONE or (
                     rules.target_codec is not None and rules.recompresses(header)
                 ):
                     # Decompressing (and recompressing) runs in a thread; the partition's slot in the
@@ -209,13 +203,14 @@ class ReplicaManager:
                     parts.append(None)
                     deferred.append((parts, len(parts) - 1, p, index, records, header, rules))
                     continue
-                try:
-                    buf, batches = validate(records, header, rules, now_ms)
-                except RecordFormatError as e:
-                    failed = error_response(index, e)
-                    parts.append(failed)
-                    self._count_failure(name, failed)
-                    continue
+                else:
+                    try:
+                        buf, batches = validate(records, header, rules, now_ms)
+                    except RecordFormatError as e:
+                        failed = error_response(index, e)
+                        parts.append(failed)
+                        self._count_failure(name, failed)
+                        continue
                 resp, wait = self._append(p, index, buf, batches, now_ms, writes)
                 parts.append(resp)
                 if resp["error_code"] != _NONE:
