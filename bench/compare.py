@@ -28,7 +28,9 @@ base of every ratio; ``kafka-constrained`` (optional) with the small heap the co
 Where the machine has two CPUs or more, the broker runs on one (``taskset``) and the loaders on the
 others (``--no-pin`` turns that off).  Broker peak RSS is VmHWM of the broker process, reset before
 each workload; CPU s is the broker's user+system time during the workload, and CPU s/GB that per
-10^9 bytes of payload moved.  A benchmark: it prints, it never asserts a time.
+10^9 bytes of payload moved.  Before each workload the page cache is filled with clean, cold pages
+until 512 MiB are free (``bench/page_cache.py``; ``--no-fill-page-cache`` turns that off), so that each
+broker writes into the same memory state.  A benchmark: it prints, it never asserts a time.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench import confluent_load, kafka_tools, pinning, processes
 from bench.load_result import LoadResult
+from bench.page_cache import DEFAULT_TARGET_FREE, PageCacheFill, meminfo_bytes
 from bench.report import Measurement, compare_table, render_section, summarize, write_section
 from bench.stats import median
 from bench.sysstat import cpu_seconds, load_average, machine_description, peak_rss_mb, reset_peak_rss
@@ -153,8 +156,11 @@ def scaled(volume: Volume, gib: float | None, warmup_mib: float | None, sustaine
 class Session:
     """One system started once; runs workloads against it and records what they cost the broker."""
 
-    def __init__(self, system: str, broker: Broker, bootstrap: str, volume: Volume) -> None:
+    def __init__(
+        self, system: str, broker: Broker, bootstrap: str, volume: Volume, fill: PageCacheFill | None = None
+    ) -> None:
         self.system = system
+        self.fill = fill
         self.broker = broker
         self.bootstrap = bootstrap
         self.volume = volume
@@ -168,6 +174,9 @@ class Session:
 
     def measure(self, loader: str, workload: Workload, load: Callable[[], LoadResult]) -> Measurement:
         pid = broker_pid(self.broker)
+        if self.fill is not None:
+            read = self.fill.top_up()  # the same memory state before every workload of every system
+            print(f"  page cache kept full: {read / GIB:.2f} GiB read, {meminfo_bytes('MemFree') >> 20} MiB free")
         reset_peak_rss(pid)
         cpu_before = cpu_seconds(pid)
         result = load()
@@ -314,6 +323,7 @@ def run_session(
     peaks: PeakRates,
     notes: set[str],
     pins: pinning.Pinning,
+    fill: PageCacheFill | None = None,
 ) -> list[Measurement]:
     measurements = []
     with tempfile.TemporaryDirectory(prefix=f"bench-{system}-") as tmp:
@@ -324,7 +334,7 @@ def run_session(
             print(
                 f"run {run_index + 1}: {system} ready at {bootstrap} in {time.perf_counter() - started:.1f} s"
             )
-            session = Session(system, broker, bootstrap, volume)
+            session = Session(system, broker, bootstrap, volume, fill)
             warm_s = session.warm_up(loaders)
             if warm_s:
                 print(
@@ -383,6 +393,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--no-pin", action="store_true", help="let broker and loaders share every CPU (no taskset)"
     )
+    parser.add_argument(
+        "--no-fill-page-cache",
+        action="store_true",
+        help="measure in whatever memory state the machine is in (see bench/page_cache.py)",
+    )
     parser.add_argument("--write-results", action="store_true", help="write the table into bench/RESULTS.md")
     args = parser.parse_args(argv)
     args.systems = [s.strip() for s in args.systems.split(",") if s.strip()]
@@ -434,6 +449,15 @@ def result_notes(args: argparse.Namespace, volume: Volume, pins: pinning.Pinning
         "Both brokers: log.segment.bytes=1073741824, topics created with the stated partition "
         "count, log.flush.* at defaults (no fsync per message); the Java tools run with -Xms512m -Xmx512m.",
         f"CPUs: {pins.describe()}.",
+        "Memory state: "
+        + (
+            "as found (--no-fill-page-cache)."
+            if args.no_fill_page_cache
+            else "before each workload the page cache is filled with clean, cold pages until "
+            f"{DEFAULT_TARGET_FREE >> 20} MiB are free, as on a long-running server (bench/page_cache.py: "
+            "on this VM a page taken from memory left free costs a fault into the host, one reclaimed "
+            "from the cache does not)."
+        ),
         "Loaders on the same machine as the broker: Kafka's ProducerPerformance/ConsumerPerformance/"
         "EndToEndLatency 4.3.1 (default client settings but acks) and confluent-kafka "
         "(librdkafka) from Python.",
@@ -456,17 +480,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     peaks = PeakRates()
     notes: set[str] = set()
     measurements: list[Measurement] = []
+    fill = None if args.no_fill_page_cache else PageCacheFill(Path(tempfile.gettempdir()))
     try:
         for run_index in range(args.runs):
             for system in systems:
                 measurements += run_session(
-                    system, run_index, args.loaders, workloads, volume, peaks, notes, pins
+                    system, run_index, args.loaders, workloads, volume, peaks, notes, pins, fill
                 )
     except KeyboardInterrupt:
         print("interrupted: brokers and tools stopped", file=sys.stderr)
         return 130
     finally:
         processes.stop_all()
+        if fill is not None:
+            fill.close()
     table = compare_table(summarize(measurements))
     print(f"\nmedians of {args.runs} run(s):\n")
     print(table)

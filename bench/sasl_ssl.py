@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import resource
+import shutil
 import tempfile
 import time
 import uuid
@@ -198,6 +199,7 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         for broker in brokers.values():
             broker.stop()
+        shutil.rmtree(root, ignore_errors=True)
 
     print(f"\n{machine_description()}; load average {load_average()}; {plan.describe()}")
     print(f"SASL_SSL ({MECHANISM}), 1 KiB records, {args.mib} MiB per run after {args.warmup_mib} MiB of warm-up, "

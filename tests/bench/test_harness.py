@@ -9,6 +9,7 @@ from pathlib import Path
 
 from bench import pinning
 from bench.compare import FULL, QUICK, all_workloads, result_notes, scaled, select
+from bench.page_cache import PageCacheFill, meminfo_bytes
 from bench.systems import make_broker
 from compat_tests.brokers import PyBroker
 from compat_tests.reference.apache_kafka import ApacheKafka
@@ -73,7 +74,7 @@ def test_volumes_are_at_least_a_gigabyte_after_a_warm_up() -> None:
 
 
 def test_results_notes_name_both_kafka_settings_the_cpus_and_the_volumes() -> None:
-    args = argparse.Namespace(systems=["pybroker", "kafka"], runs=3)
+    args = argparse.Namespace(systems=["pybroker", "kafka"], runs=3, no_fill_page_cache=False)
     pins = pinning.Pinning(frozenset({0}), frozenset({1}))
     notes = "\n".join(result_notes(args, FULL, pins, "0.10 0.20 0.30"))
     assert "-Xmx1G -Xms1G" in notes and "-XX:MaxGCPauseMillis=20" in notes
@@ -82,5 +83,25 @@ def test_results_notes_name_both_kafka_settings_the_cpus_and_the_volumes() -> No
     assert "1 GiB of payload per produce workload" in notes and "6 GiB per sustained" in notes
     assert "256 MiB are produced untimed with each loader in each of 4 shapes" in notes
     assert "load average when started: 0.10 0.20 0.30" in notes
+    assert "the page cache is filled with clean, cold pages until 512 MiB are free" in notes
     unpinned = "\n".join(result_notes(args, FULL, pinning.plan(enabled=False), "x"))
     assert "not pinned (--no-pin)" in unpinned
+    as_found_args = argparse.Namespace(**{**vars(args), "no_fill_page_cache": True})
+    as_found = "\n".join(result_notes(as_found_args, FULL, pins, "x"))
+    assert "Memory state: as found (--no-fill-page-cache)." in as_found
+
+
+def test_page_cache_fill_takes_free_memory_into_the_cache_without_using_disk(tmp_path: Path) -> None:
+    free = meminfo_bytes("MemFree")
+    target = free - 256 * 2**20  # a small fill: 256 MiB below what is free now
+    cached = meminfo_bytes("Cached")
+    with PageCacheFill(tmp_path, target_free_bytes=target) as fill:
+        read = fill.top_up()
+        after_free, after_cached = meminfo_bytes("MemFree"), meminfo_bytes("Cached")
+        assert read >= 64 * 2**20, read  # it had to read to get there
+        assert after_free <= target
+        # What it read is in the page cache (other processes move these figures a little, not by half).
+        assert after_cached - cached >= read // 2, (after_cached - cached, read)
+        assert os.stat(fill.path).st_blocks == 0  # a hole: no disk space
+        assert fill.top_up() < 64 * 2**20  # already there: next to nothing to read
+    assert not fill.path.exists()
