@@ -12,10 +12,11 @@ first, the same 14 GiB cost 0.54-0.71 throughout.  On a long-running server the 
 that is the state both brokers get here.
 
 How: a sparse file (no disk space) is read forward from where the last top-up stopped, so that the
-kernel caches its holes as zero pages, until free memory falls to ``target_free_bytes``.  Reading only
-pages not yet cached consumes free memory and nothing else: it evicts none of the broker's data (the
-kernel reclaims only below its low watermark, far under the target), and the filler's pages are
-cold, the first the kernel reclaims when a broker writes.
+kernel caches its holes as zero pages, until free memory falls to ``target_free_bytes`` or stops
+falling (the kernel's reclaim then keeps what it keeps free; on this machine ~2.9 GB).  Reading pages
+not yet cached consumes free memory; only the last few hundred MiB, read once the cache is full, make
+the kernel reclaim, and it reclaims the coldest pages first: the filler's own from earlier top-ups.
+The filler's pages are cold, the first the kernel reclaims when a broker writes.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 from types import TracebackType
 
 CHUNK = 8 << 20
+STALL_WINDOW = 256 << 20  # reading this much lowered free memory by less than a quarter of it: full
 DEFAULT_TARGET_FREE = 512 << 20
 
 
@@ -53,17 +55,27 @@ class PageCacheFill:
         self.buffer = bytearray(CHUNK)
 
     def top_up(self) -> int:
-        """Read forward until MemFree is at most the target; bytes read (0 when already there)."""
+        """Read forward until MemFree is at most the target or stops falling; bytes read."""
         read = 0
-        # Twice the deficit at most: where reading does not take free memory (a file system that
-        # does not cache holes), give up rather than read the whole file.
-        limit = min(self.size, 2 * (meminfo_bytes("MemFree") - self.target_free_bytes) + CHUNK)
+        free = meminfo_bytes("MemFree")
+        window_start = free  # MemFree when the last STALL_WINDOW of reading began
+        stalled = 0  # windows in a row that did not lower it
         fd = os.open(self.path, os.O_RDONLY)
         try:
-            while read < limit and meminfo_bytes("MemFree") > self.target_free_bytes:
+            while free > self.target_free_bytes and read < self.size:
                 os.preadv(fd, [self.buffer], self.cursor)
                 self.cursor = (self.cursor + CHUNK) % self.size
                 read += CHUNK
+                free = meminfo_bytes("MemFree")
+                if read % STALL_WINDOW == 0:
+                    # The kernel's reclaim keeps some memory free (kswapd: ~2.9 GB of this 24 GiB
+                    # machine's); once reading no longer lowers it, the cache is full.  Two windows
+                    # in a row: free page reporting holds pages off the free lists for a moment,
+                    # which moves MemFree by itself.
+                    stalled = stalled + 1 if window_start - free < STALL_WINDOW // 4 else 0
+                    if stalled == 2:
+                        break
+                    window_start = free
         finally:
             os.close(fd)
         return read

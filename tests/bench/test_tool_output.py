@@ -46,6 +46,20 @@ def test_producer_summary_takes_the_line_with_percentiles() -> None:
     assert result.mb_per_s == pytest.approx(23454.907939 * 1024 / 1e6)
 
 
+def test_producer_latencies_are_the_steady_states_when_the_run_had_a_warm_up() -> None:
+    output = (  # kafka-tools 4.3.1, --warmup-records 100000, paced at 50,000 records/s, against pybroker
+        "Warmup first 100000 records. Steady state results will print after the complete test summary.\n"
+        "300000 records sent, 49883.604922 records/sec (48.71 MB/sec), 62.24 ms avg latency, 429.00 ms max "
+        "latency, 1 ms 50th, 403 ms 95th, 416 ms 99th, 424 ms 99.9th.\n"
+        "200000 steady state records sent, 49640.109208 records/sec (48.48 MB/sec), 0.75 ms avg latency, "
+        "11.00 ms max latency, 1 ms 50th, 3 ms 95th, 4 ms 99th, 7 ms 99.9th.\n"
+    )
+    result = parse_producer_performance(output, record_size=1024)
+    # Count and rate of the whole run (the broker's CPU covers all of it), percentiles of the steady state.
+    assert (result.records, result.records_per_s) == (300000, pytest.approx(49883.604922))
+    assert (result.p50_ms, result.p99_ms, result.p999_ms) == (1, 4, 7)
+
+
 def test_consumer_rate_is_the_fetch_rate_without_the_group_join() -> None:
     result = parse_consumer_performance(CONSUMER_OUTPUT, record_size=1024)
     assert result.records == 200169
