@@ -30,8 +30,8 @@ Where the machine has two CPUs or more, the broker runs on one (``taskset``) and
 others (``--no-pin`` turns that off).  Broker peak RSS is VmHWM of the broker process, reset before
 each workload; CPU s is the broker's user+system time during the workload, and CPU s/GB that per
 10^9 bytes of payload moved.  Before each workload the page cache is filled with clean, cold pages
-until 512 MiB are free (``bench/page_cache.py``; ``--no-fill-page-cache`` turns that off), so that each
-broker writes into the same memory state.  A benchmark: it prints, it never asserts a time.
+until 512 MiB are free, after a sync (``bench/page_cache.py``; ``--no-fill-page-cache`` turns that
+off), so that each broker writes into the same memory state.  A benchmark: it prints, it never asserts a time.
 """
 
 from __future__ import annotations
@@ -177,8 +177,12 @@ class Session:
     def measure(self, loader: str, workload: Workload, load: Callable[[], LoadResult]) -> Measurement:
         pid = broker_pid(self.broker)
         if self.fill is not None:
-            read = self.fill.top_up()  # the same memory state before every workload of every system
-            print(f"  page cache kept full: {read / GIB:.2f} GiB read, {meminfo_bytes('MemFree') >> 20} MiB free")
+            # The same memory state before every workload of every system.
+            sync_s, read = self.fill.settle()
+            print(
+                f"  memory settled: sync {sync_s:.1f} s; page cache kept full: {read / GIB:.2f} GiB read, "
+                f"{meminfo_bytes('MemFree') >> 20} MiB free"
+            )
         reset_peak_rss(pid)
         cpu_before = cpu_seconds(pid)
         result = load()
@@ -459,10 +463,10 @@ def result_notes(args: argparse.Namespace, volume: Volume, pins: pinning.Pinning
         + (
             "as found (--no-fill-page-cache)."
             if args.no_fill_page_cache
-            else "before each workload the page cache is filled with clean, cold pages until "
-            f"{DEFAULT_TARGET_FREE >> 20} MiB are free, as on a long-running server (bench/page_cache.py: "
-            "on this VM a page taken from memory left free costs a fault into the host, one reclaimed "
-            "from the cache does not)."
+            else "before each workload what earlier ones left dirty is written back (sync) and the page "
+            f"cache is filled with clean, cold pages until {DEFAULT_TARGET_FREE >> 20} MiB are free or free "
+            "memory stops falling, as on a long-running server (bench/page_cache.py: on this VM a page taken "
+            "from memory left free costs a fault into the host, one reclaimed from the cache does not)."
         ),
         "Loaders on the same machine as the broker: Kafka's ProducerPerformance/ConsumerPerformance/"
         "EndToEndLatency 4.3.1 (default client settings but acks) and confluent-kafka "

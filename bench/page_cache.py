@@ -1,5 +1,8 @@
 """Give every broker the same memory state: a page cache full of clean, cold pages, as on a server.
 
+``PageCacheFill.settle()`` before each measured workload: nothing dirty left by earlier workloads,
+then the page cache topped up.
+
 Why: on this machine (a Firecracker guest whose kernel hands free memory back to the host, "free page
 reporting"), a page the guest takes from memory it left free for a few seconds costs a fault into
 the host and a zeroing there; a page it takes back from its own page cache (reclaim) costs nothing
@@ -22,6 +25,8 @@ The filler's pages are cold, the first the kernel reclaims when a broker writes.
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -43,8 +48,14 @@ def meminfo_bytes(field: str) -> int:
 class PageCacheFill:
     """A sparse file read into the page cache until free memory is down to a target; see the module."""
 
-    def __init__(self, directory: Path, target_free_bytes: int = DEFAULT_TARGET_FREE) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        target_free_bytes: int = DEFAULT_TARGET_FREE,
+        free_memory: Callable[[], int] = lambda: meminfo_bytes("MemFree"),
+    ) -> None:
         self.target_free_bytes = target_free_bytes
+        self.free_memory = free_memory
         self.path = directory / "page-cache-fill"
         # Larger than memory, so a top-up never runs out of pages it has not read since they were
         # last reclaimed; holes take no disk space.
@@ -57,7 +68,7 @@ class PageCacheFill:
     def top_up(self) -> int:
         """Read forward until MemFree is at most the target or stops falling; bytes read."""
         read = 0
-        free = meminfo_bytes("MemFree")
+        free = self.free_memory()
         window_start = free  # MemFree when the last STALL_WINDOW of reading began
         stalled = 0  # windows in a row that did not lower it
         fd = os.open(self.path, os.O_RDONLY)
@@ -66,7 +77,7 @@ class PageCacheFill:
                 os.preadv(fd, [self.buffer], self.cursor)
                 self.cursor = (self.cursor + CHUNK) % self.size
                 read += CHUNK
-                free = meminfo_bytes("MemFree")
+                free = self.free_memory()
                 if read % STALL_WINDOW == 0:
                     # The kernel's reclaim keeps some memory free (kswapd: ~2.9 GB of this 24 GiB
                     # machine's); once reading no longer lowers it, the cache is full.  Two windows
@@ -79,6 +90,15 @@ class PageCacheFill:
         finally:
             os.close(fd)
         return read
+
+    def settle(self) -> tuple[float, int]:
+        """What to call before each measured workload: write back what earlier workloads left dirty
+        (``sync``; else the kernel's writeback of the last 6 GiB run throttles the next one's
+        writes, and the next one's latencies measure the disk and the order of the workloads), then
+        ``top_up``.  Seconds the sync took, bytes the top-up read."""
+        started = time.perf_counter()
+        os.sync()
+        return time.perf_counter() - started, self.top_up()
 
     def close(self) -> None:
         self.path.unlink(missing_ok=True)

@@ -53,4 +53,4 @@ def test_quick_compare_runs_against_pybroker_and_kafka() -> None:
             float(cells[cpu_column].replace(",", ""))
     assert "warmed up: 2 MiB per shape and loader" in result.stdout
     assert "CPUs: " in result.stdout
-    assert "page cache kept full: " in result.stdout
+    assert "memory settled: sync " in result.stdout and "page cache kept full: " in result.stdout

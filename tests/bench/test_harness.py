@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import argparse
+import ctypes
+import mmap
 import os
 from pathlib import Path
 
 from bench import pinning
-from bench.compare import FULL, QUICK, all_workloads, result_notes, scaled, select
-from bench.page_cache import PageCacheFill, meminfo_bytes
+from bench.compare import FULL, GIB, QUICK, all_workloads, result_notes, scaled, select
+from bench.page_cache import CHUNK, STALL_WINDOW, PageCacheFill, meminfo_bytes
 from bench.systems import make_broker
 from compat_tests.brokers import PyBroker
 from compat_tests.reference.apache_kafka import ApacheKafka
@@ -66,11 +68,17 @@ def test_volumes_are_at_least_a_gigabyte_after_a_warm_up() -> None:
     assert FULL.sustained_bytes >= 6 * 10**9 and FULL.records(1024, sustained=True) * 1024 >= 6 * 10**9
     assert QUICK.bytes_per_run < FULL.bytes_per_run  # --quick stays a smoke run
     tiny = scaled(QUICK, 0.001, 1, 0.002)
-    assert (tiny.bytes_per_run, tiny.warmup_bytes, tiny.sustained_bytes) == (2**30 // 1000, 2**20, 2**31 // 1000)
+    assert (tiny.bytes_per_run, tiny.warmup_bytes, tiny.sustained_bytes) == (
+        2**30 // 1000,
+        2**20,
+        2**31 // 1000,
+    )
     names = [w.name for w in all_workloads(quick=False, sustained=True)]
     assert {"sustained/1KiB/p1/acks1", "sustained/1KiB/p8/acks1"} <= set(names)
     assert not any(n.startswith("sustained") for n in (w.name for w in all_workloads(quick=False)))
-    assert [w.name for w in select(all_workloads(False, True), "sustained/*/p1/*")] == ["sustained/1KiB/p1/acks1"]
+    assert [w.name for w in select(all_workloads(False, True), "sustained/*/p1/*")] == [
+        "sustained/1KiB/p1/acks1"
+    ]
 
 
 def test_results_notes_name_both_kafka_settings_the_cpus_and_the_volumes() -> None:
@@ -83,7 +91,7 @@ def test_results_notes_name_both_kafka_settings_the_cpus_and_the_volumes() -> No
     assert "1 GiB of payload per produce workload" in notes and "6 GiB per sustained" in notes
     assert "256 MiB are produced untimed with each loader in each of 4 shapes" in notes
     assert "load average when started: 0.10 0.20 0.30" in notes
-    assert "the page cache is filled with clean, cold pages until 512 MiB are free" in notes
+    assert "written back (sync) and the page cache is filled with clean, cold pages until 512 MiB" in notes
     unpinned = "\n".join(result_notes(args, FULL, pinning.plan(enabled=False), "x"))
     assert "not pinned (--no-pin)" in unpinned
     as_found_args = argparse.Namespace(**{**vars(args), "no_fill_page_cache": True})
@@ -91,17 +99,69 @@ def test_results_notes_name_both_kafka_settings_the_cpus_and_the_volumes() -> No
     assert "Memory state: as found (--no-fill-page-cache)." in as_found
 
 
-def test_page_cache_fill_takes_free_memory_into_the_cache_without_using_disk(tmp_path: Path) -> None:
-    free = meminfo_bytes("MemFree")
-    target = free - 256 * 2**20  # a small fill: 256 MiB below what is free now
-    cached = meminfo_bytes("Cached")
-    with PageCacheFill(tmp_path, target_free_bytes=target) as fill:
+def _resident_fraction(path: Path, offset: int, length: int) -> float:
+    """The share of a file range's pages in the page cache (mincore(2) on a read-only mapping)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_long,
+    ]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+    pages = length // mmap.PAGESIZE
+    with open(path, "rb") as f:
+        address = libc.mmap(None, length, mmap.PROT_READ, mmap.MAP_SHARED, f.fileno(), offset)
+        assert address not in (None, ctypes.c_void_p(-1).value), os.strerror(ctypes.get_errno())
+        try:
+            vector = ctypes.create_string_buffer(pages)
+            assert libc.mincore(address, length, vector) == 0, os.strerror(ctypes.get_errno())
+            return sum(byte & 1 for byte in vector.raw) / pages
+        finally:
+            libc.munmap(address, length)
+
+
+def test_page_cache_fill_reads_a_hole_into_the_page_cache(tmp_path: Path) -> None:
+    with PageCacheFill(tmp_path, target_free_bytes=meminfo_bytes("MemFree") - 64 * 2**20) as fill:
         read = fill.top_up()
-        after_free, after_cached = meminfo_bytes("MemFree"), meminfo_bytes("Cached")
-        assert read >= 64 * 2**20, read  # it had to read to get there
-        assert after_free <= target
-        # What it read is in the page cache (other processes move these figures a little, not by half).
-        assert after_cached - cached >= read // 2, (after_cached - cached, read)
-        assert os.stat(fill.path).st_blocks == 0  # a hole: no disk space
-        assert fill.top_up() < 64 * 2**20  # already there: next to nothing to read
+        assert read >= CHUNK and read % CHUNK == 0, read
+        # The last chunk read is in the page cache (a file system that does not cache holes, tmpfs,
+        # fails this), and the file takes no disk space.
+        assert _resident_fraction(fill.path, read - CHUNK, CHUNK) >= 0.9
+        assert os.stat(fill.path).st_blocks == 0
     assert not fill.path.exists()
+
+
+class _ScriptedMemory:
+    """MemFree as a function of what the filler has read: falls one for one down to a floor the
+    kernel's reclaim keeps free (or, with ``floor`` None, without one)."""
+
+    def __init__(self, free: int, floor: int | None) -> None:
+        self.start, self.floor = free, floor
+        self.calls = 0
+
+    def __call__(self) -> int:
+        read = self.calls * CHUNK  # one call before the first chunk, then one after each
+        self.calls += 1
+        return max(self.start - read, self.floor or 0)
+
+
+def test_page_cache_fill_stops_at_its_target_or_when_free_memory_stops_falling(tmp_path: Path) -> None:
+    mib = 2**20
+    # Plenty free, no floor: reads exactly down to the target.
+    with PageCacheFill(tmp_path, target_free_bytes=512 * mib, free_memory=_ScriptedMemory(GIB, None)) as fill:
+        assert fill.top_up() == 512 * mib
+    # The kernel keeps 768 MiB free: it reads down to that floor, then two windows of no progress.
+    with PageCacheFill(
+        tmp_path, target_free_bytes=64 * mib, free_memory=_ScriptedMemory(GIB, 768 * mib)
+    ) as fill:
+        read = fill.top_up()
+        assert 256 * mib + STALL_WINDOW <= read <= 256 * mib + 3 * STALL_WINDOW, read / mib
+        assert fill.cursor == read  # the next top-up goes on from there
+    # Already at the target: nothing read.
+    with PageCacheFill(tmp_path, target_free_bytes=2 * GIB, free_memory=_ScriptedMemory(GIB, None)) as fill:
+        assert fill.top_up() == 0
