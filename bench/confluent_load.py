@@ -36,7 +36,7 @@ _STAMP = struct.Struct(">BQ")
 WARMUP, MEASURED = 0, 1
 
 
-def _producer(bootstrap: str, acks: str, linger_ms: int) -> Producer:
+def _producer(bootstrap: str, acks: str, linger_ms: int, **extra: object) -> Producer:
     return Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -46,6 +46,7 @@ def _producer(bootstrap: str, acks: str, linger_ms: int) -> Producer:
             "queue.buffering.max.messages": 1_000_000,
             "enable.idempotence": False,
             "compression.type": "none",
+            **extra,
         }
     )
 
@@ -92,10 +93,14 @@ def produce_here(bootstrap: str, topic: str, records: int, record_size: int, ack
     return LoadResult(records, records / elapsed, record_size, p50, p99, p999)
 
 
-def produce_timed(bootstrap: str, topic: str, records: int, record_size: int, acks: str) -> tuple[float, array]:
+def produce_timed(
+    bootstrap: str, topic: str, records: int, record_size: int, acks: str, producer: Producer | None = None
+) -> tuple[float, array]:
     """(seconds, every record's produce-to-acknowledgement latency in ms): for callers that merge the
-    latencies of several producer processes before taking percentiles."""
-    producer = _producer(bootstrap, acks, linger_ms=5)
+    latencies of several producer processes before taking percentiles.  ``producer``: one made by
+    ``_producer`` with extra settings (bench.loader_cost's statistics), else the benchmark's own."""
+    if producer is None:  # (not ``or``: a Producer's truth is its queue length)
+        producer = _producer(bootstrap, acks, linger_ms=5)
     latencies_ms = array("d")
     errors: list[object] = []
 
