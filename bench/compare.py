@@ -55,10 +55,17 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench import confluent_load, kafka_tools, pinning, processes
 from bench.load_result import LoadResult
-from bench.page_cache import DEFAULT_TARGET_FREE, PageCacheFill, meminfo_bytes
+from bench.page_cache import DEFAULT_TARGET_FREE, PageCacheFill
 from bench.report import Measurement, compare_table, render_section, summarize, write_section
 from bench.stats import median
-from bench.sysstat import cpu_seconds, load_average, machine_description, peak_rss_mb, reset_peak_rss
+from bench.sysstat import (
+    cpu_seconds,
+    load_average,
+    machine_description,
+    meminfo_bytes,
+    peak_rss_mb,
+    reset_peak_rss,
+)
 from bench.systems import SYSTEMS, Broker, broker_pid, kafka_jvm_descriptions, make_broker
 
 LOADERS = ("java", "confluent")

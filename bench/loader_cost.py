@@ -37,7 +37,8 @@ RECORD_SIZE = 1024
 
 
 def _thread_cpu_seconds() -> dict[str, float]:
-    """CPU seconds of this process's threads by name, librdkafka's broker threads summed."""
+    """CPU seconds of this process's threads: "python" (the main thread, which calls ``produce()``
+    and runs the delivery callbacks), librdkafka's broker threads summed as "rdk:broker", others by name."""
     totals: dict[str, float] = {}
     tick = os.sysconf("SC_CLK_TCK")
     for tid in os.listdir("/proc/self/task"):
@@ -47,8 +48,11 @@ def _thread_cpu_seconds() -> dict[str, float]:
             continue  # the thread ended
         name = stat[stat.index("(") + 1 : stat.rindex(")")]
         fields = stat[stat.rindex(")") + 2 :].split()
-        key = "rdk:broker" if name.startswith("rdk:broker") else name
-        totals[key] = totals.get(key, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+        if int(tid) == os.getpid():
+            name = "python"
+        elif name.startswith("rdk:broker"):
+            name = "rdk:broker"
+        totals[name] = totals.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
     return totals
 
 
@@ -65,15 +69,15 @@ def measure_here(bootstrap: str, topic: str, records: int, acks: str) -> dict[st
     seen = len(stats)
     while len(stats) == seen and time.monotonic() < deadline:  # statistics taken after the last response
         producer.poll(0.1)
-    brokers = [b for b in json.loads(stats[-1])["brokers"].values() if b.get("nodeid", -1) >= 0]
+    last = json.loads(stats[-1])
+    brokers = [b for b in last["brokers"].values() if b.get("nodeid", -1) >= 0]
     broker = max(brokers, key=lambda b: b["tx"])  # the partition leader's connection
-    batches = json.loads(stats[-1])["topics"][topic]
-    main_thread = max(threads_after, key=lambda name: 0 if name.startswith("rdk:") else threads_after[name])
+    batches = last["topics"][topic]
     return {
         "mb_per_s": records * RECORD_SIZE / elapsed / 1e6,
         "loader_user_s": usage_after.ru_utime - usage.ru_utime,
         "loader_sys_s": usage_after.ru_stime - usage.ru_stime,
-        "python_thread_s": threads_after[main_thread] - threads.get(main_thread, 0.0),
+        "python_thread_s": threads_after["python"] - threads["python"],
         "rdk_broker_thread_s": threads_after.get("rdk:broker", 0.0) - threads.get("rdk:broker", 0.0),
         "requests": broker["tx"],
         "request_kb": broker["txbytes"] / max(1, broker["tx"]) / 1000,

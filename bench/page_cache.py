@@ -30,19 +30,11 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
+from bench.sysstat import meminfo_bytes
+
 CHUNK = 8 << 20
 STALL_WINDOW = 256 << 20  # reading this much lowered free memory by less than a quarter of it: full
 DEFAULT_TARGET_FREE = 512 << 20
-
-
-def meminfo_bytes(field: str) -> int:
-    """One /proc/meminfo field ("MemFree", "Cached", …) in bytes."""
-    with open("/proc/meminfo", "rb") as f:
-        for line in f:
-            name, _, rest = line.partition(b":")
-            if name.decode() == field:
-                return int(rest.split()[0]) * 1024
-    raise KeyError(field)
 
 
 class PageCacheFill:

@@ -63,6 +63,16 @@ def _live_threads_run_time(pid: int) -> float:
     return total_ns / 1e9
 
 
+def meminfo_bytes(field: str) -> int:
+    """One /proc/meminfo field ("MemTotal", "MemFree", "Cached", …) in bytes."""
+    with open("/proc/meminfo", "rb") as f:
+        for line in f:
+            name, _, rest = line.partition(b":")
+            if name.decode() == field:
+                return int(rest.split()[0]) * 1024
+    raise KeyError(field)
+
+
 def machine_description() -> str:
     """One line: CPU model and count, memory, kernel — for the results file."""
     model = "unknown CPU"
@@ -73,13 +83,10 @@ def machine_description() -> str:
                 break
     except OSError:
         pass
-    mem_gib = float("nan")
     try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                mem_gib = int(line.split()[1]) / 2**20
-    except OSError:
-        pass
+        mem_gib = meminfo_bytes("MemTotal") / 2**30
+    except (OSError, KeyError):
+        mem_gib = float("nan")
     uname = os.uname()
     return f"{os.cpu_count()} vCPU {model}, {mem_gib:.0f} GiB RAM, {uname.sysname} {uname.release}"
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from bench import pinning
 from bench.compare import FULL, GIB, QUICK, all_workloads, result_notes, scaled, select
-from bench.page_cache import CHUNK, STALL_WINDOW, PageCacheFill, meminfo_bytes
+from bench.page_cache import CHUNK, STALL_WINDOW, PageCacheFill
+from bench.sysstat import meminfo_bytes
 from bench.systems import make_broker
 from compat_tests.brokers import PyBroker
 from compat_tests.reference.apache_kafka import ApacheKafka

@@ -4,25 +4,18 @@ never a time or a rate."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.bench.bench_process import run_bench
 
 
 @pytest.mark.timeout(200)
 def test_loader_cost_runs_at_a_toy_size() -> None:
-    env = dict(
-        os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
-    )
-    argv = [sys.executable, "-m", "bench.loader_cost", "--systems", "pybroker", "--runs", "1"]
-    argv += ["--mib", "16", "--warmup-mib", "1", "--no-fill-page-cache"]  # the compare smoke run fills it
-    result = subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=180)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    result = run_bench(
+        "bench.loader_cost", "--systems", "pybroker", "--runs", "1", "--mib", "16", "--warmup-mib", "1",
+        "--no-fill-page-cache",  # the compare smoke run fills it
+        timeout_s=180,
+    )  # fmt: skip
     header = next(line for line in result.stdout.splitlines() if line.startswith("| system |"))
     names = [cell.strip() for cell in header.strip("|").split("|")]
     rows = [line for line in result.stdout.splitlines() if line.startswith("| pybroker |")]
