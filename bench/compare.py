@@ -14,7 +14,8 @@ anything is timed), runs every selected workload with two loaders — Kafka's ow
 confluent-kafka from Python — and stops it.  The table holds medians over runs.  Workloads:
 
 - ``produce/<size>/p<N>/acks<A>``: peak rate, fresh topic with N partitions, 1 GiB of payload.
-- ``consume/<size>/p<N>``: read back what was just produced (page cache), all partitions.
+- ``consume/<size>/p<N>``: read back what was just produced (page cache), all partitions, three
+  times over (each read a fresh loader process; ``--quick`` once).
 - ``at-half-peak/1KiB/p1/acks<A>``: produce paced at half of Kafka's peak rate for the same
   workload and loader, measured earlier in the same invocation.  Java: ProducerPerformance
   --throughput (send → ack latency; the first 2 s of records, the producer's own start, are left out
@@ -54,10 +55,10 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench import confluent_load, kafka_tools, pinning, processes
-from bench.load_result import LoadResult
+from bench.load_result import LoadResult, back_to_back
 from bench.page_cache import DEFAULT_TARGET_FREE, PageCacheFill
 from bench.report import Measurement, compare_table, render_section, summarize, write_section
-from bench.stats import median
+from bench.stats import median, ratio
 from bench.sysstat import (
     cpu_seconds,
     load_average,
@@ -65,6 +66,7 @@ from bench.sysstat import (
     meminfo_bytes,
     peak_rss_mb,
     reset_peak_rss,
+    user_and_system_seconds,
 )
 from bench.systems import SYSTEMS, Broker, broker_pid, kafka_jvm_descriptions, make_broker
 
@@ -134,6 +136,7 @@ class Volume:
     serial_records: int
     warmup_bytes: int
     sustained_bytes: int
+    consume_passes: int = 1  # times a consume workload reads its data back
 
     def records(self, record_size: int, sustained: bool = False) -> int:
         total = self.sustained_bytes if sustained else self.bytes_per_run
@@ -144,7 +147,15 @@ GIB = 2**30
 PACED_WARM_UP_S = 2.0  # at-half-peak (Java): seconds of records before the latencies count
 # (partitions, acks) of the warm-up's produce runs: the shapes of the produce workloads.
 WARM_UP_SHAPES = ((1, "1"), (1, "all"), (8, "1"), (8, "all"))
-FULL = Volume(GIB, 10_000, paced_seconds=10, serial_records=5000, warmup_bytes=256 * 2**20, sustained_bytes=6 * GIB)
+FULL = Volume(
+    GIB,
+    10_000,
+    paced_seconds=10,
+    serial_records=5000,
+    warmup_bytes=256 * 2**20,
+    sustained_bytes=6 * GIB,
+    consume_passes=3,
+)
 QUICK = Volume(
     16_000_000, 5_000, paced_seconds=3, serial_records=500, warmup_bytes=4_000_000, sustained_bytes=24_000_000
 )
@@ -192,7 +203,9 @@ class Session:
             )
         reset_peak_rss(pid)
         cpu_before = cpu_seconds(pid)
+        user_before, system_before = user_and_system_seconds(pid)
         result = load()
+        user_after, system_after = user_and_system_seconds(pid)
         return Measurement(
             system=self.system,
             loader=loader,
@@ -205,6 +218,7 @@ class Session:
             rss_mb=peak_rss_mb(pid),
             cpu_s=cpu_seconds(pid) - cpu_before,
             payload_bytes=float(result.records * result.record_size),
+            kernel_share=ratio(system_after - system_before, user_after + system_after - user_before - system_before),
         )
 
     def warm_up(self, loaders: Sequence[str]) -> float:
@@ -265,17 +279,16 @@ class Session:
                 self.produce_untimed(loader, topic, records, size)
                 self.filled[(loader, size, partitions)] = (topic, records)
             topic, stored = self.filled[(loader, size, partitions)]
-            if loader == "java":
-                return self.measure(
-                    loader,
-                    workload,
-                    lambda: kafka_tools.consumer_performance(self.bootstrap, topic, stored, size, timeout_s),
-                )
-            return self.measure(
-                loader,
-                workload,
-                lambda: confluent_load.consume(self.bootstrap, topic, stored, size, partitions, timeout_s),
-            )
+
+            def read_once() -> LoadResult:
+                if loader == "java":
+                    return kafka_tools.consumer_performance(self.bootstrap, topic, stored, size, timeout_s)
+                return confluent_load.consume(self.bootstrap, topic, stored, size, partitions, timeout_s)
+
+            # Read back several times, each a fresh loader process: one 1 GiB read takes ~1.5 s, and
+            # single reads of the same data varied 445-734 MB/s from run to run (2026-11-28).
+            passes = self.volume.consume_passes
+            return self.measure(loader, workload, lambda: back_to_back([read_once() for _ in range(passes)]))
         if workload.kind == "at-half-peak":
             topic = self.new_topic(partitions)
             paced = max(1, int(paced_rate * self.volume.paced_seconds))
@@ -448,6 +461,10 @@ def tree_revision() -> str:
     return head + ("+changes" if dirty else "")
 
 
+def _times(n: int) -> str:
+    return {1: "once", 2: "twice"}.get(n, f"{n} times")
+
+
 def result_notes(args: argparse.Namespace, volume: Volume, pins: pinning.Pinning, load: str) -> list[str]:
     jvms = kafka_jvm_descriptions()
     kafka_rows = [
@@ -456,8 +473,10 @@ def result_notes(args: argparse.Namespace, volume: Volume, pins: pinning.Pinning
     return [
         f"pybroker at {tree_revision()}; load average when started: {load}.",
         f"Runs per system: {args.runs}, interleaved (Kafka, pybroker, Kafka, …); medians shown "
-        "(CPU s/GB: median of each run's broker CPU-seconds ÷ payload GB).",
-        f"Volume: {volume.bytes_per_run / GIB:g} GiB of payload per produce workload (consume reads it back), "
+        "(CPU s/GB: median of each run's broker CPU-seconds ÷ payload GB; kernel %: the share of "
+        "that CPU time the broker spent in the kernel, its system time in /proc/PID/stat).",
+        f"Volume: {volume.bytes_per_run / GIB:g} GiB of payload per produce workload (consume reads it back "
+        f"{_times(volume.consume_passes)}, each time in a fresh loader process), "
         f"{volume.sustained_bytes / GIB:g} GiB per sustained one; after each broker start "
         f"{volume.warmup_bytes / 2**20:g} MiB are produced untimed with each loader in each of "
         f"{len(WARM_UP_SHAPES)} shapes (1 and 8 partitions, acks=1 and acks=all) and one of them consumed "

@@ -32,6 +32,7 @@ class Measurement:
     rss_mb: float = float("nan")
     cpu_s: float = float("nan")
     payload_bytes: float = float("nan")  # record payload the workload moved through the broker
+    kernel_share: float = float("nan")  # of the broker's CPU time, the part spent in the kernel
 
     @property
     def cpu_s_per_gb(self) -> float:
@@ -55,9 +56,20 @@ class Summary:
     rss_mb: float
     cpu_s: float
     cpu_s_per_gb: float
+    kernel_share: float
 
 
-_MEDIAN_FIELDS = ("records_per_s", "mb_per_s", "p50_ms", "p99_ms", "p999_ms", "rss_mb", "cpu_s", "cpu_s_per_gb")
+_MEDIAN_FIELDS = (
+    "records_per_s",
+    "mb_per_s",
+    "p50_ms",
+    "p99_ms",
+    "p999_ms",
+    "rss_mb",
+    "cpu_s",
+    "cpu_s_per_gb",
+    "kernel_share",
+)
 
 
 def summarize(measurements: Iterable[Measurement]) -> list[Summary]:
@@ -95,7 +107,7 @@ def _fmt_ratio(value: float) -> str:
 
 
 COMPARE_HEADER = (
-    "| system | loader | workload | runs | records/s | MB/s | CPU s/GB | p50 ms | p99 ms | p99.9 ms "
+    "| system | loader | workload | runs | records/s | MB/s | CPU s/GB | kernel % | p50 ms | p99 ms | p99.9 ms "
     "| peak RSS MB | CPU s | MB/s ÷ Kafka | CPU s/GB ÷ Kafka | p99 ÷ Kafka | RSS ÷ Kafka |"
 )
 
@@ -117,6 +129,7 @@ def compare_table(summaries: Sequence[Summary]) -> str:
             _fmt(s.records_per_s, 0),
             _fmt(s.mb_per_s),
             _fmt(s.cpu_s_per_gb, 2),
+            _fmt(100 * s.kernel_share, 0),
             _fmt(s.p50_ms, 2),
             _fmt(s.p99_ms, 2),
             _fmt(s.p999_ms, 2),

@@ -46,11 +46,16 @@ def cpu_seconds(pid: int) -> float:
     holds its own run time in nanoseconds, but forgets threads that have exited.  The true total
     is at least either, so the larger of the two is the closer reading.
     """
+    user, system = user_and_system_seconds(pid)
+    return max(user + system, _live_threads_run_time(pid))
+
+
+def user_and_system_seconds(pid: int) -> tuple[float, float]:
+    """The process's user and system (kernel) CPU time so far, whole thread group, in clock ticks."""
     # The command name in field 2 may contain spaces and parentheses: split after the last ")".
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    utime, stime = int(fields[11]), int(fields[12])
-    ticks = (utime + stime) / os.sysconf("SC_CLK_TCK")
-    return max(ticks, _live_threads_run_time(pid))
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def _live_threads_run_time(pid: int) -> float:

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import math
 import mmap
 import os
 from pathlib import Path
 
+import pytest
+
 from bench import pinning
 from bench.compare import FULL, GIB, QUICK, all_workloads, result_notes, scaled, select
+from bench.load_result import LoadResult, back_to_back
 from bench.page_cache import CHUNK, STALL_WINDOW, PageCacheFill
 from bench.sysstat import meminfo_bytes
 from bench.systems import make_broker
@@ -68,6 +72,8 @@ def test_volumes_are_at_least_a_gigabyte_after_a_warm_up() -> None:
     assert FULL.warmup_bytes >= 256 * 2**20
     assert FULL.sustained_bytes >= 6 * 10**9 and FULL.records(1024, sustained=True) * 1024 >= 6 * 10**9
     assert QUICK.bytes_per_run < FULL.bytes_per_run  # --quick stays a smoke run
+    # A consume workload reads its 1 GiB back several times: one read lasts ~1.5 s.
+    assert FULL.consume_passes >= 3 and QUICK.consume_passes == 1
     tiny = scaled(QUICK, 0.001, 1, 0.002)
     assert (tiny.bytes_per_run, tiny.warmup_bytes, tiny.sustained_bytes) == (
         2**30 // 1000,
@@ -90,14 +96,25 @@ def test_results_notes_name_both_kafka_settings_the_cpus_and_the_volumes() -> No
     assert "`kafka-constrained` (not run)" in notes and "-Xmx512m" in notes
     assert "broker pinned to CPU 0 (taskset), loaders to CPU 1" in notes
     assert "1 GiB of payload per produce workload" in notes and "6 GiB per sustained" in notes
+    assert "consume reads it back 3 times, each time in a fresh loader process" in notes
     assert "256 MiB are produced untimed with each loader in each of 4 shapes" in notes
     assert "load average when started: 0.10 0.20 0.30" in notes
+    assert "kernel %: the share of that CPU time the broker spent in the kernel" in notes
     assert "written back (sync) and the page cache is filled with clean, cold pages until 512 MiB" in notes
     unpinned = "\n".join(result_notes(args, FULL, pinning.plan(enabled=False), "x"))
     assert "not pinned (--no-pin)" in unpinned
     as_found_args = argparse.Namespace(**{**vars(args), "no_fill_page_cache": True})
     as_found = "\n".join(result_notes(as_found_args, FULL, pins, "x"))
     assert "Memory state: as found (--no-fill-page-cache)." in as_found
+
+
+def test_back_to_back_runs_count_every_record_over_the_sum_of_their_timed_spans() -> None:
+    # 1,000 records at 500/s (2 s) and 3,000 at 1,000/s (3 s): 4,000 records in 5 s.
+    combined = back_to_back([LoadResult(1000, 500.0, 1024), LoadResult(3000, 1000.0, 1024)])
+    assert (combined.records, combined.records_per_s, combined.record_size) == (4000, 800.0, 1024)
+    assert math.isnan(combined.p99_ms)  # percentiles of separate runs do not combine
+    with pytest.raises(ValueError):
+        back_to_back([])
 
 
 def _resident_fraction(path: Path, offset: int, length: int) -> float:
