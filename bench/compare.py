@@ -18,7 +18,7 @@ confluent-kafka from Python — and stops it.  The table holds medians over runs
   times over (each read a fresh loader process; ``--quick`` once).
 - ``at-half-peak/1KiB/p1/acks<A>``: produce paced at half of Kafka's peak rate for the same
   workload and loader, measured earlier in the same invocation.  Java: ProducerPerformance
-  --throughput (send → ack latency; the first 2 s of records, the producer's own start, are left out
+  --throughput (send → ack latency; the first 5 s of records, the producer's own start, are left out
   of the percentiles with its --warmup-records).  confluent: true end-to-end latency, a consumer in another
   process timing each record from send to receipt.
 - ``e2e-serial/1KiB/p1/acks1``: Kafka's EndToEndLatency (one record in flight at a time).
@@ -144,7 +144,11 @@ class Volume:
 
 
 GIB = 2**30
-PACED_WARM_UP_S = 2.0  # at-half-peak (Java): seconds of records before the latencies count
+# at-half-peak (Java): seconds of records before the latencies count.  The producer's first second
+# waits ~0.3-0.5 s for its connections and JIT; its rate limiter then sends the backlog in a burst,
+# and that burst's queueing lasted into the 3rd second on pybroker and the 4th on Kafka in 12 s runs
+# at 61,000 records/s (2026-11-28; from the 5th second on, both: ~1 ms average, <= 20 ms maximum).
+PACED_WARM_UP_S = 5.0
 # (partitions, acks) of the warm-up's produce runs: the shapes of the produce workloads.
 WARM_UP_SHAPES = ((1, "1"), (1, "all"), (8, "1"), (8, "all"))
 FULL = Volume(
@@ -294,7 +298,7 @@ class Session:
             paced = max(1, int(paced_rate * self.volume.paced_seconds))
             if loader == "java":
                 # The first PACED_WARM_UP_S of records are left out of the percentiles: without that
-                # the p99 of a 10 s run was the producer's own start (~0.5 s on either broker).
+                # the p99 of a 10 s run was the producer's own start and catch-up (either broker).
                 warm_up = max(1, int(paced_rate * PACED_WARM_UP_S))
                 return self.measure(
                     loader,
