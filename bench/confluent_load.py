@@ -237,7 +237,10 @@ def _e2e_consumer(bootstrap: str, topic: str, partitions: int, records: int) -> 
             if message.error():
                 raise SystemExit(f"consume error: {message.error()}")
             got += 1
-            flag, sent_ns = _STAMP.unpack_from(message.value())
+            value = message.value()
+            if value is None:
+                raise SystemExit(f"a record without a value at offset {message.offset()}")
+            flag, sent_ns = _STAMP.unpack_from(value)
             if flag == MEASURED:
                 latencies_ms.append((now - sent_ns) / 1e6)
     consumer.close()

@@ -4,25 +4,16 @@ checked — never a time or a rate."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.bench.bench_process import run_bench
 
 
 @pytest.mark.timeout(200)
 def test_sasl_ssl_bench_runs_at_a_toy_size() -> None:
-    env = dict(
-        os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
-    )
-    argv = [sys.executable, "-m", "bench.sasl_ssl", "--systems", "pybroker", "--runs", "1"]
+    argv = ["--systems", "pybroker", "--runs", "1"]
     argv += ["--mib", "16", "--warmup-mib", "1"]  # enough broker CPU to be above /proc's 10 ms clock tick
-    result = subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=180)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    result = run_bench("bench.sasl_ssl", *argv, timeout_s=180)
     rows = [line for line in result.stdout.splitlines() if line.startswith("| pybroker |")]
     assert len(rows) == 1, result.stdout
     cells = [cell.strip() for cell in rows[0].strip("|").split("|")]

@@ -6,26 +6,17 @@ part once failed before measuring anything, unnoticed, because nothing ran it.)
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.bench.bench_process import run_bench
 
 
 @pytest.mark.timeout(300)
 def test_scaling_runs_every_part_at_toy_sizes() -> None:
-    env = dict(
-        os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
-    )
-    argv = [sys.executable, "-m", "bench.scaling", "--systems", "pybroker", "--partitions", "40"]
+    argv = ["--systems", "pybroker", "--partitions", "40"]
     argv += ["--spread-records", "2000", "--log-sizes-gib", "0.01", "--seek-samples", "3"]
     argv += ["--connections", "4", "--connection-seconds", "1"]
-    result = subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=280)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    result = run_bench("bench.scaling", *argv, timeout_s=280)
     tables = {}
     for line in result.stdout.splitlines():
         if line.startswith("| system"):
