@@ -30,7 +30,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from bench import confluent_load, pinning, processes
 from bench.page_cache import PageCacheFill
 from bench.stats import median
-from bench.sysstat import load_average, machine_description
+from bench.sysstat import load_average, machine_description, user_and_system_seconds
 from bench.systems import make_broker
 
 RECORD_SIZE = 1024
@@ -40,19 +40,17 @@ def _thread_cpu_seconds() -> dict[str, float]:
     """CPU seconds of this process's threads: "python" (the main thread, which calls ``produce()``
     and runs the delivery callbacks), librdkafka's broker threads summed as "rdk:broker", others by name."""
     totals: dict[str, float] = {}
-    tick = os.sysconf("SC_CLK_TCK")
     for tid in os.listdir("/proc/self/task"):
         try:
-            stat = Path(f"/proc/self/task/{tid}/stat").read_text()
+            name = Path(f"/proc/self/task/{tid}/comm").read_text().strip()
+            user, system = user_and_system_seconds("self", tid)
         except OSError:
             continue  # the thread ended
-        name = stat[stat.index("(") + 1 : stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2 :].split()
         if int(tid) == os.getpid():
             name = "python"
         elif name.startswith("rdk:broker"):
             name = "rdk:broker"
-        totals[name] = totals.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+        totals[name] = totals.get(name, 0.0) + user + system
     return totals
 
 

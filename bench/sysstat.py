@@ -50,10 +50,12 @@ def cpu_seconds(pid: int) -> float:
     return max(user + system, _live_threads_run_time(pid))
 
 
-def user_and_system_seconds(pid: int) -> tuple[float, float]:
-    """The process's user and system (kernel) CPU time so far, whole thread group, in clock ticks."""
+def user_and_system_seconds(pid: int | str, tid: int | str | None = None) -> tuple[float, float]:
+    """User and system (kernel) CPU time so far, in clock ticks: of the whole process, or of one of its
+    threads (``tid``; ``pid`` may be "self")."""
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
     # The command name in field 2 may contain spaces and parentheses: split after the last ")".
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    fields = Path(path).read_text().rsplit(")", 1)[1].split()
     tick = os.sysconf("SC_CLK_TCK")
     return int(fields[11]) / tick, int(fields[12]) / tick
 
