@@ -60,6 +60,8 @@ from bench.page_cache import DEFAULT_TARGET_FREE, PageCacheFill
 from bench.report import Measurement, compare_table, render_section, summarize, write_section
 from bench.stats import median, ratio
 from bench.sysstat import (
+    busy_share,
+    cpu_idle_seconds,
     cpu_seconds,
     load_average,
     machine_description,
@@ -181,9 +183,16 @@ class Session:
     """One system started once; runs workloads against it and records what they cost the broker."""
 
     def __init__(
-        self, system: str, broker: Broker, bootstrap: str, volume: Volume, fill: PageCacheFill | None = None
+        self,
+        system: str,
+        broker: Broker,
+        bootstrap: str,
+        volume: Volume,
+        fill: PageCacheFill | None = None,
+        loader_cpus: frozenset[int] = frozenset(),
     ) -> None:
         self.system = system
+        self.loader_cpus = loader_cpus  # whose busy share each measurement reports (none: not pinned)
         self.fill = fill
         self.broker = broker
         self.bootstrap = bootstrap
@@ -208,7 +217,9 @@ class Session:
         reset_peak_rss(pid)
         cpu_before = cpu_seconds(pid)
         user_before, system_before = user_and_system_seconds(pid)
+        idle_before, started = cpu_idle_seconds(self.loader_cpus), time.perf_counter()
         result = load()
+        elapsed, loader_idle = time.perf_counter() - started, cpu_idle_seconds(self.loader_cpus) - idle_before
         user_after, system_after = user_and_system_seconds(pid)
         return Measurement(
             system=self.system,
@@ -223,6 +234,7 @@ class Session:
             cpu_s=cpu_seconds(pid) - cpu_before,
             payload_bytes=float(result.records * result.record_size),
             kernel_share=ratio(system_after - system_before, user_after + system_after - user_before - system_before),
+            loader_cpu_busy=busy_share(self.loader_cpus, loader_idle, elapsed),
         )
 
     def warm_up(self, loaders: Sequence[str]) -> float:
@@ -368,7 +380,7 @@ def run_session(
             print(
                 f"run {run_index + 1}: {system} ready at {bootstrap} in {time.perf_counter() - started:.1f} s"
             )
-            session = Session(system, broker, bootstrap, volume, fill)
+            session = Session(system, broker, bootstrap, volume, fill, pins.loader_cpus)
             warm_s = session.warm_up(loaders)
             if warm_s:
                 print(
@@ -393,7 +405,7 @@ def run_session(
                         f"  {system:8} {loader:9} {workload.name:28} {m.records_per_s:12,.0f} rec/s "
                         f"{m.mb_per_s:8.1f} MB/s  {m.cpu_s_per_gb:6.2f} CPU s/GB  p50 {m.p50_ms:7.2f}  "
                         f"p99 {m.p99_ms:8.2f}  p99.9 {m.p999_ms:8.2f} ms  rss {m.rss_mb:6.0f} MB  "
-                        f"cpu {m.cpu_s:5.1f} s",
+                        f"cpu {m.cpu_s:5.1f} s  loader CPUs {100 * m.loader_cpu_busy:3.0f} % busy",
                         flush=True,
                     )
         finally:
@@ -478,7 +490,10 @@ def result_notes(args: argparse.Namespace, volume: Volume, pins: pinning.Pinning
         f"pybroker at {tree_revision()}; load average when started: {load}.",
         f"Runs per system: {args.runs}, interleaved (Kafka, pybroker, Kafka, …); medians shown "
         "(CPU s/GB: median of each run's broker CPU-seconds ÷ payload GB; kernel %: the share of "
-        "that CPU time the broker spent in the kernel, its system time in /proc/PID/stat).",
+        "that CPU time the broker spent in the kernel, its system time in /proc/PID/stat: the total is the "
+        "scheduler's run time, its split into user and kernel time is sampled at the kernel's clock tick; "
+        "loader CPU %: how busy the loaders' CPUs were during the timed load, its tool's start included: "
+        "wall time less their idle time in /proc/stat; near 100 the loader, not the broker, set the rate).",
         f"Volume: {volume.bytes_per_run / GIB:g} GiB of payload per produce workload (consume reads it back "
         f"{_times(volume.consume_passes)}, each time in a fresh loader process), "
         f"{volume.sustained_bytes / GIB:g} GiB per sustained one; after each broker start "

@@ -33,6 +33,8 @@ class Measurement:
     cpu_s: float = float("nan")
     payload_bytes: float = float("nan")  # record payload the workload moved through the broker
     kernel_share: float = float("nan")  # of the broker's CPU time, the part spent in the kernel
+    # How busy the loaders' CPUs were while the load ran (near 1: the loader, not the broker, set the rate).
+    loader_cpu_busy: float = float("nan")
 
     @property
     def cpu_s_per_gb(self) -> float:
@@ -57,6 +59,7 @@ class Summary:
     cpu_s: float
     cpu_s_per_gb: float
     kernel_share: float
+    loader_cpu_busy: float
 
 
 _MEDIAN_FIELDS = (
@@ -69,6 +72,7 @@ _MEDIAN_FIELDS = (
     "cpu_s",
     "cpu_s_per_gb",
     "kernel_share",
+    "loader_cpu_busy",
 )
 
 
@@ -107,7 +111,7 @@ def _fmt_ratio(value: float) -> str:
 
 
 COMPARE_HEADER = (
-    "| system | loader | workload | runs | records/s | MB/s | CPU s/GB | kernel % | p50 ms | p99 ms | p99.9 ms "
+    "| system | loader | workload | runs | records/s | MB/s | CPU s/GB | kernel % | loader CPU % | p50 ms | p99 ms | p99.9 ms "
     "| peak RSS MB | CPU s | MB/s ÷ Kafka | CPU s/GB ÷ Kafka | p99 ÷ Kafka | RSS ÷ Kafka |"
 )
 
@@ -130,6 +134,7 @@ def compare_table(summaries: Sequence[Summary]) -> str:
             _fmt(s.mb_per_s),
             _fmt(s.cpu_s_per_gb, 2),
             _fmt(100 * s.kernel_share, 0),
+            _fmt(100 * s.loader_cpu_busy, 0),
             _fmt(s.p50_ms, 2),
             _fmt(s.p99_ms, 2),
             _fmt(s.p999_ms, 2),

@@ -23,6 +23,7 @@ def test_quick_compare_runs_against_pybroker_and_kafka() -> None:
     header = [cell.strip() for cell in rows[0].strip("|").split("|")]
     cpu_column = header.index("CPU s/GB")
     kernel_column = header.index("kernel %")
+    loader_column = header.index("loader CPU %")
     systems = {row.split("|")[1].strip() for row in rows[1:]}
     assert systems == {"pybroker", "kafka"}
     workloads = {row.split("|")[3].strip().strip("`") for row in rows[1:]}
@@ -43,6 +44,10 @@ def test_quick_compare_runs_against_pybroker_and_kafka() -> None:
                 kernel_shares.setdefault(cells[0], []).append(float(cells[kernel_column]))
     assert set(kernel_shares) == {"pybroker", "kafka"}, rows
     assert all(0 <= share <= 100 for shares in kernel_shares.values() for share in shares), kernel_shares
+    # With the loaders pinned apart from the broker, every row says how busy their CPUs were.
+    if "loaders to CPU" in result.stdout:
+        busy = [float(row.strip("|").split("|")[loader_column]) for row in rows[1:]]
+        assert all(0 <= share <= 100 for share in busy), rows
     assert "warmed up: 2 MiB per shape and loader" in result.stdout
     assert "CPUs: " in result.stdout
     assert "memory settled: sync " in result.stdout and "page cache kept full: " in result.stdout

@@ -38,21 +38,22 @@ def _m(
     rss: float = 100.0,
     cpu: float = float("nan"),
     kernel: float = 0.4,
+    loader: float = 0.9,
 ) -> Measurement:
     return Measurement(
         system, "java", "produce/1KiB/p1/acks1", mb * 1000, mb, p99_ms=p99, rss_mb=rss, cpu_s=cpu,
-        payload_bytes=2e9, kernel_share=kernel,
+        payload_bytes=2e9, kernel_share=kernel, loader_cpu_busy=loader,
     )  # fmt: skip
 
 
 def test_summaries_are_medians_and_ratios_are_pybroker_over_kafka() -> None:
     runs = [
-        _m("pybroker", 90, p99=4, rss=40, cpu=2.0, kernel=0.3),
+        _m("pybroker", 90, p99=4, rss=40, cpu=2.0, kernel=0.3, loader=0.97),
         _m("kafka", 200, p99=2, rss=400, cpu=6.0),
         _m("kafka-constrained", 120, p99=9, rss=300, cpu=9.0),
         _m("pybroker", 100, p99=6, rss=50, cpu=3.0),
         _m("kafka", 100, p99=4, rss=420, cpu=8.0),
-        _m("pybroker", 500, p99=5, rss=45, cpu=2.2, kernel=0.5),
+        _m("pybroker", 500, p99=5, rss=45, cpu=2.2, kernel=0.5, loader=1.0),
         _m("kafka", 150, p99=3, rss=410, cpu=7.0),
     ]
     summaries = summarize(runs)
@@ -62,11 +63,12 @@ def test_summaries_are_medians_and_ratios_are_pybroker_over_kafka() -> None:
     assert (kafka.cpu_s_per_gb, pybroker.cpu_s_per_gb) == (3.5, 1.1)  # CPU s over 2 GB, median of runs
     table = compare_table(summaries)
     header = [cell.strip() for cell in table.splitlines()[0].strip("|").split("|")]
-    assert header[6] == "CPU s/GB" and header[7] == "kernel %" and header[-3] == "CPU s/GB ÷ Kafka"
+    assert header[6:9] == ["CPU s/GB", "kernel %", "loader CPU %"] and header[-3] == "CPU s/GB ÷ Kafka"
     pybroker_row = next(line for line in table.splitlines() if line.startswith("| pybroker"))
     cells = [cell.strip() for cell in pybroker_row.strip("|").split("|")]
     assert cells[6] == "1.10"
     assert cells[7] == "40"  # the median run's kernel share of the broker's CPU
+    assert cells[8] == "97"  # the median run's busy share of the loaders' CPUs
     # MB/s 100/150, CPU s/GB 1.1/3.5 (never to the constrained row's 4.5), p99 5/3, RSS 45/410
     assert cells[-4:] == ["0.67×", "0.31×", "1.67×", "0.11×"]
     for system in ("kafka", "kafka-constrained"):
