@@ -235,6 +235,7 @@ class Session:
             payload_bytes=float(result.records * result.record_size),
             kernel_share=ratio(system_after - system_before, user_after + system_after - user_before - system_before),
             loader_cpu_busy=busy_share(self.loader_cpus, loader_idle, elapsed),
+            elapsed_s=elapsed,
         )
 
     def warm_up(self, loaders: Sequence[str]) -> float:
@@ -405,7 +406,8 @@ def run_session(
                         f"  {system:8} {loader:9} {workload.name:28} {m.records_per_s:12,.0f} rec/s "
                         f"{m.mb_per_s:8.1f} MB/s  {m.cpu_s_per_gb:6.2f} CPU s/GB  p50 {m.p50_ms:7.2f}  "
                         f"p99 {m.p99_ms:8.2f}  p99.9 {m.p999_ms:8.2f} ms  rss {m.rss_mb:6.0f} MB  "
-                        f"cpu {m.cpu_s:5.1f} s  loader CPUs {100 * m.loader_cpu_busy:3.0f} % busy",
+                        f"cpu {m.cpu_s:5.1f} s ({100 * m.broker_cores:3.0f} % of a core)  "
+                        f"loader CPUs {100 * m.loader_cpu_busy:3.0f} % busy",
                         flush=True,
                     )
         finally:
@@ -492,6 +494,7 @@ def result_notes(args: argparse.Namespace, volume: Volume, pins: pinning.Pinning
         "(CPU s/GB: median of each run's broker CPU-seconds ÷ payload GB; kernel %: the share of "
         "that CPU time the broker spent in the kernel, its system time in /proc/PID/stat: the total is the "
         "scheduler's run time, its split into user and kernel time is sampled at the kernel's clock tick; "
+        "broker CPU %: its CPU time over the load's wall time, 100 = one core; "
         "loader CPU %: how busy the loaders' CPUs were during the timed load, its tool's start included: "
         "wall time less their idle time in /proc/stat; near 100 the loader, not the broker, set the rate).",
         f"Volume: {volume.bytes_per_run / GIB:g} GiB of payload per produce workload (consume reads it back "

@@ -35,6 +35,12 @@ class Measurement:
     kernel_share: float = float("nan")  # of the broker's CPU time, the part spent in the kernel
     # How busy the loaders' CPUs were while the load ran (near 1: the loader, not the broker, set the rate).
     loader_cpu_busy: float = float("nan")
+    elapsed_s: float = float("nan")  # the load's wall time, the tool's start included
+
+    @property
+    def broker_cores(self) -> float:
+        """The broker's CPU time over the load's wall time: how many cores it kept busy (1.0: one)."""
+        return ratio(self.cpu_s, self.elapsed_s)
 
     @property
     def cpu_s_per_gb(self) -> float:
@@ -60,6 +66,7 @@ class Summary:
     cpu_s_per_gb: float
     kernel_share: float
     loader_cpu_busy: float
+    broker_cores: float
 
 
 _MEDIAN_FIELDS = (
@@ -73,6 +80,7 @@ _MEDIAN_FIELDS = (
     "cpu_s_per_gb",
     "kernel_share",
     "loader_cpu_busy",
+    "broker_cores",
 )
 
 
@@ -111,7 +119,7 @@ def _fmt_ratio(value: float) -> str:
 
 
 COMPARE_HEADER = (
-    "| system | loader | workload | runs | records/s | MB/s | CPU s/GB | kernel % | loader CPU % | p50 ms | p99 ms | p99.9 ms "
+    "| system | loader | workload | runs | records/s | MB/s | CPU s/GB | kernel % | broker CPU % | loader CPU % | p50 ms | p99 ms | p99.9 ms "
     "| peak RSS MB | CPU s | MB/s ÷ Kafka | CPU s/GB ÷ Kafka | p99 ÷ Kafka | RSS ÷ Kafka |"
 )
 
@@ -134,6 +142,7 @@ def compare_table(summaries: Sequence[Summary]) -> str:
             _fmt(s.mb_per_s),
             _fmt(s.cpu_s_per_gb, 2),
             _fmt(100 * s.kernel_share, 0),
+            _fmt(100 * s.broker_cores, 0),
             _fmt(100 * s.loader_cpu_busy, 0),
             _fmt(s.p50_ms, 2),
             _fmt(s.p99_ms, 2),

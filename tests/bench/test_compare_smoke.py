@@ -24,6 +24,7 @@ def test_quick_compare_runs_against_pybroker_and_kafka() -> None:
     cpu_column = header.index("CPU s/GB")
     kernel_column = header.index("kernel %")
     loader_column = header.index("loader CPU %")
+    broker_column = header.index("broker CPU %")
     systems = {row.split("|")[1].strip() for row in rows[1:]}
     assert systems == {"pybroker", "kafka"}
     workloads = {row.split("|")[3].strip().strip("`") for row in rows[1:]}
@@ -48,6 +49,8 @@ def test_quick_compare_runs_against_pybroker_and_kafka() -> None:
     if "loaders to CPU" in result.stdout:
         busy = [float(row.strip("|").split("|")[loader_column]) for row in rows[1:]]
         assert all(0 <= share <= 100 for share in busy), rows
+    # And how much of a core the broker kept busy (a broker has more threads than one: no upper bound).
+    assert all(float(row.strip("|").split("|")[broker_column]) >= 0 for row in rows[1:]), rows
     assert "warmed up: 2 MiB per shape and loader" in result.stdout
     assert "CPUs: " in result.stdout
     assert "memory settled: sync " in result.stdout and "page cache kept full: " in result.stdout

@@ -42,7 +42,7 @@ def _m(
 ) -> Measurement:
     return Measurement(
         system, "java", "produce/1KiB/p1/acks1", mb * 1000, mb, p99_ms=p99, rss_mb=rss, cpu_s=cpu,
-        payload_bytes=2e9, kernel_share=kernel, loader_cpu_busy=loader,
+        payload_bytes=2e9, kernel_share=kernel, loader_cpu_busy=loader, elapsed_s=10.0,
     )  # fmt: skip
 
 
@@ -63,12 +63,14 @@ def test_summaries_are_medians_and_ratios_are_pybroker_over_kafka() -> None:
     assert (kafka.cpu_s_per_gb, pybroker.cpu_s_per_gb) == (3.5, 1.1)  # CPU s over 2 GB, median of runs
     table = compare_table(summaries)
     header = [cell.strip() for cell in table.splitlines()[0].strip("|").split("|")]
-    assert header[6:9] == ["CPU s/GB", "kernel %", "loader CPU %"] and header[-3] == "CPU s/GB ÷ Kafka"
+    assert header[6:10] == ["CPU s/GB", "kernel %", "broker CPU %", "loader CPU %"]
+    assert header[-3] == "CPU s/GB ÷ Kafka"
     pybroker_row = next(line for line in table.splitlines() if line.startswith("| pybroker"))
     cells = [cell.strip() for cell in pybroker_row.strip("|").split("|")]
     assert cells[6] == "1.10"
     assert cells[7] == "40"  # the median run's kernel share of the broker's CPU
-    assert cells[8] == "97"  # the median run's busy share of the loaders' CPUs
+    assert cells[8] == "22"  # the median run's CPU time over its wall time: 2.2 s in 10 s
+    assert cells[9] == "97"  # the median run's busy share of the loaders' CPUs
     # MB/s 100/150, CPU s/GB 1.1/3.5 (never to the constrained row's 4.5), p99 5/3, RSS 45/410
     assert cells[-4:] == ["0.67×", "0.31×", "1.67×", "0.11×"]
     for system in ("kafka", "kafka-constrained"):
