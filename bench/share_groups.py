@@ -35,6 +35,7 @@ from bench.sysstat import cpu_seconds
 from compat_tests.brokers import PyBroker
 from compat_tests.clients.java43 import java43_command
 from compat_tests.clients.share_consume import REPO_ROOT, SHARE_CLIENTS, share_consume_command
+from pybroker._compiled import PURE_PYTHON_ENV
 
 RECORD_BYTES = 1024
 CONSUMERS = 3
@@ -112,7 +113,9 @@ def run(kind: str, records: int, runs: int, client: str, py_spy: str | None = No
 
     rates = []
     with tempfile.TemporaryDirectory() as tmp:
-        launcher: Any = ApacheKafka(Path(tmp)) if kind == "kafka" else PyBroker(Path(tmp))
+        # py-spy sees Python frames only: profile the broker's source, not its Cython-compiled modules.
+        env = {PURE_PYTHON_ENV: "1"} if py_spy else None
+        launcher: Any = ApacheKafka(Path(tmp)) if kind == "kafka" else PyBroker(Path(tmp), env=env)
         launcher.start()
         profiler = None
         try:

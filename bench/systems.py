@@ -7,7 +7,10 @@ All get the settings in ``MATCHED_SETTINGS`` on top of their defaults; none fsyn
   -Xmx1G -Xms1G, kafka-run-class.sh's G1 settings, GC log on): the reference every ratio is taken to.
 - ``kafka-constrained``: the same broker with a small growable heap and G1's defaults
   (-Xmx512m -Xms128m), what the compat suite runs; shown for comparison, never a ratio's base.
-- ``pybroker``.
+- ``pybroker``: as installed, i.e. with the produce path's modules compiled by Cython when the install
+  built them (pybroker/_compiled.py).
+- ``pybroker-pure``: the same install with ``PYBROKER_PURE_PYTHON=1``: every module from its ``.py``, so
+  the compiled modules' gain is measured interleaved in one run.
 - ``pybroker-baseline``: pybroker from another checkout (``PYBROKER_BASELINE_TREE``, e.g. a worktree
   of the commit before a change), so a change's before and after are measured interleaved in one run.
 """
@@ -20,8 +23,9 @@ from pathlib import Path
 from typing import Protocol
 
 from compat_tests.brokers import PyBroker
+from pybroker._compiled import PURE_PYTHON_ENV
 
-SYSTEMS = ("pybroker", "pybroker-baseline", "kafka", "kafka-constrained")
+SYSTEMS = ("pybroker", "pybroker-pure", "pybroker-baseline", "kafka", "kafka-constrained")
 
 MATCHED_SETTINGS: dict[str, str] = {
     "log.segment.bytes": str(1024 * 1024 * 1024),  # Kafka's default, stated on both
@@ -59,6 +63,9 @@ def make_broker(
         return ApacheKafka(workdir, overrides=settings, jvm=jvm, command_prefix=command_prefix)
     if system == "pybroker":
         return PyBroker(workdir, overrides=settings, command_prefix=list(command_prefix))
+    if system == "pybroker-pure":
+        env = {PURE_PYTHON_ENV: "1"}
+        return PyBroker(workdir, overrides=settings, env=env, command_prefix=list(command_prefix))
     if system == "pybroker-baseline":
         tree = os.environ.get("PYBROKER_BASELINE_TREE")
         if not tree or not (Path(tree) / "pybroker" / "__init__.py").is_file():
